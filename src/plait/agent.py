@@ -1,0 +1,38 @@
+"""The one interface every runnable thing implements: `Agent`, and its input."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from plait._json import JSONMixin
+from plait.context import RunContext
+from plait.events import AgentEvent
+from plait.messages import Message
+
+__all__ = ["Agent", "AgentInput"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentInput(JSONMixin):
+    """The messages an agent runs on, and whether model output should stream."""
+
+    messages: Sequence[Message]
+    enable_streaming: bool = False
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Anything that runs: yields `AgentEvent`s for an input inside a run context.
+
+    `run` is an async generator. Build events with `ctx.event(...)` so they carry the
+    agent's name, run path and depth; an event with `error` set ends the stream.
+    """
+
+    name: str
+    description: str
+
+    def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` and yield the events of this agent (and of those it calls)."""
+        ...

@@ -1,0 +1,225 @@
+"""Errors raised by plait, all under one base class.
+
+```
+PlaitError
+├── UsageError                  a developer mistake (bad configuration, missing placeholder)
+├── AgentError                  an unexpected exception escaped a custom agent
+├── ModelError                  the model call failed (provider error, exhausted script)
+├── ToolError                   a tool failed and the agent was told to raise (tool_errors="raise")
+│   └── InvalidToolArguments    the arguments were not JSON or did not match the schema
+├── MaxIterationsExceeded       a ChatModelAgent reached max_iterations model calls
+├── LimitExceeded               a run-wide limit; ends the whole run from any depth
+│   ├── MaxHandoffsExceeded
+│   ├── RepetitiveHandoffError
+│   ├── MaxDepthExceeded
+│   ├── MaxStepsExceeded
+│   ├── TokenBudgetExceeded
+│   └── NodeTimeout             (also a TimeoutError)
+├── CheckpointNotFound
+├── CheckpointCorrupt
+├── SerializationError          names the path to the value that could not be encoded
+├── ResumeError                 bad resume targets, or a checkpoint already resumed
+└── RunCancelled
+```
+
+Every error carries what a user needs to act on it as attributes (agent name, tool name,
+call id, the limit that was hit, the path to a bad value). Errors inside a run do not raise
+out of the `Runner`: they arrive as the last event (`event.error`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
+
+__all__ = [
+    "AgentError",
+    "CheckpointCorrupt",
+    "CheckpointNotFound",
+    "InvalidToolArguments",
+    "LimitExceeded",
+    "MaxDepthExceeded",
+    "MaxHandoffsExceeded",
+    "MaxIterationsExceeded",
+    "MaxStepsExceeded",
+    "ModelError",
+    "NodeTimeout",
+    "PlaitError",
+    "RepetitiveHandoffError",
+    "ResumeError",
+    "RunCancelled",
+    "SerializationError",
+    "TokenBudgetExceeded",
+    "ToolError",
+    "UsageError",
+]
+
+
+class PlaitError(Exception):
+    """Base class of every error plait raises or reports."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        for key, value in details.items():
+            setattr(self, key, value)
+
+    def details(self) -> dict[str, Any]:
+        """Return the structured attributes of this error (everything except the message)."""
+        return {k: v for k, v in vars(self).items() if k != "message" and not k.startswith("_")}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, PlaitError)
+        return self.message == other.message and self.details() == other.details()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.message))
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        def serialize(err: PlaitError) -> dict[str, Any]:
+            return {"type": type(err).__name__, "message": err.message, "details": err.details()}
+
+        return core_schema.no_info_plain_validator_function(
+            _error_from_json,
+            serialization=core_schema.plain_serializer_function_ser_schema(serialize),
+        )
+
+
+def _error_from_json(value: Any) -> PlaitError:
+    if isinstance(value, PlaitError):
+        return value
+    if not isinstance(value, dict) or not isinstance(value.get("message"), str):
+        raise ValueError("an error is encoded as {type, message, details}")
+    cls = getattr(sys.modules[__name__], str(value.get("type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, PlaitError)):
+        cls = PlaitError
+    err = cls.__new__(cls)
+    Exception.__init__(err, value["message"])
+    err.message = value["message"]
+    err.__dict__.update(value.get("details") or {})
+    return err
+
+
+class UsageError(PlaitError):
+    """A developer mistake: invalid configuration or a call that cannot work."""
+
+
+class AgentError(PlaitError):
+    """An unexpected exception escaped an agent's `run`; `agent_name` names the agent."""
+
+    agent_name: str | None
+
+
+class ModelError(PlaitError):
+    """The model call failed; `agent_name`, and `status_code` when a provider answered."""
+
+    agent_name: str | None
+    status_code: int | None
+
+    def __init__(
+        self, message: str, *, agent_name: str | None = None, status_code: int | None = None
+    ) -> None:
+        super().__init__(message, agent_name=agent_name, status_code=status_code)
+
+
+class ToolError(PlaitError):
+    """A tool call failed and the agent was configured to treat that as fatal."""
+
+    tool_name: str
+    call_id: str | None
+    agent_name: str | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool_name: str,
+        call_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> None:
+        super().__init__(message, tool_name=tool_name, call_id=call_id, agent_name=agent_name)
+
+
+class InvalidToolArguments(ToolError):
+    """The model sent arguments that are not JSON or do not match the tool's schema."""
+
+
+class MaxIterationsExceeded(PlaitError):
+    """A `ChatModelAgent` would make model call `limit + 1`."""
+
+    agent_name: str
+    limit: int
+
+    def __init__(self, *, agent_name: str, limit: int) -> None:
+        super().__init__(
+            f"agent '{agent_name}' exceeded max_iterations={limit} model calls",
+            agent_name=agent_name,
+            limit=limit,
+        )
+
+
+class LimitExceeded(PlaitError):
+    """A run-wide limit was hit; these end the whole run and cross every agent boundary."""
+
+
+class MaxHandoffsExceeded(LimitExceeded):
+    """More handoffs than a swarm's `max_handoffs` in one run."""
+
+
+class RepetitiveHandoffError(LimitExceeded):
+    """The recent handoffs of a swarm went back and forth among too few agents."""
+
+
+class MaxDepthExceeded(LimitExceeded):
+    """Teams nested deeper than `max_depth`."""
+
+
+class MaxStepsExceeded(LimitExceeded):
+    """More model calls (or graph steps) than allowed."""
+
+
+class TokenBudgetExceeded(LimitExceeded):
+    """More tokens spent than `total_token_budget`."""
+
+
+class NodeTimeout(LimitExceeded, TimeoutError):
+    """A team member or graph node ran longer than its timeout."""
+
+
+class CheckpointNotFound(PlaitError):
+    """No checkpoint is stored under `checkpoint_id`."""
+
+
+class CheckpointCorrupt(PlaitError):
+    """The stored checkpoint bytes cannot be read as a plait checkpoint."""
+
+
+class SerializationError(PlaitError):
+    """A value cannot be encoded as JSON; `path` names it, e.g. `session_values['cart'][2]`."""
+
+    path: str
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message, path=path)
+
+
+class ResumeError(PlaitError):
+    """A resume was rejected: unknown interrupt ids, a scalar for several, or already resumed."""
+
+
+class RunCancelled(PlaitError):
+    """The run was cancelled before it finished."""

@@ -1,0 +1,343 @@
+"""What a run yields: `AgentEvent`, its output and action types, and `RunResult`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from plait._json import JSONMixin
+from plait.errors import PlaitError, RunCancelled, SerializationError
+from plait.messages import Message, Usage, merge_chunks
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
+
+__all__ = [
+    "AgentAction",
+    "AgentEvent",
+    "AgentOutput",
+    "BreakLoopAction",
+    "HandoffLog",
+    "InterruptCtx",
+    "InterruptInfo",
+    "MessageStream",
+    "MessageVariant",
+    "RunResult",
+    "TransferToAgentAction",
+]
+
+
+class MessageStream:
+    """A buffered stream of message chunks from a model.
+
+    Iterating yields the model's chunks one to one; each `async for` starts from the first
+    chunk, so the stream can be read several times and after the run has ended. The run never
+    waits for a reader: the producing agent drains the source itself when it needs the whole
+    message (`collect()`).
+    """
+
+    __slots__ = ("_busy", "_buf", "_done", "_error", "_on_error", "_merged", "_src", "_wake")
+
+    def __init__(
+        self,
+        source: AsyncIterator[Message] | None = None,
+        *,
+        chunks: Sequence[Message] = (),
+        on_error: Callable[[Exception], BaseException] | None = None,
+    ) -> None:
+        self._src = source
+        self._buf: list[Message] = list(chunks)
+        self._done = source is None
+        self._error: BaseException | None = None
+        self._on_error = on_error
+        self._merged: Message | None = None
+        self._busy = False
+        self._wake: asyncio.Future[None] | None = None
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return _Cursor(self)
+
+    @property
+    def done(self) -> bool:
+        """Whether the source has ended (normally or with an error)."""
+        return self._done
+
+    @property
+    def chunks(self) -> tuple[Message, ...]:
+        """Return the chunks received so far."""
+        return tuple(self._buf)
+
+    async def collect(self) -> Message:
+        """Drain the source and return the chunks merged into one message."""
+        while not self._done:
+            await self._pull()
+        if self._error is not None:
+            raise self._error
+        if self._merged is None:
+            self._merged = merge_chunks(self._buf)
+        return self._merged
+
+    def merged(self) -> Message:
+        """Return the whole message of a finished stream without awaiting."""
+        if not self._done or self._error is not None:
+            raise SerializationError(
+                "a streaming message was not fully received and cannot be encoded", path="stream"
+            )
+        if self._merged is None:
+            self._merged = merge_chunks(self._buf)
+        return self._merged
+
+    async def aclose(self) -> None:
+        """Stop reading the source; readers waiting for more get `RunCancelled`."""
+        if self._done:
+            return
+        self._done = True
+        self._error = RunCancelled("the stream was closed before the model finished")
+        src = self._src
+        aclose = getattr(src, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        self._wake_readers()
+
+    async def _pull(self) -> None:
+        if self._busy:  # another task is reading the source: wait for its chunk
+            if self._wake is None:
+                self._wake = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._wake)
+            return
+        self._busy = True
+        try:
+            assert self._src is not None
+            chunk = await self._src.__anext__()
+        except StopAsyncIteration:
+            self._done = True
+        except Exception as exc:
+            self._done = True
+            self._error = self._on_error(exc) if self._on_error is not None else exc
+        except BaseException:
+            self._done = True
+            self._error = RunCancelled("the stream was cancelled before the model finished")
+            raise
+        else:
+            self._buf.append(chunk)
+        finally:
+            self._busy = False
+            self._wake_readers()
+
+    def _wake_readers(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            if not wake.done():
+                wake.set_result(None)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageStream):
+            return NotImplemented
+        return self._done and other._done and self._buf == other._buf
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        state = "done" if self._done else "open"
+        return f"MessageStream({len(self._buf)} chunks, {state})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        chunks_schema = handler.generate_schema(list[Message])
+
+        def validate(value: Any) -> MessageStream:
+            if isinstance(value, MessageStream):
+                return value
+            return MessageStream(chunks=value)
+
+        def serialize(value: MessageStream) -> list[Message]:
+            value.merged()  # refuse an unfinished stream
+            return value._buf
+
+        return core_schema.no_info_after_validator_function(
+            validate,
+            core_schema.union_schema([core_schema.is_instance_schema(cls), chunks_schema]),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                serialize, return_schema=chunks_schema
+            ),
+        )
+
+
+class _Cursor:
+    __slots__ = ("_i", "_s")
+
+    def __init__(self, stream: MessageStream) -> None:
+        self._s = stream
+        self._i = 0
+
+    def __aiter__(self) -> _Cursor:
+        return self
+
+    async def __anext__(self) -> Message:
+        s = self._s
+        while True:
+            i = self._i
+            if i < len(s._buf):
+                self._i = i + 1
+                return s._buf[i]
+            if s._done:
+                if s._error is not None:
+                    raise s._error
+                raise StopAsyncIteration
+            await s._pull()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageVariant(JSONMixin):
+    """A message in an event: whole (`message`) or streaming (`stream`).
+
+    `role` and `tool_name` classify it without reading the stream.
+    """
+
+    is_streaming: bool
+    role: Literal["assistant", "tool"]
+    tool_name: str | None = None
+    message: Message | None = None
+    stream: MessageStream | None = None
+
+    async def get_message(self) -> Message:
+        """Return the whole message, draining the stream if needed."""
+        if self.message is not None:
+            return self.message
+        if self.stream is None:
+            raise ValueError("a MessageVariant needs a message or a stream")
+        return await self.stream.collect()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentOutput(JSONMixin):
+    """What an event carries: a message, a custom value, or both."""
+
+    message: MessageVariant | None = None
+    custom: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransferToAgentAction(JSONMixin):
+    """Hand control to another agent."""
+
+    dest_agent_name: str
+    message: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakLoopAction(JSONMixin):
+    """Stop the enclosing `LoopAgent` after the current sub-agent finishes."""
+
+    from_agent: str
+    done: bool = False
+    current_iterations: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterruptCtx(JSONMixin):
+    """One pending interrupt: a fresh `id`, a readable `address`, and the `info` given."""
+
+    id: str
+    address: str
+    info: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterruptInfo(JSONMixin):
+    """Every interrupt pending when a run paused, and the checkpoint to resume from."""
+
+    contexts: tuple[InterruptCtx, ...]
+    checkpoint_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentAction(JSONMixin):
+    """A control action attached to an event."""
+
+    exit: bool = False
+    interrupted: InterruptInfo | None = None
+    transfer_to_agent: TransferToAgentAction | None = None
+    break_loop: BreakLoopAction | None = None
+    custom: Any = None
+
+    def merge(self, other: AgentAction) -> AgentAction:
+        """Combine two actions; fields set in `other` win."""
+        return AgentAction(
+            exit=self.exit or other.exit,
+            interrupted=other.interrupted or self.interrupted,
+            transfer_to_agent=other.transfer_to_agent or self.transfer_to_agent,
+            break_loop=other.break_loop or self.break_loop,
+            custom=other.custom if other.custom is not None else self.custom,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffLog(JSONMixin):
+    """One handoff between team members; `timestamp` is timezone-aware UTC."""
+
+    timestamp: datetime
+    from_agent: str
+    to_agent: str
+    message: str = ""
+    reason: str = ""
+    step_count: int = 0
+    tokens_used: int = 0
+
+    def render(self) -> str:
+        """Return a one-line rendering: `[14:30:01] triage → security: "…" (3 steps, 450 tokens)`."""
+        text = f'[{self.timestamp:%H:%M:%S}] {self.from_agent} → {self.to_agent}: "{self.message}"'
+        return f"{text} ({self.step_count} steps, {self.tokens_used} tokens)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentEvent(JSONMixin):
+    """One step of a run, as seen by the caller.
+
+    `run_path` names the agents from the root to the one that produced the event; `depth`
+    counts how many agent-as-tool boundaries lie above it. An event with `error` set is the
+    last event of its stream.
+    """
+
+    agent_name: str
+    run_path: tuple[str, ...]
+    depth: int = 0
+    output: AgentOutput | None = None
+    action: AgentAction | None = None
+    error: PlaitError | None = None
+    handoff: HandoffLog | None = None
+
+    @property
+    def message(self) -> MessageVariant | None:
+        """Return the event's message variant, if it carries one."""
+        output = self.output
+        return None if output is None else output.message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult(JSONMixin):
+    """Everything a finished (or paused, or failed) run produced."""
+
+    events: tuple[AgentEvent, ...] = ()
+    final_output: Any = None
+    error: PlaitError | None = None
+    interrupts: tuple[InterruptCtx, ...] = ()
+    checkpoint_id: str | None = None
+    handoffs: tuple[HandoffLog, ...] = ()
+    usage: Usage = Usage()
+
+    def raise_for_error(self) -> RunResult:
+        """Raise the run's error, if any; otherwise return self."""
+        if self.error is not None:
+            raise self.error
+        return self

@@ -1,0 +1,42 @@
+"""The tool protocol and the values tools exchange with agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from plait._json import JSONMixin
+from plait.context import RunContext
+from plait.events import AgentAction
+
+__all__ = ["Tool", "ToolInfo", "ToolResult"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolInfo(JSONMixin):
+    """What the model is told about a tool: name, description and JSON schema of parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult(JSONMixin):
+    """A tool's result with an action attached to its event (exit, transfer, break…)."""
+
+    content: str
+    action: AgentAction | None = None
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A tool a model can call."""
+
+    def info(self) -> ToolInfo:
+        """Describe the tool to the model."""
+        ...
+
+    async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+        """Run the tool on the JSON arguments the model sent."""
+        ...

@@ -1,0 +1,181 @@
+"""`@tool`: turn a Python function into a `Tool` with a JSON schema and validated arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import typing
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, overload
+
+from plait.context import RunContext
+from plait.errors import InvalidToolArguments, UsageError
+from plait.tools.base import ToolInfo, ToolResult
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+__all__ = ["FunctionTool", "tool"]
+
+
+class FunctionTool:
+    """A tool backed by a sync or async function.
+
+    The schema comes from the type hints (pydantic models allowed) and the Google-style
+    docstring (`Args:` lines describe parameters). A parameter annotated `RunContext` is
+    injected and hidden from the model. Sync functions run in a worker thread with the
+    context variables copied. A result that is not a `str` is JSON-encoded.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self._is_async = inspect.iscoroutinefunction(fn)
+        self._ctx_params: tuple[str, ...] = ()
+        from pydantic import ValidationError
+
+        self._validation_error = ValidationError
+        self._args_model = self._build_args_model(fn, description)
+
+    def _build_args_model(self, fn: Callable[..., Any], description: str | None) -> type[BaseModel]:
+        import docstring_parser
+        from pydantic import ConfigDict, Field, create_model
+
+        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+        if description is None:
+            parts = [doc.short_description or "", doc.long_description or ""]
+            description = "\n\n".join(p for p in parts if p)
+        self.description = description
+        param_docs = {p.arg_name: p.description for p in doc.params}
+        try:
+            hints = typing.get_type_hints(fn, include_extras=True)
+        except NameError as exc:
+            raise UsageError(f"tool '{self.name}': cannot resolve a type hint: {exc}") from exc
+        fields: dict[str, Any] = {}
+        ctx_params: list[str] = []
+        for pname, param in inspect.signature(fn).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise UsageError(
+                    f"tool '{self.name}': parameter '{pname}' must be a named parameter "
+                    "(no *args, **kwargs or positional-only parameters)"
+                )
+            annotation = hints.get(pname, Any)
+            if annotation is RunContext:
+                ctx_params.append(pname)
+                continue
+            default = ... if param.default is param.empty else param.default
+            fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+        self._ctx_params = tuple(ctx_params)
+        model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        self._parameters = _clean_schema(model.model_json_schema())
+        return model
+
+    def info(self) -> ToolInfo:
+        """Describe the tool to the model."""
+        return ToolInfo(name=self.name, description=self.description, parameters=self._parameters)
+
+    async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+        """Validate the arguments, run the function and encode its result."""
+        try:
+            args = self._args_model.model_validate_json(arguments_json or "{}")
+        except self._validation_error as exc:
+            raise InvalidToolArguments(
+                _describe(exc, self.name),
+                tool_name=self.name,
+                call_id=ctx.tool_call_id,
+                agent_name=ctx.agent_name,
+            ) from None
+        kwargs = dict(args.__dict__)
+        for pname in self._ctx_params:
+            kwargs[pname] = ctx
+        if self._is_async:
+            result = await self.fn(**kwargs)
+        else:
+            result = await asyncio.to_thread(self.fn, **kwargs)
+        if isinstance(result, str | ToolResult):
+            return result
+        return _encode(result)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self.name!r})"
+
+
+def _encode(value: Any) -> str:
+    import pydantic_core
+
+    return pydantic_core.to_json(value).decode()
+
+
+def _describe(exc: ValidationError, name: str) -> str:
+    errors = exc.errors(include_url=False)
+    for err in errors:
+        if err["type"] == "json_invalid":
+            return f"the arguments for tool '{name}' are not valid JSON: {err['msg']}"
+        if err["type"] == "model_type":
+            return f"the arguments for tool '{name}' must be a JSON object"
+    problems = []
+    for err in errors:
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        problem = f"{where}: {err['msg']}"
+        if err["type"] not in ("missing",):
+            problem += f" (got {err.get('input')!r})"
+        problems.append(problem)
+    return f"invalid arguments for tool '{name}': " + "; ".join(problems)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated `title`s, which only add noise for the model."""
+
+    def walk(node: Any, in_properties: bool = False) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: walk(v, k == "properties")
+                for k, v in node.items()
+                if in_properties or k != "title"
+            }
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    cleaned: dict[str, Any] = walk(schema)
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Turn a sync or async function into a tool (`@tool` or `@tool(name=..., description=...)`)."""
+    if fn is not None:
+        return FunctionTool(fn, name=name, description=description)
+
+    def decorate(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(f, name=name, description=description)
+
+    return decorate
