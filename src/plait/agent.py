@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from plait._json import JSONMixin
+from plait._record import record
 from plait.context import RunContext
 from plait.events import AgentEvent
 from plait.messages import Message
@@ -14,7 +14,7 @@ from plait.messages import Message
 __all__ = ["Agent", "AgentInput"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class AgentInput(JSONMixin):
     """The messages an agent runs on, and whether model output should stream."""
 

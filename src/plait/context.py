@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -171,22 +171,18 @@ class RunContext:
         """Build an event of this agent; `message` is shorthand for a whole-message output."""
         if message is not None:
             role = "tool" if message.role == "tool" else "assistant"
-            variant = MessageVariant(
-                is_streaming=False, role=role, tool_name=message.name, message=message
-            )
-            output = AgentOutput(message=variant)
-        return AgentEvent(
-            agent_name=self.agent_name,
-            run_path=self.run_path,
-            depth=self.depth,
-            output=output,
-            action=action,
-            error=error,
-        )
+            variant = _make_variant(False, role, message.name, message, None)
+            output = _make_output(variant, None)
+        return _make_event(self.agent_name, self.run_path, self.depth, output, action, error, None)
 
     def __repr__(self) -> str:
         return f"RunContext(agent_name={self.agent_name!r}, run_path={self.run_path!r})"
 
+
+# Positional constructors of the event types, for the hot path (see plait._record).
+_make_variant: Callable[..., MessageVariant] = MessageVariant._make  # type: ignore[attr-defined]
+_make_output: Callable[..., AgentOutput] = AgentOutput._make  # type: ignore[attr-defined]
+_make_event: Callable[..., AgentEvent] = AgentEvent._make  # type: ignore[attr-defined]
 
 _current: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from plait._json import JSONMixin
+from plait._record import record
 from plait.errors import PlaitError, RunCancelled, SerializationError
 from plait.messages import Message, Usage, merge_chunks
 
@@ -40,7 +41,7 @@ class MessageStream:
     message (`collect()`).
     """
 
-    __slots__ = ("_busy", "_buf", "_done", "_error", "_on_error", "_merged", "_src", "_wake")
+    __slots__ = ("_buf", "_busy", "_done", "_error", "_merged", "_on_error", "_src", "_wake")
 
     def __init__(
         self,
@@ -59,7 +60,43 @@ class MessageStream:
         self._wake: asyncio.Future[None] | None = None
 
     def __aiter__(self) -> AsyncIterator[Message]:
-        return _Cursor(self)
+        return self._read()
+
+    async def _read(self) -> AsyncIterator[Message]:
+        """Yield every chunk from the first, pulling from the source when the buffer ends."""
+        buf = self._buf
+        i = 0
+        while True:
+            if i < len(buf):
+                yield buf[i]
+                i += 1
+            elif self._done:
+                if self._error is not None:
+                    raise self._error
+                return
+            elif self._busy:  # another task is reading the source: wait for its chunk
+                if self._wake is None:
+                    self._wake = asyncio.get_running_loop().create_future()
+                await asyncio.shield(self._wake)
+            else:
+                self._busy = True
+                try:
+                    chunk = await self._src.__anext__()  # type: ignore[union-attr]
+                except StopAsyncIteration:
+                    self._done = True
+                except Exception as exc:
+                    self._done = True
+                    self._error = self._on_error(exc) if self._on_error is not None else exc
+                except BaseException:
+                    self._done = True
+                    self._error = RunCancelled("the stream was cancelled before the model finished")
+                    raise
+                else:
+                    buf.append(chunk)
+                finally:
+                    self._busy = False
+                    if self._wake is not None:
+                        self._wake_readers()
 
     @property
     def done(self) -> bool:
@@ -73,8 +110,9 @@ class MessageStream:
 
     async def collect(self) -> Message:
         """Drain the source and return the chunks merged into one message."""
-        while not self._done:
-            await self._pull()
+        if not self._done:
+            async for _ in self._read():
+                pass
         if self._error is not None:
             raise self._error
         if self._merged is None:
@@ -102,31 +140,6 @@ class MessageStream:
         if aclose is not None:
             await aclose()
         self._wake_readers()
-
-    async def _pull(self) -> None:
-        if self._busy:  # another task is reading the source: wait for its chunk
-            if self._wake is None:
-                self._wake = asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._wake)
-            return
-        self._busy = True
-        try:
-            assert self._src is not None
-            chunk = await self._src.__anext__()
-        except StopAsyncIteration:
-            self._done = True
-        except Exception as exc:
-            self._done = True
-            self._error = self._on_error(exc) if self._on_error is not None else exc
-        except BaseException:
-            self._done = True
-            self._error = RunCancelled("the stream was cancelled before the model finished")
-            raise
-        else:
-            self._buf.append(chunk)
-        finally:
-            self._busy = False
-            self._wake_readers()
 
     def _wake_readers(self) -> None:
         wake = self._wake
@@ -172,31 +185,7 @@ class MessageStream:
         )
 
 
-class _Cursor:
-    __slots__ = ("_i", "_s")
-
-    def __init__(self, stream: MessageStream) -> None:
-        self._s = stream
-        self._i = 0
-
-    def __aiter__(self) -> _Cursor:
-        return self
-
-    async def __anext__(self) -> Message:
-        s = self._s
-        while True:
-            i = self._i
-            if i < len(s._buf):
-                self._i = i + 1
-                return s._buf[i]
-            if s._done:
-                if s._error is not None:
-                    raise s._error
-                raise StopAsyncIteration
-            await s._pull()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MessageVariant(JSONMixin):
     """A message in an event: whole (`message`) or streaming (`stream`).
 
@@ -218,7 +207,7 @@ class MessageVariant(JSONMixin):
         return await self.stream.collect()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class AgentOutput(JSONMixin):
     """What an event carries: a message, a custom value, or both."""
 
@@ -226,7 +215,7 @@ class AgentOutput(JSONMixin):
     custom: Any = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class TransferToAgentAction(JSONMixin):
     """Hand control to another agent."""
 
@@ -235,7 +224,7 @@ class TransferToAgentAction(JSONMixin):
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class BreakLoopAction(JSONMixin):
     """Stop the enclosing `LoopAgent` after the current sub-agent finishes."""
 
@@ -244,7 +233,7 @@ class BreakLoopAction(JSONMixin):
     current_iterations: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class InterruptCtx(JSONMixin):
     """One pending interrupt: a fresh `id`, a readable `address`, and the `info` given."""
 
@@ -253,7 +242,7 @@ class InterruptCtx(JSONMixin):
     info: Any = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class InterruptInfo(JSONMixin):
     """Every interrupt pending when a run paused, and the checkpoint to resume from."""
 
@@ -261,7 +250,7 @@ class InterruptInfo(JSONMixin):
     checkpoint_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class AgentAction(JSONMixin):
     """A control action attached to an event."""
 
@@ -282,7 +271,7 @@ class AgentAction(JSONMixin):
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class HandoffLog(JSONMixin):
     """One handoff between team members; `timestamp` is timezone-aware UTC."""
 
@@ -295,12 +284,12 @@ class HandoffLog(JSONMixin):
     tokens_used: int = 0
 
     def render(self) -> str:
-        """Return a one-line rendering: `[14:30:01] triage → security: "…" (3 steps, 450 tokens)`."""
+        """Render one line: `[14:30:01] triage → security: "…" (3 steps, 450 tokens)`."""
         text = f'[{self.timestamp:%H:%M:%S}] {self.from_agent} → {self.to_agent}: "{self.message}"'
         return f"{text} ({self.step_count} steps, {self.tokens_used} tokens)"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class AgentEvent(JSONMixin):
     """One step of a run, as seen by the caller.
 
@@ -324,7 +313,7 @@ class AgentEvent(JSONMixin):
         return None if output is None else output.message
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class RunResult(JSONMixin):
     """Everything a finished (or paused, or failed) run produced."""
 
@@ -334,7 +323,7 @@ class RunResult(JSONMixin):
     interrupts: tuple[InterruptCtx, ...] = ()
     checkpoint_id: str | None = None
     handoffs: tuple[HandoffLog, ...] = ()
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
 
     def raise_for_error(self) -> RunResult:
         """Raise the run's error, if any; otherwise return self."""

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 from plait._json import JSONMixin
+from plait._record import record
 
 __all__ = ["Message", "Role", "ToolCall", "Usage", "merge_chunks"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Usage(JSONMixin):
     """Tokens spent by one or more model calls."""
 
@@ -32,7 +32,7 @@ class Usage(JSONMixin):
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolCall(JSONMixin):
     """A tool call requested by the model.
 
@@ -46,7 +46,7 @@ class ToolCall(JSONMixin):
     index: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Message(JSONMixin):
     """One chat message: system, user, assistant (possibly with tool calls) or tool result."""
 
@@ -60,24 +60,30 @@ class Message(JSONMixin):
     @classmethod
     def system(cls, text: str) -> Message:
         """Build a system message."""
-        return cls(role="system", content=text)
+        return _make_message("system", text, (), None, None, None)
 
     @classmethod
     def user(cls, text: str) -> Message:
         """Build a user message."""
-        return cls(role="user", content=text)
+        return _make_message("user", text, (), None, None, None)
 
     @classmethod
     def assistant(
         cls, text: str = "", tool_calls: Sequence[ToolCall] = (), *, usage: Usage | None = None
     ) -> Message:
         """Build an assistant message, optionally with tool calls."""
-        return cls(role="assistant", content=text, tool_calls=tuple(tool_calls), usage=usage)
+        if type(tool_calls) is not tuple:
+            tool_calls = tuple(tool_calls)
+        return _make_message("assistant", text, tool_calls, None, None, usage)
 
     @classmethod
     def tool(cls, content: str, tool_call_id: str | None, *, name: str | None = None) -> Message:
         """Build the result message of a tool call."""
-        return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
+        return _make_message("tool", content, (), tool_call_id, name, None)
+
+
+# Positional constructor (role, content, tool_calls, tool_call_id, name, usage) for hot paths.
+_make_message: Callable[..., Message] = Message._make  # type: ignore[attr-defined]
 
 
 def merge_chunks(chunks: Iterable[Message]) -> Message:

@@ -112,7 +112,8 @@ class RunStream:
         self._interrupts: tuple[InterruptCtx, ...] = ()
         self._checkpoint_id: str | None = None
         self._handoffs: list[HandoffLog] = []
-        self._gen = self._drive(agent_events)
+        self._agent_events = agent_events
+        self._finished = False
 
     @property
     def context(self) -> RunContext:
@@ -123,11 +124,41 @@ class RunStream:
         return self
 
     async def __anext__(self) -> AgentEvent:
-        return await self._gen.__anext__()
+        keep = self._filter
+        while True:
+            event = await self._next_event()
+            if keep is None or keep(event):
+                self._events.append(event)
+                return event
+
+    async def _next_event(self) -> AgentEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        ctx = self._ctx
+        token = _current.set(ctx)
+        try:
+            event = await self._agent_events.__anext__()
+        except StopAsyncIteration:
+            self._finished = True
+            raise
+        except Exception as exc:
+            event = ctx.event(error=_as_plait_error(exc, ctx.agent_name))
+        except BaseException:
+            self._finished = True
+            raise
+        finally:
+            _current.reset(token)
+        self._note(event)
+        if event.error is not None:
+            await self.aclose()
+        return event
 
     async def aclose(self) -> None:
         """Stop the run: cancel what is in flight and close every stream."""
-        await self._gen.aclose()
+        self._finished = True
+        aclose = getattr(self._agent_events, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
     async def __aenter__(self) -> RunStream:
         return self
@@ -142,7 +173,7 @@ class RunStream:
 
     async def collect(self) -> RunResult:
         """Drain the remaining events and return the run's `RunResult`."""
-        async for _ in self._gen:
+        async for _ in self:
             pass
         final: Any = None
         last = self._last_output
@@ -159,32 +190,6 @@ class RunStream:
             handoffs=tuple(self._handoffs),
             usage=self._ctx.usage,
         )
-
-    async def _drive(self, agent_events: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
-        ctx = self._ctx
-        keep = self._filter
-        events = self._events
-        try:
-            while True:
-                token = _current.set(ctx)
-                try:
-                    event = await agent_events.__anext__()
-                except StopAsyncIteration:
-                    return
-                except Exception as exc:
-                    event = ctx.event(error=_as_plait_error(exc, ctx.agent_name))
-                finally:
-                    _current.reset(token)
-                self._note(event)
-                if keep is None or keep(event):
-                    events.append(event)
-                    yield event
-                if event.error is not None:
-                    return
-        finally:
-            aclose = getattr(agent_events, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     def _note(self, event: AgentEvent) -> None:
         if event.error is not None:

@@ -12,9 +12,10 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from plait._record import record
 from plait.errors import ModelError
 from plait.messages import Message, ToolCall, Usage
 from plait.tools.base import ToolInfo
@@ -51,7 +52,7 @@ def calls(*messages: Message, text: str = "", usage: Usage | None = None) -> Mes
     return Message.assistant(text, tool_calls, usage=usage)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ModelRequest:
     """A snapshot of one request made to a test model."""
 

@@ -57,15 +57,32 @@ class _Outcome:
         return action is not None and (action.exit or action.transfer_to_agent is not None)
 
 
+class _Reply:
+    """The model's reply to one call, or why there is none."""
+
+    __slots__ = ("error", "message")
+
+    def __init__(self) -> None:
+        self.message: Message | None = None
+        self.error: PlaitError | None = None
+
+
 class _Round:
     """What a round of tool calls left for the ReAct loop."""
 
-    __slots__ = ("direct", "failed", "messages")
+    __slots__ = ("direct", "failed", "outcomes")
 
     def __init__(self) -> None:
-        self.messages: list[Message] = []
+        self.outcomes: list[_Outcome] = []
         self.direct: _Outcome | None = None
         self.failed = False
+
+    def messages(self) -> list[Message]:
+        """Return the tool messages in the order of the calls."""
+        outcomes = self.outcomes
+        if len(outcomes) > 1:
+            outcomes.sort(key=lambda o: o.index)
+        return [o.message for o in outcomes]
 
 
 class ChatModelAgent:
@@ -166,7 +183,7 @@ class ChatModelAgent:
         except PlaitError as exc:
             yield ctx.event(error=exc)
             return
-        streaming = input.enable_streaming
+        box = _Reply()
         calls_made = 0
         while True:
             if calls_made >= self.max_iterations:
@@ -175,50 +192,72 @@ class ChatModelAgent:
             calls_made += 1
             for hook in self._before_model:
                 messages = (await hook(ctx, messages)) or messages
-            if streaming:
-                stream = MessageStream(self._open_stream(messages), on_error=self._model_error)
-                failure: PlaitError | None = None
-                try:
-                    yield ctx.event(output=_streaming_output(stream))
-                    try:
-                        reply = await stream.collect()
-                    except PlaitError as exc:
-                        failure = exc
-                finally:
-                    await stream.aclose()
-                if failure is not None:
-                    yield ctx.event(error=failure)
-                    return
+            if input.enable_streaming:
+                async for event in self._stream_reply(messages, ctx, box):
+                    yield event
+                reply = box.message
             else:
                 try:
                     reply = await self.model.generate(
                         messages, tools=self._tool_infos, **self.model_options
                     )
                 except Exception as exc:
-                    yield ctx.event(error=self._model_error(exc))
-                    return
-                yield ctx.event(message=reply)
+                    reply = None
+                    box.error = self._model_error(exc)
+                if reply is not None:
+                    yield ctx.event(message=reply)
+            if reply is None:
+                assert box.error is not None
+                yield ctx.event(error=box.error)
+                return
             ctx.record_model_call(reply.usage)
             for hook in self._after_model:
                 reply = (await hook(ctx, reply)) or reply
             messages.append(reply)
             if not reply.tool_calls:
-                if self.output_key is not None:
-                    ctx.session_values[self.output_key] = reply.content
+                self._store_output(ctx, reply.content)
                 return
             rnd = _Round()
-            async for event in self._run_tools(reply.tool_calls, ctx, rnd):
-                yield event
+            if len(reply.tool_calls) == 1:  # the common case: no task, no extra generator
+                outcome = await self._run_tool(reply.tool_calls[0], ctx, 0)
+                event = self._accept(outcome, ctx, rnd)
+                if event is not None:
+                    yield event
+            else:
+                async for event in self._run_parallel(reply.tool_calls, ctx, rnd):
+                    yield event
             if rnd.failed:
                 return
-            messages.extend(rnd.messages)
-            if rnd.direct is not None:
-                if self.output_key is not None:
-                    ctx.session_values[self.output_key] = rnd.direct.message.content
+            messages.extend(rnd.messages())
+            direct = rnd.direct
+            if direct is not None:  # held back until every tool of the round finished
+                yield ctx.event(message=direct.message, action=direct.action)
+                self._store_output(ctx, direct.message.content)
                 return
 
-    def _open_stream(self, messages: list[Message]) -> AsyncIterator[Message]:
-        return self.model.stream(messages, tools=self._tool_infos, **self.model_options)
+    def _store_output(self, ctx: RunContext, text: str) -> None:
+        if self.output_key is not None:
+            ctx.session_values[self.output_key] = text
+
+    async def _stream_reply(
+        self, messages: list[Message], ctx: RunContext, box: _Reply
+    ) -> AsyncIterator[AgentEvent]:
+        """Yield the streaming event first, then drain the model's stream into `box`."""
+        box.message = None
+        try:
+            source = self.model.stream(messages, tools=self._tool_infos, **self.model_options)
+        except Exception as exc:
+            box.error = self._model_error(exc)
+            return
+        stream = MessageStream(source, on_error=self._model_error)
+        try:
+            yield ctx.event(output=_streaming_output(stream))
+            try:
+                box.message = await stream.collect()
+            except PlaitError as exc:
+                box.error = exc
+        finally:
+            await stream.aclose()
 
     def _model_error(self, exc: Exception) -> PlaitError:
         if isinstance(exc, ModelError):
@@ -231,50 +270,33 @@ class ChatModelAgent:
         err.__cause__ = exc
         return err
 
-    async def _run_tools(
+    async def _run_parallel(
         self, calls: Sequence[ToolCall], ctx: RunContext, rnd: _Round
     ) -> AsyncIterator[AgentEvent]:
-        """Run one round of tool calls, concurrently; yield each result as it completes.
-
-        A return-directly result (or one whose action exits or transfers) is held back and
-        yielded last; the tool messages are kept in call order for the next model call.
-        """
-        if len(calls) == 1:
-            outcome = await self._run_tool(calls[0], ctx, 0)
-            event = self._accept(outcome, ctx, rnd)
-            if event is not None:
-                yield event
-            outcomes = [outcome]
-        else:
-            outcomes = []
-            tasks = [
-                asyncio.ensure_future(self._run_tool(call, ctx, i)) for i, call in enumerate(calls)
-            ]
-            try:
-                pending: set[asyncio.Future[_Outcome]] = set(tasks)
-                while pending:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for task in sorted(done, key=tasks.index):
-                        outcome = task.result()
-                        outcomes.append(outcome)
-                        event = self._accept(outcome, ctx, rnd)
-                        if event is not None:
-                            yield event
-                        if rnd.failed:
-                            return
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            outcomes.sort(key=lambda o: o.index)
-        if rnd.failed:
-            return
-        rnd.messages = [o.message for o in outcomes]
-        if rnd.direct is not None:
-            yield ctx.event(message=rnd.direct.message, action=rnd.direct.action)
+        """Run several tool calls concurrently; yield each result as it completes."""
+        tasks = [asyncio.ensure_future(self._run_tool(c, ctx, i)) for i, c in enumerate(calls)]
+        try:
+            pending: set[asyncio.Future[_Outcome]] = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=tasks.index):
+                    event = self._accept(task.result(), ctx, rnd)
+                    if event is not None:
+                        yield event
+                    if rnd.failed:
+                        return
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _accept(self, outcome: _Outcome, ctx: RunContext, rnd: _Round) -> AgentEvent | None:
-        """Record a finished tool call; return its event unless it is held back."""
+        """Record a finished tool call; return its event unless it is held back.
+
+        A return-directly result (or one whose action exits or transfers) is held back to be
+        yielded last; if several are called, the last in the message wins.
+        """
+        rnd.outcomes.append(outcome)
         if outcome.fatal is not None:
             rnd.failed = True
             return ctx.event(error=outcome.fatal)

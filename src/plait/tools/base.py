@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
 from plait._json import JSONMixin
+from plait._record import record
 from plait.context import RunContext
 from plait.events import AgentAction
 
 __all__ = ["Tool", "ToolInfo", "ToolResult"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolInfo(JSONMixin):
     """What the model is told about a tool: name, description and JSON schema of parameters."""
 
@@ -21,7 +22,7 @@ class ToolInfo(JSONMixin):
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class ToolResult(JSONMixin):
     """A tool's result with an action attached to its event (exit, transfer, break…)."""
 
