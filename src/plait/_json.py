@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any, Self
 
+from plait.errors import SerializationError
+
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
@@ -18,9 +20,46 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return TypeAdapter(tp)
 
 
-def to_json(value: Any, tp: Any | None = None) -> str:
-    """Encode `value` (of type `tp`, default its own class) as JSON text."""
-    return _adapter(tp if tp is not None else type(value)).dump_json(value).decode()
+def to_json(value: Any, tp: Any | None = None, *, root: str = "value") -> str:
+    """Encode `value` (of type `tp`, default its own class) as JSON text.
+
+    A value that cannot be encoded is a `SerializationError` whose `path` names it, such as
+    `value.events[2].output.custom['price']`.
+    """
+    from pydantic_core import PydanticSerializationError
+
+    try:
+        key: Any = tp if tp is not None else type(value)
+        return _adapter(key).dump_json(value).decode()
+    except PydanticSerializationError as exc:
+        path, bad = _find_unencodable(value, root)
+        raise SerializationError(
+            f"cannot encode {path} ({type(bad).__name__}) as JSON: {exc}", path=path
+        ) from None
+
+
+def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:
+    """Return the path and value of the deepest part of `value` that cannot be encoded."""
+    import dataclasses
+
+    from pydantic_core import to_json as encode
+
+    children: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        children = [(f"{path}[{k!r}]", v) for k, v in value.items()]
+    elif isinstance(value, list | tuple):
+        children = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        children = [(f"{path}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
+    for child_path, child in children:
+        try:
+            if dataclasses.is_dataclass(child) and not isinstance(child, type):
+                to_json(child)
+            else:
+                encode(child)
+        except Exception:
+            return _find_unencodable(child, child_path)
+    return path, value
 
 
 def from_json(tp: Any, data: str | bytes) -> Any:
@@ -34,8 +73,8 @@ class JSONMixin:
     __slots__ = ()
 
     def to_json(self) -> str:
-        """Encode this value as JSON text."""
-        return to_json(self)
+        """Encode this value as JSON text (`SerializationError` names a value that can't be)."""
+        return to_json(self, root=type(self).__name__)
 
     @classmethod
     def from_json(cls, data: str | bytes) -> Self:

@@ -55,5 +55,5 @@ def record(cls: type[_T]) -> type[_T]:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = f"Create a {cls.__name__}."
-    cls.__init__ = init  # type: ignore[misc]
+    setattr(cls, "__init__", init)  # noqa: B010 - replacing the generated __init__
     return cls

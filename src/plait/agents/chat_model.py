@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -193,8 +194,9 @@ class ChatModelAgent:
             for hook in self._before_model:
                 messages = (await hook(ctx, messages)) or messages
             if input.enable_streaming:
-                async for event in self._stream_reply(messages, ctx, box):
-                    yield event
+                async with aclosing(self._stream_reply(messages, ctx, box)) as chunks:
+                    async for event in chunks:
+                        yield event
                 reply = box.message
             else:
                 try:
@@ -220,12 +222,13 @@ class ChatModelAgent:
             rnd = _Round()
             if len(reply.tool_calls) == 1:  # the common case: no task, no extra generator
                 outcome = await self._run_tool(reply.tool_calls[0], ctx, 0)
-                event = self._accept(outcome, ctx, rnd)
-                if event is not None:
-                    yield event
+                tool_event = self._accept(outcome, ctx, rnd)
+                if tool_event is not None:
+                    yield tool_event
             else:
-                async for event in self._run_parallel(reply.tool_calls, ctx, rnd):
-                    yield event
+                async with aclosing(self._run_parallel(reply.tool_calls, ctx, rnd)) as results:
+                    async for event in results:
+                        yield event
             if rnd.failed:
                 return
             messages.extend(rnd.messages())
@@ -241,7 +244,7 @@ class ChatModelAgent:
 
     async def _stream_reply(
         self, messages: list[Message], ctx: RunContext, box: _Reply
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Yield the streaming event first, then drain the model's stream into `box`."""
         box.message = None
         try:
@@ -272,14 +275,15 @@ class ChatModelAgent:
 
     async def _run_parallel(
         self, calls: Sequence[ToolCall], ctx: RunContext, rnd: _Round
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run several tool calls concurrently; yield each result as it completes."""
         tasks = [asyncio.ensure_future(self._run_tool(c, ctx, i)) for i, c in enumerate(calls)]
+        order: dict[asyncio.Future[_Outcome], int] = {t: i for i, t in enumerate(tasks)}
         try:
             pending: set[asyncio.Future[_Outcome]] = set(tasks)
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in sorted(done, key=tasks.index):
+                for task in sorted(done, key=order.__getitem__):
                     event = self._accept(task.result(), ctx, rnd)
                     if event is not None:
                         yield event
@@ -301,9 +305,12 @@ class ChatModelAgent:
             rnd.failed = True
             return ctx.event(error=outcome.fatal)
         if outcome.call.name in self.return_directly or outcome.ends_turn:
-            if rnd.direct is None or outcome.index > rnd.direct.index:
+            held = rnd.direct
+            if held is None or outcome.index > held.index:
                 rnd.direct = outcome
-            return None
+                if held is None:
+                    return None
+                outcome = held  # superseded: emitted now, like any other result
         return ctx.event(message=outcome.message, action=outcome.action)
 
     async def _run_tool(self, call: ToolCall, ctx: RunContext, index: int) -> _Outcome:

@@ -72,7 +72,7 @@ class FunctionTool:
             default = ... if param.default is param.empty else param.default
             fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
         self._ctx_params = tuple(ctx_params)
-        model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        model: type[BaseModel] = create_model(
             f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
         self._parameters = _clean_schema(model.model_json_schema())

@@ -1,0 +1,36 @@
+"""The `plait` command line: `plait demo` runs plait's main job."""
+
+from __future__ import annotations
+
+import typer
+
+from plait.cli.demo import run_demo
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    help="plait: agents that work together, pause for a person and resume later.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def demo(
+    stream: bool = typer.Option(False, "--stream", help="Stream the model's replies."),
+) -> None:
+    """Run the demo: a ReAct agent with two tools answers three questions."""
+    raise typer.Exit(run_demo(streaming=stream))
+
+
+@app.command()
+def version() -> None:
+    """Print plait's version."""
+    from plait import __version__
+
+    typer.echo(__version__)
+
+
+def main() -> None:
+    """Run the `plait` command."""
+    app()

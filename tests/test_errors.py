@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import pytest
+
+from plait import errors
+from plait.errors import (
+    LimitExceeded,
+    MaxIterationsExceeded,
+    ModelError,
+    NodeTimeout,
+    PlaitError,
+    SerializationError,
+    ToolError,
+)
+
+
+def test_every_error_is_a_plait_error_and_the_tree_is_documented() -> None:
+    doc = errors.__doc__ or ""
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, PlaitError)
+        assert name in doc, f"{name} is missing from the tree in plait.errors' docstring"
+
+
+def test_limit_errors_share_a_base_and_node_timeout_is_a_timeout() -> None:
+    for cls in (
+        errors.MaxHandoffsExceeded,
+        errors.RepetitiveHandoffError,
+        errors.MaxDepthExceeded,
+        errors.MaxStepsExceeded,
+        errors.TokenBudgetExceeded,
+        NodeTimeout,
+    ):
+        assert issubclass(cls, LimitExceeded)
+    assert issubclass(NodeTimeout, TimeoutError)
+    assert not issubclass(MaxIterationsExceeded, LimitExceeded)
+
+
+def test_errors_carry_what_a_user_needs() -> None:
+    err = MaxIterationsExceeded(agent_name="a", limit=3)
+    assert (err.agent_name, err.limit) == ("a", 3)
+    assert "max_iterations=3" in str(err)
+    tool_err = ToolError("boom", tool_name="t", call_id="c1", agent_name="a")
+    assert tool_err.details() == {"tool_name": "t", "call_id": "c1", "agent_name": "a"}
+    assert SerializationError("bad", path="session_values['x']").path == "session_values['x']"
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        MaxIterationsExceeded(agent_name="a", limit=3),
+        ModelError("down", agent_name="a", status_code=503),
+        ToolError("boom", tool_name="t", call_id="c1", agent_name="a"),
+        NodeTimeout("slow"),
+    ],
+)
+def test_errors_round_trip_through_json(err: PlaitError) -> None:
+    from plait.events import RunResult
+
+    result = RunResult(error=err)
+    back = RunResult.from_json(result.to_json())
+    assert type(back.error) is type(err)
+    assert back.error == err

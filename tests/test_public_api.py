@@ -1,0 +1,40 @@
+"""The public surface: a sorted, complete __all__, lazy submodules, a fast import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import plait
+
+
+def test_all_is_sorted_and_every_name_resolves() -> None:
+    assert plait.__all__ == sorted(plait.__all__)
+    for name in plait.__all__:
+        assert getattr(plait, name) is not None, name
+
+
+def test_public_classes_are_exported() -> None:
+    exported = set(plait.__all__)
+    for name, value in vars(plait).items():
+        if (
+            isinstance(value, type)
+            and value.__module__.startswith("plait")
+            and not name.startswith("_")
+        ):
+            assert name in exported, f"{name} is public in plait but missing from __all__"
+
+
+def test_submodules_are_attributes_and_import_plait_stays_light() -> None:
+    code = (
+        "import sys, plait\n"
+        "assert 'pydantic' not in sys.modules, 'import plait must not import pydantic'\n"
+        "assert 'plait.testing' not in sys.modules\n"
+        "plait.testing.ScriptedModel\n"
+        "plait.models.ChatModel\n"
+        "plait.errors.PlaitError\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
