@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from plait import errors
 from plait.agent import Agent, AgentInput
-from plait.agents import ChatModelAgent, Middleware
+from plait.agents import (
+    AgentTool,
+    ChatModelAgent,
+    LoopAgent,
+    Middleware,
+    ParallelAgent,
+    SequentialAgent,
+    set_sub_agents,
+)
 from plait.context import RunContext, run_context
 from plait.errors import PlaitError
 from plait.events import (
@@ -54,21 +62,25 @@ __all__ = [
     "AgentEvent",
     "AgentInput",
     "AgentOutput",
+    "AgentTool",
     "BreakLoopAction",
     "ChatModelAgent",
     "FunctionTool",
     "HandoffLog",
     "InterruptCtx",
     "InterruptInfo",
+    "LoopAgent",
     "Message",
     "MessageStream",
     "MessageVariant",
     "Middleware",
+    "ParallelAgent",
     "PlaitError",
     "RunContext",
     "RunResult",
     "RunStream",
     "Runner",
+    "SequentialAgent",
     "Tool",
     "ToolCall",
     "ToolInfo",
@@ -78,6 +90,7 @@ __all__ = [
     "errors",
     "models",
     "run_context",
+    "set_sub_agents",
     "testing",
     "tool",
 ]

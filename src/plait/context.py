@@ -7,7 +7,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from plait.errors import PlaitError, UsageError
-from plait.events import AgentAction, AgentEvent, AgentOutput, MessageVariant
+from plait.events import AgentAction, AgentEvent, AgentOutput, BreakLoopAction, MessageVariant
 from plait.messages import Message, Usage
 
 __all__ = ["RunContext", "run_context"]
@@ -21,24 +21,22 @@ class _RunState:
         "input_tokens",
         "model_calls",
         "output_tokens",
-        "root_input",
         "session_values",
         "state",
     )
 
-    def __init__(
-        self,
-        root_input: Sequence[Message],
-        session_values: dict[str, Any],
-        enable_streaming: bool,
-    ) -> None:
-        self.root_input = tuple(root_input)
+    def __init__(self, session_values: dict[str, Any], enable_streaming: bool) -> None:
         self.session_values = session_values
         self.state: dict[str, Any] = {}
         self.enable_streaming = enable_streaming
         self.model_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+
+
+# One recorded message of the run's history: (author agent name, message variant).
+HistoryRecord = tuple[str, MessageVariant]
+Emit = Callable[[AgentEvent], None]
 
 
 class RunContext:
@@ -49,7 +47,19 @@ class RunContext:
     Get it inside a tool with `plait.run_context()` or by a parameter annotated `RunContext`.
     """
 
-    __slots__ = ("_actions", "_run", "agent_name", "depth", "run_path", "tool_call_id", "tool_name")
+    __slots__ = (
+        "_actions",
+        "_emit",
+        "_history",
+        "_model_messages",
+        "_root_input",
+        "_run",
+        "agent_name",
+        "depth",
+        "run_path",
+        "tool_call_id",
+        "tool_name",
+    )
 
     def __init__(
         self,
@@ -58,6 +68,8 @@ class RunContext:
         run_path: tuple[str, ...],
         depth: int,
         run: _RunState,
+        root_input: tuple[Message, ...],
+        history: list[HistoryRecord],
         tool_name: str | None = None,
         tool_call_id: str | None = None,
     ) -> None:
@@ -65,9 +77,13 @@ class RunContext:
         self.run_path = run_path
         self.depth = depth
         self._run = run
+        self._root_input = root_input
+        self._history = history
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
         self._actions: list[AgentAction] | None = None
+        self._emit: Emit | None = None
+        self._model_messages: list[Message] | None = None
 
     @classmethod
     def root(
@@ -79,10 +95,43 @@ class RunContext:
         enable_streaming: bool = False,
     ) -> RunContext:
         """Create the context of a run's root agent."""
-        run = _RunState(
-            messages, session_values if session_values is not None else {}, enable_streaming
+        values = session_values if session_values is not None else {}
+        return cls(
+            agent_name=agent_name,
+            run_path=(agent_name,),
+            depth=0,
+            run=_RunState(values, enable_streaming),
+            root_input=tuple(messages),
+            history=[],
         )
-        return cls(agent_name=agent_name, run_path=(agent_name,), depth=0, run=run)
+
+    def nested(self, agent_name: str, messages: Sequence[Message]) -> RunContext:
+        """Return the context of an agent run as a tool of this one: one level deeper, with
+        its own input and history, sharing the run's session values, state and usage."""
+        return RunContext(
+            agent_name=agent_name,
+            run_path=(*self.run_path, agent_name),
+            depth=self.depth + 1,
+            run=self._run,
+            root_input=tuple(messages),
+            history=[],
+        )
+
+    def fork(self) -> RunContext:
+        """Return a copy with its own history lane (for a branch running in parallel)."""
+        ctx = self._copy(self.agent_name, self.run_path)
+        ctx._history = list(self._history)
+        return ctx
+
+    def _copy(self, agent_name: str, run_path: tuple[str, ...]) -> RunContext:
+        return RunContext(
+            agent_name=agent_name,
+            run_path=run_path,
+            depth=self.depth,
+            run=self._run,
+            root_input=self._root_input,
+            history=self._history,
+        )
 
     @property
     def session_values(self) -> dict[str, Any]:
@@ -96,8 +145,8 @@ class RunContext:
 
     @property
     def root_input(self) -> tuple[Message, ...]:
-        """Return the messages the run started with."""
-        return self._run.root_input
+        """Return the messages this run (or this agent-as-tool run) started with."""
+        return self._root_input
 
     @property
     def usage(self) -> Usage:
@@ -127,27 +176,48 @@ class RunContext:
             )
         self._actions.append(action)
 
-    def for_agent(self, name: str, *, depth: int | None = None) -> RunContext:
-        """Return the context of a sub-agent `name`, its run path extended by that name."""
-        return RunContext(
-            agent_name=name,
-            run_path=(*self.run_path, name),
-            depth=self.depth if depth is None else depth,
-            run=self._run,
-        )
+    @property
+    def enable_streaming(self) -> bool:
+        """Whether model output streams in this run."""
+        return self._run.enable_streaming
+
+    @property
+    def history(self) -> list[HistoryRecord]:
+        """Return the messages recorded so far in this part of the run, with their authors."""
+        return self._history
+
+    @property
+    def model_messages(self) -> list[Message]:
+        """Return the calling agent's current model input (inside a tool; else empty)."""
+        return self._model_messages if self._model_messages is not None else []
+
+    def break_loop(self) -> None:
+        """Ask the enclosing `LoopAgent` to stop after the current sub-agent finishes."""
+        self.send_action(AgentAction(break_loop=BreakLoopAction(from_agent=self.agent_name)))
+
+    def for_agent(self, name: str, *, run_path: tuple[str, ...] | None = None) -> RunContext:
+        """Return the context of agent `name` in the same lane, its run path extended."""
+        return self._copy(name, run_path if run_path is not None else (*self.run_path, name))
 
     def for_tool(self, name: str, call_id: str | None) -> RunContext:
         """Return the context of one tool call made by this agent."""
-        ctx = RunContext(
-            agent_name=self.agent_name,
-            run_path=self.run_path,
-            depth=self.depth,
-            run=self._run,
-            tool_name=name,
-            tool_call_id=call_id,
-        )
+        ctx = self._copy(self.agent_name, self.run_path)
+        ctx.tool_name = name
+        ctx.tool_call_id = call_id
         ctx._actions = []
+        ctx._emit = self._emit
+        ctx._model_messages = self._model_messages
         return ctx
+
+    def emit(self, event: AgentEvent) -> bool:
+        """Pass an event up from inside a tool (an agent run as a tool forwards its events).
+
+        Return False when the caller does not take events from this tool.
+        """
+        if self._emit is None:
+            return False
+        self._emit(event)
+        return True
 
     def take_action(self) -> AgentAction | None:
         """Return the actions sent during this tool call, merged into one (or None)."""

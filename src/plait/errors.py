@@ -123,6 +123,15 @@ class AgentError(PlaitError):
 
     agent_name: str | None
 
+    @classmethod
+    def wrap(cls, exc: Exception, agent_name: str) -> PlaitError:
+        """Return `exc` if it is a `PlaitError`, else an `AgentError` caused by it."""
+        if isinstance(exc, PlaitError):
+            return exc
+        err = cls(f"agent '{agent_name}' raised {type(exc).__name__}: {exc}", agent_name=agent_name)
+        err.__cause__ = exc
+        return err
+
 
 class ModelError(PlaitError):
     """The model call failed; `agent_name`, and `status_code` when a provider answered."""

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from plait.agent import Agent, AgentInput
+from plait.agents.flow import can_transfer, run_flow
 from plait.context import RunContext, _current
 from plait.errors import AgentError, PlaitError, UsageError
 from plait.events import AgentEvent, HandoffLog, InterruptCtx, RunResult
@@ -56,6 +57,8 @@ class Runner:
             session_values=dict(session_values) if session_values is not None else None,
             enable_streaming=self.enable_streaming,
         )
+        if can_transfer(self.agent):
+            return RunStream(run_flow(self.agent, ctx), ctx, self.event_filter)
         agent_input = AgentInput(messages=messages, enable_streaming=self.enable_streaming)
         return RunStream(self.agent.run(agent_input, ctx), ctx, self.event_filter)
 
@@ -142,7 +145,7 @@ class RunStream:
             self._finished = True
             raise
         except Exception as exc:
-            event = ctx.event(error=_as_plait_error(exc, ctx.agent_name))
+            event = ctx.event(error=AgentError.wrap(exc, ctx.agent_name))
         except BaseException:
             self._finished = True
             raise
@@ -204,13 +207,3 @@ class RunStream:
             self._checkpoint_id = action.interrupted.checkpoint_id
         if event.handoff is not None:
             self._handoffs.append(event.handoff)
-
-
-def _as_plait_error(exc: Exception, agent_name: str) -> PlaitError:
-    if isinstance(exc, PlaitError):
-        return exc
-    err = AgentError(
-        f"agent '{agent_name}' raised {type(exc).__name__}: {exc}", agent_name=agent_name
-    )
-    err.__cause__ = exc
-    return err

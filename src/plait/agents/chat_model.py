@@ -8,7 +8,8 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plait.agent import AgentInput
+from plait.agent import Agent, AgentInput
+from plait.agents.flow import TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
 from plait.context import RunContext, _current
@@ -103,6 +104,8 @@ class ChatModelAgent:
         tool_errors: "model" (default) tells the model about a failing tool call; "raise"
             ends the run with a `ToolError`.
         model_options: keyword options passed to every model call.
+        sub_agents: agents this one may transfer to (see `set_sub_agents`); they may
+            transfer back unless they were built with `disallow_transfer_to_parent=True`.
     """
 
     def __init__(
@@ -121,6 +124,8 @@ class ChatModelAgent:
         middlewares: Sequence[Middleware] = (),
         tool_errors: Literal["model", "raise"] = "model",
         model_options: Mapping[str, Any] | None = None,
+        sub_agents: Sequence[Agent] = (),
+        disallow_transfer_to_parent: bool = False,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -144,22 +149,56 @@ class ChatModelAgent:
         self._after_model = collect_hooks(self.middlewares, "after_model")
         self._before_tool = collect_hooks(self.middlewares, "before_tool")
         self._after_tool = collect_hooks(self.middlewares, "after_tool")
-        all_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
+        self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
         if exit_tool:
-            all_tools.append(FunctionTool(_exit, name="exit"))
+            self._user_tools.append(FunctionTool(_exit, name="exit"))
+        self._user_return_directly = frozenset(return_directly)
+        self.exit_tool = exit_tool
+        self.disallow_transfer_to_parent = disallow_transfer_to_parent
+        self.sub_agents: tuple[Agent, ...] = ()
+        self.parent: Agent | None = None
+        self._build_tools()
+        if sub_agents:
+            set_sub_agents(self, sub_agents)
+
+    def _set_sub_agents(self, children: tuple[Agent, ...]) -> None:
+        self.sub_agents = children
+        self._build_tools()
+
+    def _set_parent(self, parent: Agent) -> None:
+        self.parent = parent
+        self._build_tools()
+
+    def _transfer_visible(self) -> list[Agent]:
+        targets = list(self.sub_agents)
+        if self.parent is not None and not self.disallow_transfer_to_parent:
+            targets.append(self.parent)
+        return targets
+
+    def _build_tools(self) -> None:
+        """Order the tools: the user's, then transfer_to_agent, then exit."""
+        user = [t for t in self._user_tools if t.info().name != "exit"]
+        tools: list[Tool] = list(user)
+        if self._transfer_visible():
+            tools.append(TransferTool(self))
+        tools += [t for t in self._user_tools if t.info().name == "exit"]
         self._tools: dict[str, Tool] = {}
         infos: list[ToolInfo] = []
-        for t in all_tools:
+        for t in tools:
             info = t.info()
             if info.name in self._tools:
-                raise UsageError(f"agent '{name}' has two tools named '{info.name}'")
+                raise UsageError(f"agent '{self.name}' has two tools named '{info.name}'")
             self._tools[info.name] = t
             infos.append(info)
         self._tool_infos = tuple(infos)
-        self.return_directly = frozenset(return_directly) | ({"exit"} if exit_tool else set())
-        unknown = sorted(self.return_directly - self._tools.keys())
+        self._emitting = frozenset(
+            n for n, t in self._tools.items() if getattr(t, "emits_events", 0)
+        )
+        rd = self._user_return_directly | ({"exit"} if self.exit_tool else set())
+        unknown = sorted(rd - self._tools.keys())
         if unknown:
-            raise UsageError(f"agent '{name}': return_directly names unknown tools {unknown}")
+            raise UsageError(f"agent '{self.name}': return_directly names unknown tools {unknown}")
+        self.return_directly = rd
 
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
@@ -171,6 +210,10 @@ class ChatModelAgent:
 
     def _initial_messages(self, input: AgentInput, ctx: RunContext) -> list[Message]:
         instruction = fill_instruction(self.instruction, ctx.session_values, self.name)
+        targets = self._transfer_visible()
+        if targets:
+            transfer = transfer_instruction(targets)
+            instruction = f"{instruction}\n\n{transfer}" if instruction else transfer
         if self.gen_model_input is not None:
             return list(self.gen_model_input(instruction, input, ctx))
         messages = [Message.system(instruction)] if instruction else []
@@ -184,6 +227,7 @@ class ChatModelAgent:
         except PlaitError as exc:
             yield ctx.event(error=exc)
             return
+        ctx._model_messages = messages
         box = _Reply()
         calls_made = 0
         while True:
@@ -191,8 +235,10 @@ class ChatModelAgent:
                 yield ctx.event(error=MaxIterationsExceeded(agent_name=self.name, limit=calls_made))
                 return
             calls_made += 1
-            for hook in self._before_model:
-                messages = (await hook(ctx, messages)) or messages
+            if self._before_model:
+                for hook in self._before_model:
+                    messages = (await hook(ctx, messages)) or messages
+                ctx._model_messages = messages
             if input.enable_streaming:
                 async with aclosing(self._stream_reply(messages, ctx, box)) as chunks:
                     async for event in chunks:
@@ -220,13 +266,15 @@ class ChatModelAgent:
                 self._store_output(ctx, reply.content)
                 return
             rnd = _Round()
-            if len(reply.tool_calls) == 1:  # the common case: no task, no extra generator
-                outcome = await self._run_tool(reply.tool_calls[0], ctx, 0)
+            calls = reply.tool_calls
+            if len(calls) == 1 and calls[0].name not in self._emitting:
+                # the common case: no task, no queue, no extra generator
+                outcome = await self._run_tool(calls[0], ctx, 0)
                 tool_event = self._accept(outcome, ctx, rnd)
                 if tool_event is not None:
                     yield tool_event
             else:
-                async with aclosing(self._run_parallel(reply.tool_calls, ctx, rnd)) as results:
+                async with aclosing(self._run_concurrently(calls, ctx, rnd)) as results:
                     async for event in results:
                         yield event
             if rnd.failed:
@@ -273,23 +321,39 @@ class ChatModelAgent:
         err.__cause__ = exc
         return err
 
-    async def _run_parallel(
+    async def _run_concurrently(
         self, calls: Sequence[ToolCall], ctx: RunContext, rnd: _Round
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run several tool calls concurrently; yield each result as it completes."""
-        tasks = [asyncio.ensure_future(self._run_tool(c, ctx, i)) for i, c in enumerate(calls)]
-        order: dict[asyncio.Future[_Outcome], int] = {t: i for i, t in enumerate(tasks)}
+        """Run a round of tool calls concurrently; yield each result as it completes, and the
+        events that tools (agents run as tools) pass up while they run."""
+        queue: asyncio.Queue[_Outcome | AgentEvent | BaseException] = asyncio.Queue()
+
+        async def one(index: int, call: ToolCall) -> None:
+            try:
+                queue.put_nowait(await self._run_tool(call, ctx, index))
+            except BaseException as exc:
+                queue.put_nowait(exc)
+                raise
+
+        ctx._emit = queue.put_nowait
+        tasks = [asyncio.ensure_future(one(i, c)) for i, c in enumerate(calls)]
+        remaining = len(tasks)
         try:
-            pending: set[asyncio.Future[_Outcome]] = set(tasks)
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in sorted(done, key=order.__getitem__):
-                    event = self._accept(task.result(), ctx, rnd)
-                    if event is not None:
-                        yield event
-                    if rnd.failed:
-                        return
+            while remaining:
+                item = await queue.get()
+                if isinstance(item, AgentEvent):
+                    yield item
+                    continue
+                if isinstance(item, BaseException):
+                    raise item
+                remaining -= 1
+                event = self._accept(item, ctx, rnd)
+                if event is not None:
+                    yield event
+                if rnd.failed:
+                    return
         finally:
+            ctx._emit = None
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,98 @@
+"""`AgentTool`: run an agent as a tool of another agent."""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+from typing import Any
+
+from plait.agent import Agent
+from plait.agents.flow import rewrite_message, run_flow
+from plait.context import RunContext
+from plait.errors import InvalidToolArguments, UsageError
+from plait.events import AgentEvent
+from plait.messages import Message
+from plait.tools.base import ToolInfo
+
+__all__ = ["AgentTool"]
+
+
+class AgentTool:
+    """An agent as a tool: the model sends `{"request": "..."}`, the agent runs on it, and its
+    final answer (its last assistant message, or return-directly result) is the tool result.
+
+    The child runs one level deeper (`depth + 1`, `run_path` extended) with its own history,
+    sharing the run's session values both ways. Its events are passed up as they happen
+    (`emit_internal_events=True`), but its actions (exit, transfer, break) never act on the
+    caller. With `full_history=True` the child also sees the caller's conversation so far,
+    rewritten "For context". A child error becomes the tool's failure, which the caller's model
+    is told about; limit errors and cancellation end the whole run.
+    """
+
+    def __init__(
+        self, agent: Agent, *, full_history: bool = False, emit_internal_events: bool = True
+    ) -> None:
+        if not getattr(agent, "name", ""):
+            raise UsageError("AgentTool needs an agent with a name")
+        self.agent = agent
+        self.full_history = full_history
+        self.emits_events = emit_internal_events
+
+    def info(self) -> ToolInfo:
+        """Describe the tool: the agent's name and description, one `request` parameter."""
+        return ToolInfo(
+            name=self.agent.name,
+            description=self.agent.description or self.agent.name,
+            parameters={
+                "type": "object",
+                "properties": {
+                    "request": {"type": "string", "description": "What to ask the agent."}
+                },
+                "required": ["request"],
+            },
+        )
+
+    async def call(self, arguments_json: str, ctx: RunContext) -> str:
+        """Run the agent on the request and return its final answer."""
+        request = self._request(arguments_json, ctx)
+        messages = [*self._context(ctx), Message.user(request)]
+        child = ctx.nested(self.agent.name, messages)
+        final: AgentEvent | None = None
+        async with aclosing(run_flow(self.agent, child)) as events:  # type: ignore[type-var]
+            async for event in events:
+                if event.error is not None:
+                    raise event.error
+                if event.depth == child.depth and event.message is not None:
+                    final = event
+                if self.emits_events:
+                    ctx.emit(event)
+        if final is None or final.message is None:
+            return ""
+        return (await final.message.get_message()).content
+
+    def _request(self, arguments_json: str, ctx: RunContext) -> str:
+        try:
+            args: Any = json.loads(arguments_json or "{}")
+        except ValueError as exc:
+            problem = f"the arguments for tool '{self.agent.name}' are not valid JSON: {exc}"
+        else:
+            if isinstance(args, dict) and isinstance(args.get("request"), str):
+                return str(args["request"])
+            problem = f"tool '{self.agent.name}' takes {{\"request\": <string>}}"
+        raise InvalidToolArguments(
+            problem, tool_name=self.agent.name, call_id=ctx.tool_call_id, agent_name=ctx.agent_name
+        )
+
+    def _context(self, ctx: RunContext) -> list[Message]:
+        """The caller's conversation before this call, for `full_history`."""
+        if not self.full_history:
+            return []
+        history = ctx.model_messages[:-1]  # everything before the calling assistant message
+        out: list[Message] = []
+        for message in history:
+            if message.role == "system":
+                continue
+            out.append(
+                message if message.role == "user" else rewrite_message(ctx.agent_name, message)
+            )
+        return out

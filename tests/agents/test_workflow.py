@@ -1,0 +1,208 @@
+"""Sequential, parallel and loop workflow agents (Eino scenarios 20-25)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from plait import (
+    AgentAction,
+    AgentEvent,
+    AgentInput,
+    BreakLoopAction,
+    ChatModelAgent,
+    LoopAgent,
+    Message,
+    ParallelAgent,
+    RunContext,
+    Runner,
+    SequentialAgent,
+    run_context,
+    tool,
+)
+from plait.errors import ModelError, UsageError
+from plait.testing import ScriptedModel, call, reply
+from tests.conftest import kinds
+
+
+def _says(name: str, *texts: str) -> tuple[ChatModelAgent, ScriptedModel]:
+    model = ScriptedModel([reply(t) for t in texts])
+    return ChatModelAgent(name, model), model
+
+
+def test_sequential_children_see_earlier_messages_and_the_run_path_accumulates() -> None:
+    a1, _ = _says("A1", "R1")
+    a2, m2 = _says("A2", "R2")
+    result = Runner(SequentialAgent("S", [a1, a2])).query_sync("q")
+    assert [e.run_path for e in result.events] == [("S", "A1"), ("S", "A1", "A2")]
+    assert m2.requests[0].messages == (
+        Message.user("q"),
+        Message.user("For context: [A1] said: R1."),
+    )
+    assert result.final_output == "R2"
+
+
+def test_sequential_stops_at_an_exit() -> None:
+    first = ChatModelAgent(
+        "A1", ScriptedModel([call("exit", {"final_result": "stop"})]), exit_tool=True
+    )
+    second, model = _says("A2", "never")
+    result = Runner(SequentialAgent("S", [first, second])).query_sync("q")
+    assert kinds(result.events) == ["assistant", "tool:exit"]
+    assert model.requests == []
+    assert result.final_output == "stop"
+
+
+def test_sequential_stops_at_an_error_without_adding_one() -> None:
+    a1, _ = _says("A1", "R1")
+    a2 = ChatModelAgent("A2", ScriptedModel([]))
+    a3, m3 = _says("A3", "never")
+    result = Runner(SequentialAgent("S", [a1, a2, a3])).query_sync("q")
+    assert kinds(result.events) == ["assistant", "error:ModelError"]
+    assert m3.requests == []
+    assert isinstance(result.error, ModelError)
+
+
+def test_loop_runs_max_iterations_rounds() -> None:
+    agent, model = _says("A", "one", "two", "three")
+    result = Runner(LoopAgent("L", [agent], max_iterations=3)).query_sync("q")
+    assert [e.run_path for e in result.events] == [
+        ("L", "A"),
+        ("L", "A", "A"),
+        ("L", "A", "A", "A"),
+    ]
+    # each round sees its own earlier answers verbatim
+    assert [m.role for m in model.requests[2].messages] == ["user", "assistant", "assistant"]
+
+
+def test_loop_stops_at_an_error() -> None:
+    agent, _ = _says("A", "one", "two")
+    result = Runner(LoopAgent("L", [agent], max_iterations=10)).query_sync("q")
+    assert kinds(result.events) == ["assistant", "assistant", "error:ModelError"]
+
+
+class Breaker:
+    """Emits a message carrying a BreakLoopAction, then one more message."""
+
+    description = ""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.runs = 0
+
+    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        self.runs += 1
+        yield ctx.event(
+            message=Message.assistant("breaking"),
+            action=AgentAction(break_loop=BreakLoopAction(from_agent="L")),
+        )
+        yield ctx.event(message=Message.assistant("still delivered"))
+
+
+def test_break_loop_is_marked_done_and_takes_effect_after_the_agent_finishes() -> None:
+    breaker = Breaker("B")
+    after, model = _says("After", "never")
+    result = Runner(LoopAgent("L", [breaker, after])).query_sync("q")
+    assert [e.message.message.content for e in result.events] == [  # type: ignore[union-attr]
+        "breaking",
+        "still delivered",
+    ]
+    assert result.events[0].action == AgentAction(
+        break_loop=BreakLoopAction(from_agent="L", done=True, current_iterations=0)
+    )
+    assert breaker.runs == 1
+    assert model.requests == []
+
+
+def test_a_tool_can_break_the_loop_on_a_later_iteration() -> None:
+    rounds = {"n": 0}
+
+    @tool
+    def check() -> str:
+        """Check whether the work is done."""
+        rounds["n"] += 1
+        if rounds["n"] == 2:
+            run_context().break_loop()
+            return "done"
+        return "not yet"
+
+    model = ScriptedModel([call("check", {}), reply("r1"), call("check", {}), reply("r2")])
+    worker = ChatModelAgent("W", model, tools=[check])
+    result = Runner(LoopAgent("L", [worker])).query_sync("q")
+    breaks = [e.action.break_loop for e in result.events if e.action and e.action.break_loop]
+    assert breaks == [BreakLoopAction(from_agent="W", done=True, current_iterations=1)]
+    assert result.final_output == "r2"  # the agent finished its turn after the break
+
+
+def test_parallel_children_run_concurrently_and_later_agents_see_both() -> None:
+    started: set[str] = set()
+    both = asyncio.Event()
+
+    class Waiter:
+        description = ""
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+            started.add(self.name)
+            if len(started) == 2:
+                both.set()
+            await asyncio.wait_for(both.wait(), timeout=5)  # hangs if run one after the other
+            yield ctx.event(message=Message.assistant(f"{self.name} done"))
+
+    summary, model = _says("Sum", "summary")
+    flow = SequentialAgent("S", [ParallelAgent("P", [Waiter("A"), Waiter("B")]), summary])
+    result = Runner(flow).query_sync("q")
+    paths = {e.run_path for e in result.events}
+    assert {("S", "P", "A"), ("S", "P", "B")} <= paths
+    seen = [m.content for m in model.requests[0].messages]
+    assert seen == ["q", "For context: [A] said: A done.", "For context: [B] said: B done."]
+
+
+def test_parallel_events_interleave() -> None:
+    class Ticker:
+        description = ""
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+            for i in range(3):
+                await asyncio.sleep(0.005)
+                yield ctx.event(message=Message.assistant(f"{self.name}{i}"))
+
+    result = Runner(ParallelAgent("P", [Ticker("a"), Ticker("b")])).query_sync("q")
+    order = [e.agent_name for e in result.events]
+    assert sorted(order) == ["a", "a", "a", "b", "b", "b"]
+    assert order != ["a", "a", "a", "b", "b", "b"]
+
+
+def test_a_parallel_error_cancels_the_siblings() -> None:
+    cancelled = asyncio.Event()
+
+    class Slow:
+        name = "slow"
+        description = ""
+
+        async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            yield ctx.event(message=Message.assistant("late"))
+
+    broken = ChatModelAgent("broken", ScriptedModel([]))
+    result = Runner(ParallelAgent("P", [Slow(), broken])).query_sync("q")
+    assert kinds(result.events) == ["error:ModelError"]
+    assert cancelled.is_set()
+
+
+def test_workflows_validate_their_configuration() -> None:
+    with pytest.raises(UsageError, match="at least one"):
+        SequentialAgent("S", [])
+    with pytest.raises(UsageError, match="max_iterations"):
+        LoopAgent("L", [_says("A")[0]], max_iterations=0)
