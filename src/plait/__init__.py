@@ -52,7 +52,7 @@ from plait.runner import Runner, RunStream
 from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
 
 if TYPE_CHECKING:
-    from plait import models, testing
+    from plait import models, prebuilt, testing
 
 __version__ = "0.1.0"
 
@@ -89,13 +89,14 @@ __all__ = [
     "Usage",
     "errors",
     "models",
+    "prebuilt",
     "run_context",
     "set_sub_agents",
     "testing",
     "tool",
 ]
 
-_LAZY_MODULES = frozenset({"models", "testing"})
+_LAZY_MODULES = frozenset({"models", "prebuilt", "testing"})
 
 
 def __getattr__(name: str) -> Any:

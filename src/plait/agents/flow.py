@@ -20,6 +20,7 @@ from plait.messages import Message
 from plait.tools.base import ToolInfo, ToolResult
 
 __all__ = [
+    "TRANSFER_TOOL",
     "TransferTool",
     "history_for",
     "rewrite_message",
@@ -177,25 +178,31 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
     """Run `agent` on the history of `ctx`, recording its messages, and follow its transfers.
 
     Only the agent's own events (its exact run path) are recorded and acted on; events of
-    agents it runs as tools pass through untouched.
+    agents it runs as tools pass through untouched. An agent with `records_history = True`
+    records its own messages (it runs its own flow inside).
     """
     while True:
         agent_input = AgentInput(
             messages=history_for(agent.name, ctx), enable_streaming=ctx.enable_streaming
         )
         action: AgentAction | None = None
+        stopped = False
+        record = not getattr(agent, "records_history", False)
         async with aclosing(agent.run(agent_input, ctx)) as events:  # type: ignore[type-var]
             async for event in events:
                 if event.run_path == ctx.run_path:
-                    if event.output is not None and event.output.message is not None:
+                    if record and event.output is not None and event.output.message is not None:
                         ctx.history.append((event.agent_name, event.output.message))
                     if event.action is not None:
                         action = event.action
+                if event.action is not None and event.depth == ctx.depth:
+                    # an exit or pause anywhere in this lane (say, after a nested transfer)
+                    stopped = stopped or event.action.exit or event.action.interrupted is not None
                 yield event
                 if event.error is not None:
                     return
         transfer = action.transfer_to_agent if action is not None else None
-        if transfer is None or action is None or action.exit or action.interrupted:
+        if transfer is None or stopped:
             return
         target = transfer_targets(agent).get(transfer.dest_agent_name)
         if target is None:
