@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import plait
 
 
@@ -14,15 +16,17 @@ def test_all_is_sorted_and_every_name_resolves() -> None:
         assert getattr(plait, name) is not None, name
 
 
-def test_public_classes_are_exported() -> None:
-    exported = set(plait.__all__)
-    for name, value in vars(plait).items():
-        if (
-            isinstance(value, type)
-            and value.__module__.startswith("plait")
-            and not name.startswith("_")
-        ):
-            assert name in exported, f"{name} is public in plait but missing from __all__"
+def test_every_exported_class_is_plaits_own_and_listed() -> None:
+    assert set(plait.__all__) <= set(dir(plait))
+    for name in plait.__all__:
+        value = getattr(plait, name)
+        module = getattr(value, "__module__", None) or value.__name__
+        assert module.startswith("plait"), name
+
+
+def test_unknown_attributes_raise_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = plait.Nope  # type: ignore[attr-defined]
 
 
 def test_submodules_are_attributes_and_import_plait_stays_light() -> None:

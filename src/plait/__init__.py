@@ -12,8 +12,8 @@ agent = ChatModelAgent("calc", model, instruction="You add numbers.", tools=[add
 print(Runner(agent).query_sync("What is 2 + 3?").final_output)
 ```
 
-The submodules `plait.errors`, `plait.models` and `plait.testing` are reachable as
-attributes; the ones not needed by the core are imported on first use.
+Every name is imported on first use (so `import plait` stays fast); the submodules
+`plait.errors`, `plait.models`, `plait.prebuilt` and `plait.testing` are attributes too.
 """
 
 from __future__ import annotations
@@ -22,37 +22,37 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from plait import errors
-from plait.agent import Agent, AgentInput
-from plait.agents import (
-    AgentTool,
-    ChatModelAgent,
-    LoopAgent,
-    Middleware,
-    ParallelAgent,
-    SequentialAgent,
-    set_sub_agents,
-)
-from plait.context import RunContext, run_context
-from plait.errors import PlaitError
-from plait.events import (
-    AgentAction,
-    AgentEvent,
-    AgentOutput,
-    BreakLoopAction,
-    HandoffLog,
-    InterruptCtx,
-    InterruptInfo,
-    MessageStream,
-    MessageVariant,
-    RunResult,
-    TransferToAgentAction,
-)
-from plait.messages import Message, ToolCall, Usage
-from plait.runner import Runner, RunStream
-from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
 
 if TYPE_CHECKING:
     from plait import models, prebuilt, testing
+    from plait.agent import Agent, AgentInput
+    from plait.agents import (
+        AgentTool,
+        ChatModelAgent,
+        LoopAgent,
+        Middleware,
+        ParallelAgent,
+        SequentialAgent,
+        set_sub_agents,
+    )
+    from plait.context import RunContext, run_context
+    from plait.errors import PlaitError
+    from plait.events import (
+        AgentAction,
+        AgentEvent,
+        AgentOutput,
+        BreakLoopAction,
+        HandoffLog,
+        InterruptCtx,
+        InterruptInfo,
+        MessageStream,
+        MessageVariant,
+        RunResult,
+        TransferToAgentAction,
+    )
+    from plait.messages import Message, ToolCall, Usage
+    from plait.runner import Runner, RunStream
+    from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
 
 __version__ = "0.1.0"
 
@@ -96,12 +96,55 @@ __all__ = [
     "tool",
 ]
 
+_EXPORTS = {
+    "Agent": "plait.agent",
+    "AgentAction": "plait.events",
+    "AgentEvent": "plait.events",
+    "AgentInput": "plait.agent",
+    "AgentOutput": "plait.events",
+    "AgentTool": "plait.agents",
+    "BreakLoopAction": "plait.events",
+    "ChatModelAgent": "plait.agents",
+    "FunctionTool": "plait.tools",
+    "HandoffLog": "plait.events",
+    "InterruptCtx": "plait.events",
+    "InterruptInfo": "plait.events",
+    "LoopAgent": "plait.agents",
+    "Message": "plait.messages",
+    "MessageStream": "plait.events",
+    "MessageVariant": "plait.events",
+    "Middleware": "plait.agents",
+    "ParallelAgent": "plait.agents",
+    "PlaitError": "plait.errors",
+    "RunContext": "plait.context",
+    "RunResult": "plait.events",
+    "RunStream": "plait.runner",
+    "Runner": "plait.runner",
+    "SequentialAgent": "plait.agents",
+    "Tool": "plait.tools",
+    "ToolCall": "plait.messages",
+    "ToolInfo": "plait.tools",
+    "ToolResult": "plait.tools",
+    "TransferToAgentAction": "plait.events",
+    "Usage": "plait.messages",
+    "run_context": "plait.context",
+    "set_sub_agents": "plait.agents",
+    "tool": "plait.tools",
+}
 _LAZY_MODULES = frozenset({"models", "prebuilt", "testing"})
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY_MODULES:
-        module = importlib.import_module(f"plait.{name}")
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'plait' has no attribute {name!r}")
+    module_name = _EXPORTS.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(module_name), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f"plait.{name}")
+    else:
+        raise AttributeError(f"module 'plait' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

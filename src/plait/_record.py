@@ -21,7 +21,7 @@ _T = TypeVar("_T")
 )
 def record(cls: type[_T]) -> type[_T]:
     """Turn `cls` into a frozen, keyword-only dataclass with a fast `__init__`."""
-    cls = dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+    cls = dataclasses.dataclass(frozen=True, kw_only=True, init=False)(cls)
     namespace: dict[str, Any] = {"_osa": object.__setattr__, "_MISSING": dataclasses.MISSING}
     params: list[str] = []
     items: list[str] = []

@@ -19,7 +19,7 @@ app = typer.Typer(
 def demo(
     stream: bool = typer.Option(False, "--stream", help="Stream the model's replies."),
 ) -> None:
-    """Run the demo: a ReAct agent with two tools answers three questions."""
+    """Run the demo: a router transfers three questions to weather and math specialists."""
     raise typer.Exit(run_demo(streaming=stream))
 
 

@@ -1,0 +1,1 @@
+"""Runnable examples that ship with plait (`plait demo` runs the router example)."""

@@ -1,0 +1,162 @@
+"""The router example: a Router agent transfers each request to a specialist.
+
+`WeatherAgent` answers weather questions with `get_weather`, `MathAgent` does arithmetic with
+`calculator`, and the Router answers anything else itself. On the scripted model the replies
+are replayed from a script, but the tools, transfers, history rewriting and events are real:
+the specialists' answers are built from what their tools returned.
+
+Run it: `python -m plait.examples.router` (or `plait demo`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from plait import ChatModelAgent, Message, ToolInfo, tool
+from plait.models import ChatModel
+
+__all__ = ["QUERIES", "build_router", "calculator", "get_weather", "scripted_models"]
+
+QUERIES = (
+    "What's the weather like in Tokyo?",
+    "Calculate 156 * 789 + 234",
+    "What's the capital of France?",
+)
+
+_WEATHER = {
+    "tokyo": {"temperature": "18°C", "condition": "Cloudy"},
+    "beijing": {"temperature": "22°C", "condition": "Sunny"},
+    "paris": {"temperature": "15°C", "condition": "Light rain"},
+}
+
+
+@tool
+def get_weather(city: str) -> dict[str, str]:
+    """Get current weather information for a city.
+
+    Args:
+        city: City name.
+    """
+    report = _WEATHER.get(city.strip().lower())
+    if report is None:
+        return {"city": city, "error": "no report for this city"}
+    return {"city": city, **report}
+
+
+_OPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+def _evaluate(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        result: float | int = _OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+        return result
+    raise ValueError("only numbers, parentheses and + - * / are allowed")
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Perform basic mathematical calculations.
+
+    Args:
+        expression: Mathematical expression to evaluate, e.g. "15 * 23".
+    """
+    return str(_evaluate(ast.parse(expression, mode="eval")))
+
+
+def build_router(
+    router_model: ChatModel, weather_model: ChatModel, math_model: ChatModel
+) -> ChatModelAgent:
+    """Build the Router with its two specialists as sub-agents."""
+    weather = ChatModelAgent(
+        "WeatherAgent",
+        weather_model,
+        description="Provides weather information for any location",
+        instruction="You are a weather specialist. Use the weather tool to provide accurate "
+        "weather information.",
+        tools=[get_weather],
+        exit_tool=True,
+    )
+    math = ChatModelAgent(
+        "MathAgent",
+        math_model,
+        description="Performs mathematical calculations and solves math problems",
+        instruction="You are a math specialist. Use the calculator tool to solve mathematical "
+        "problems accurately.",
+        tools=[calculator],
+        exit_tool=True,
+    )
+    return ChatModelAgent(
+        "Router",
+        router_model,
+        description="Routes tasks to appropriate specialist agents",
+        instruction="You are a router agent. Based on the user's request, decide which "
+        "specialist agent should handle it:\n- For weather questions, transfer to WeatherAgent\n"
+        "- For math calculations, transfer to MathAgent\n- For general questions, handle "
+        "yourself\nUse the transfer_to_agent tool to route tasks.",
+        sub_agents=[weather, math],
+    )
+
+
+def _call(name: str, args: dict[str, Any], call_id: str) -> Message:
+    from plait import ToolCall
+
+    return Message.assistant(
+        "", (ToolCall(id=call_id, name=name, arguments=json.dumps(args, ensure_ascii=False)),)
+    )
+
+
+def _exit_with(render: Callable[[str], str]) -> Callable[[list[Message], list[ToolInfo]], Message]:
+    """A scripted step that answers from the last tool result in the conversation."""
+
+    def step(messages: list[Message], tools: list[ToolInfo]) -> Message:
+        result = next(m.content for m in reversed(messages) if m.role == "tool")
+        return _call("exit", {"final_result": render(result)}, "exit_1")
+
+    return step
+
+
+def _weather_sentence(result: str) -> str:
+    data = json.loads(result)
+    return f"It is {data['condition'].lower()} in {data['city']}, {data['temperature']}."
+
+
+def scripted_models() -> tuple[ChatModel, ChatModel, ChatModel]:
+    """Return scripted router, weather and math models covering the three `QUERIES`."""
+    from plait.testing import ScriptedModel, reply
+
+    router = ScriptedModel(
+        [
+            _call("transfer_to_agent", {"agent_name": "WeatherAgent"}, "route_1"),
+            _call("transfer_to_agent", {"agent_name": "MathAgent"}, "route_2"),
+            reply("The capital of France is Paris."),
+        ]
+    )
+    weather = ScriptedModel(
+        [_call("get_weather", {"city": "Tokyo"}, "weather_1"), _exit_with(_weather_sentence)]
+    )
+    math = ScriptedModel(
+        [
+            _call("calculator", {"expression": "156 * 789 + 234"}, "calc_1"),
+            _exit_with(lambda r: f"156 * 789 + 234 = {r}"),
+        ]
+    )
+    return router, weather, math
+
+
+if __name__ == "__main__":
+    from plait.cli.demo import run_demo
+
+    raise SystemExit(run_demo())

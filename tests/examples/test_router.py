@@ -1,0 +1,38 @@
+"""The router example (the seed's multi-agent example) behaves as described."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait import RunContext, Runner
+from plait.errors import InvalidToolArguments
+from plait.examples.router import QUERIES, build_router, calculator, scripted_models
+from plait.testing import ScriptedModel
+
+
+def test_the_three_queries_reach_the_right_agent() -> None:
+    router_model, weather_model, math_model = scripted_models()
+    runner = Runner(build_router(router_model, weather_model, math_model))
+    results = [runner.query_sync(q) for q in QUERIES]
+    assert [r.final_output for r in results] == [
+        "It is cloudy in Tokyo, 18°C.",
+        "156 * 789 + 234 = 123318",
+        "The capital of France is Paris.",
+    ]
+    answered_by = [r.events[-1].run_path for r in results]
+    assert answered_by == [("Router", "WeatherAgent"), ("Router", "MathAgent"), ("Router",)]
+    assert all(r.events[-1].action and r.events[-1].action.exit for r in results[:2])
+    assert isinstance(weather_model, ScriptedModel)
+    # the specialist saw the user's question and the router's transfer, rewritten
+    first = [m.content for m in weather_model.requests[0].messages]
+    assert first[1] == QUERIES[0]
+    assert first[2].startswith("For context: [Router] called tool: `transfer_to_agent`")
+
+
+async def test_the_calculator_refuses_anything_but_arithmetic() -> None:
+    ctx = RunContext.root("MathAgent", [])
+    assert await calculator.call('{"expression": "(1 + 2) * 4"}', ctx) == "12"
+    with pytest.raises(ValueError, match="only numbers"):
+        await calculator.call('{"expression": "__import__(\\"os\\")"}', ctx)
+    with pytest.raises(InvalidToolArguments, match="expression: Field required"):
+        await calculator.call("{}", ctx)
