@@ -34,6 +34,15 @@ def test_python_examples_in_the_readme_run() -> None:
         exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
 
 
+def test_python_examples_in_the_docs_run() -> None:
+    ran = 0
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S):
+            exec(compile(block, str(page), "exec"), {"__name__": "docs_example"})
+            ran += 1
+    assert ran >= 1
+
+
 def test_demo_runs_and_says_it_is_scripted() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "plait", "demo"], capture_output=True, text=True, check=False
