@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         RunResult,
         TransferToAgentAction,
     )
+    from plait.interrupt import interrupt, interrupt_state
     from plait.messages import Message, ToolCall, Usage
     from plait.runner import Runner, RunStream
     from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
@@ -88,6 +89,8 @@ __all__ = [
     "TransferToAgentAction",
     "Usage",
     "errors",
+    "interrupt",
+    "interrupt_state",
     "models",
     "prebuilt",
     "run_context",
@@ -97,6 +100,8 @@ __all__ = [
 ]
 
 _EXPORTS = {
+    "interrupt": "plait.interrupt",
+    "interrupt_state": "plait.interrupt",
     "Agent": "plait.agent",
     "AgentAction": "plait.events",
     "AgentEvent": "plait.events",

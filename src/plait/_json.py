@@ -81,3 +81,13 @@ class JSONMixin:
         """Decode a value of this type from JSON text made by `to_json`."""
         value: Self = from_json(cls, data)
         return value
+
+
+def dump_plain(value: Any, tp: Any) -> Any:
+    """Return `value` (of type `tp`) as plain JSON-able data (dicts, lists, strings…)."""
+    return _adapter(tp).dump_python(value, mode="json")
+
+
+def load_plain(tp: Any, data: Any) -> Any:
+    """Rebuild a value of type `tp` from data made by `dump_plain`."""
+    return _adapter(tp).validate_python(data)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from plait.errors import PlaitError, UsageError
-from plait.events import AgentAction, AgentEvent, AgentOutput, BreakLoopAction, MessageVariant
+from plait.events import (
+    AgentAction,
+    AgentEvent,
+    AgentOutput,
+    BreakLoopAction,
+    InterruptCtx,
+    InterruptInfo,
+    MessageVariant,
+)
 from plait.messages import Message, Usage
 
 __all__ = ["RunContext", "run_context"]
@@ -21,6 +30,8 @@ class _RunState:
         "input_tokens",
         "model_calls",
         "output_tokens",
+        "paused",
+        "resume",
         "session_values",
         "state",
     )
@@ -32,6 +43,44 @@ class _RunState:
         self.model_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.paused = Paused()
+        self.resume: Resume | None = None
+
+
+class Paused:
+    """What the parts of a run save when it pauses, keyed by their address."""
+
+    __slots__ = ("answers", "states", "user_states")
+
+    def __init__(self) -> None:
+        self.states: dict[str, Any] = {}  # component state (agent, workflow, agent tool)
+        self.user_states: dict[str, Any] = {}  # the `state=` given to interrupt()
+        self.answers: dict[str, list[Any]] = {}  # values interrupt() already returned
+
+
+class Resume:
+    """What a resumed run restores; each entry is taken once."""
+
+    __slots__ = ("answers", "states", "user_states")
+
+    def __init__(
+        self,
+        states: dict[str, Any],
+        user_states: dict[str, Any],
+        answers: dict[str, list[Any]],
+    ) -> None:
+        self.states = states
+        self.user_states = user_states
+        self.answers = answers
+
+
+class InterruptSignal(BaseException):
+    """Raised by `interrupt()` to pause the run; a `BaseException`, so `except Exception`
+    in a tool cannot swallow it."""
+
+    def __init__(self, contexts: tuple[InterruptCtx, ...]) -> None:
+        super().__init__(contexts)
+        self.contexts = contexts
 
 
 # One recorded message of the run's history: (author agent name, message variant).
@@ -49,11 +98,13 @@ class RunContext:
 
     __slots__ = (
         "_actions",
+        "_answered",
         "_emit",
         "_history",
         "_model_messages",
         "_root_input",
         "_run",
+        "address",
         "agent_name",
         "depth",
         "run_path",
@@ -70,10 +121,12 @@ class RunContext:
         run: _RunState,
         root_input: tuple[Message, ...],
         history: list[HistoryRecord],
+        address: str,
         tool_name: str | None = None,
         tool_call_id: str | None = None,
     ) -> None:
         self.agent_name = agent_name
+        self.address = address
         self.run_path = run_path
         self.depth = depth
         self._run = run
@@ -84,6 +137,7 @@ class RunContext:
         self._actions: list[AgentAction] | None = None
         self._emit: Emit | None = None
         self._model_messages: list[Message] | None = None
+        self._answered: list[Any] | None = None
 
     @classmethod
     def root(
@@ -103,6 +157,7 @@ class RunContext:
             run=_RunState(values, enable_streaming),
             root_input=tuple(messages),
             history=[],
+            address=f"agent:{agent_name}",
         )
 
     def nested(self, agent_name: str, messages: Sequence[Message]) -> RunContext:
@@ -115,15 +170,16 @@ class RunContext:
             run=self._run,
             root_input=tuple(messages),
             history=[],
+            address=f"{self.address};agent:{agent_name}",
         )
 
     def fork(self) -> RunContext:
         """Return a copy with its own history lane (for a branch running in parallel)."""
-        ctx = self._copy(self.agent_name, self.run_path)
+        ctx = self._copy(self.agent_name, self.run_path, self.address)
         ctx._history = list(self._history)
         return ctx
 
-    def _copy(self, agent_name: str, run_path: tuple[str, ...]) -> RunContext:
+    def _copy(self, agent_name: str, run_path: tuple[str, ...], address: str) -> RunContext:
         return RunContext(
             agent_name=agent_name,
             run_path=run_path,
@@ -131,6 +187,7 @@ class RunContext:
             run=self._run,
             root_input=self._root_input,
             history=self._history,
+            address=address,
         )
 
     @property
@@ -195,19 +252,69 @@ class RunContext:
         """Ask the enclosing `LoopAgent` to stop after the current sub-agent finishes."""
         self.send_action(AgentAction(break_loop=BreakLoopAction(from_agent=self.agent_name)))
 
-    def for_agent(self, name: str, *, run_path: tuple[str, ...] | None = None) -> RunContext:
-        """Return the context of agent `name` in the same lane, its run path extended."""
-        return self._copy(name, run_path if run_path is not None else (*self.run_path, name))
+    def for_agent(
+        self, name: str, *, run_path: tuple[str, ...] | None = None, address: str | None = None
+    ) -> RunContext:
+        """Return the context of agent `name` in the same lane, its run path and address
+        extended (a workflow passes its own address so siblings do not accumulate there)."""
+        return self._copy(
+            name,
+            run_path if run_path is not None else (*self.run_path, name),
+            f"{address if address is not None else self.address};agent:{name}",
+        )
 
     def for_tool(self, name: str, call_id: str | None) -> RunContext:
         """Return the context of one tool call made by this agent."""
-        ctx = self._copy(self.agent_name, self.run_path)
+        ctx = self._copy(self.agent_name, self.run_path, f"{self.address};tool:{name}:{call_id}")
         ctx.tool_name = name
         ctx.tool_call_id = call_id
         ctx._actions = []
         ctx._emit = self._emit
         ctx._model_messages = self._model_messages
         return ctx
+
+    def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
+        """Pause the run here, or return the data this point was resumed with."""
+        run = self._run
+        answered = self._answered
+        if answered is None:
+            answered = self._answered = []
+        resume = run.resume
+        if resume is not None:
+            queue = resume.answers.get(self.address)
+            if queue:
+                value = queue.pop(0)
+                answered.append(value)
+                return value
+        run.paused.user_states[self.address] = state
+        run.paused.answers[self.address] = list(answered)
+        ctx = InterruptCtx(id=uuid.uuid4().hex, address=self.address, info=info)
+        raise InterruptSignal((ctx,))
+
+    def interrupt_state(self) -> Any:
+        """Return the `state` saved by the interrupt at this point, when resumed."""
+        resume = self._run.resume
+        return None if resume is None else resume.user_states.get(self.address)
+
+    def save_state(self, state: Any, part: str = "") -> None:
+        """Save this component's state (JSON-able) for the checkpoint of a pausing run.
+
+        `part` tells apart several components at one address (a flow and its first agent).
+        """
+        key = f"{self.address}#{part}" if part else self.address
+        self._run.paused.states[key] = state
+
+    def take_state(self, part: str = "") -> Any:
+        """Return (once) the state saved here when the run paused, if this run resumes it."""
+        resume = self._run.resume
+        if resume is None:
+            return None
+        return resume.states.pop(f"{self.address}#{part}" if part else self.address, None)
+
+    def pause_event(self, contexts: Sequence[InterruptCtx]) -> AgentEvent:
+        """Build this agent's event announcing that it paused on `contexts`."""
+        info = InterruptInfo(contexts=tuple(contexts))
+        return self.event(action=AgentAction(interrupted=info))
 
     def emit(self, event: AgentEvent) -> bool:
         """Pass an event up from inside a tool (an agent run as a tool forwards its events).

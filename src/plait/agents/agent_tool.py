@@ -6,9 +6,10 @@ import json
 from contextlib import aclosing
 from typing import Any
 
+from plait._json import dump_plain, load_plain
 from plait.agent import Agent
-from plait.agents.flow import rewrite_message, run_flow
-from plait.context import RunContext
+from plait.agents.flow import dump_history, is_pause, load_history, rewrite_message, run_flow
+from plait.context import InterruptSignal, RunContext
 from plait.errors import InvalidToolArguments, UsageError
 from plait.events import AgentEvent
 from plait.messages import Message
@@ -53,15 +54,32 @@ class AgentTool:
         )
 
     async def call(self, arguments_json: str, ctx: RunContext) -> str:
-        """Run the agent on the request and return its final answer."""
-        request = self._request(arguments_json, ctx)
-        messages = [*self._context(ctx), Message.user(request)]
-        child = ctx.nested(self.agent.name, messages)
+        """Run the agent on the request and return its final answer.
+
+        If the child pauses, this call pauses too (the run's interrupt lists the child's);
+        on resume the child continues where it stopped, with its own input and history.
+        """
+        saved = ctx.take_state()
+        if saved is not None:
+            child = ctx.nested(self.agent.name, load_plain(list[Message], saved["input"]))
+            child.history.extend(load_history(saved["history"]))
+        else:
+            request = self._request(arguments_json, ctx)
+            child = ctx.nested(self.agent.name, [*self._context(ctx), Message.user(request)])
         final: AgentEvent | None = None
         async with aclosing(run_flow(self.agent, child)) as events:  # type: ignore[type-var]
             async for event in events:
                 if event.error is not None:
                     raise event.error
+                if is_pause(event, child.depth):
+                    assert event.action is not None and event.action.interrupted is not None
+                    ctx.save_state(
+                        {
+                            "input": dump_plain(list(child.root_input), list[Message]),
+                            "history": dump_history(child.history),
+                        }
+                    )
+                    raise InterruptSignal(event.action.interrupted.contexts)
                 if event.depth == child.depth and event.message is not None:
                     final = event
                 if self.emits_events:

@@ -8,11 +8,12 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from plait._json import dump_plain, load_plain
 from plait.agent import Agent, AgentInput
 from plait.agents.flow import TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
-from plait.context import RunContext, _current
+from plait.context import InterruptSignal, RunContext, _current
 from plait.errors import (
     InvalidToolArguments,
     LimitExceeded,
@@ -23,7 +24,14 @@ from plait.errors import (
     ToolError,
     UsageError,
 )
-from plait.events import AgentAction, AgentEvent, AgentOutput, MessageStream, MessageVariant
+from plait.events import (
+    AgentAction,
+    AgentEvent,
+    AgentOutput,
+    InterruptCtx,
+    MessageStream,
+    MessageVariant,
+)
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.tools.base import Tool, ToolInfo, ToolResult
@@ -31,6 +39,7 @@ from plait.tools.function import FunctionTool
 
 __all__ = ["ChatModelAgent"]
 
+_Action = AgentAction | None
 GenModelInput = Callable[[str, AgentInput, RunContext], Sequence[Message]]
 
 
@@ -52,6 +61,7 @@ class _Outcome:
     message: Message
     action: AgentAction | None = None
     fatal: PlaitError | None = None
+    interrupts: tuple[InterruptCtx, ...] = ()
 
     @property
     def ends_turn(self) -> bool:
@@ -72,12 +82,14 @@ class _Reply:
 class _Round:
     """What a round of tool calls left for the ReAct loop."""
 
-    __slots__ = ("direct", "failed", "outcomes")
+    __slots__ = ("direct", "done", "failed", "interrupts", "outcomes")
 
-    def __init__(self) -> None:
+    def __init__(self, done: dict[str, _Outcome] | None = None) -> None:
         self.outcomes: list[_Outcome] = []
         self.direct: _Outcome | None = None
         self.failed = False
+        self.interrupts: list[InterruptCtx] = []
+        self.done = done or {}  # results from before a pause: not run again, not re-emitted
 
     def messages(self) -> list[Message]:
         """Return the tool messages in the order of the calls."""
@@ -222,52 +234,60 @@ class ChatModelAgent:
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the ReAct loop on `input`, yielding model outputs and tool results."""
-        try:
-            messages = self._initial_messages(input, ctx)
-        except PlaitError as exc:
-            yield ctx.event(error=exc)
-            return
+        state = ctx.take_state()
+        done: dict[str, _Outcome] | None = None
+        if state is not None:
+            messages, calls_made, done = self._restore(state)
+        else:
+            try:
+                messages = self._initial_messages(input, ctx)
+            except PlaitError as exc:
+                yield ctx.event(error=exc)
+                return
+            calls_made = 0
         ctx._model_messages = messages
         box = _Reply()
-        calls_made = 0
         while True:
-            if calls_made >= self.max_iterations:
-                yield ctx.event(error=MaxIterationsExceeded(agent_name=self.name, limit=calls_made))
-                return
-            calls_made += 1
-            if self._before_model:
-                for hook in self._before_model:
-                    messages = (await hook(ctx, messages)) or messages
-                ctx._model_messages = messages
-            if input.enable_streaming:
-                async with aclosing(self._stream_reply(messages, ctx, box)) as chunks:
-                    async for event in chunks:
-                        yield event
-                reply = box.message
-            else:
-                try:
-                    reply = await self.model.generate(
-                        messages, tools=self._tool_infos, **self.model_options
-                    )
-                except Exception as exc:
-                    reply = None
-                    box.error = self._model_error(exc)
-                if reply is not None:
-                    yield ctx.event(message=reply)
-            if reply is None:
-                assert box.error is not None
-                yield ctx.event(error=box.error)
-                return
-            ctx.record_model_call(reply.usage)
-            for hook in self._after_model:
-                reply = (await hook(ctx, reply)) or reply
-            messages.append(reply)
-            if not reply.tool_calls:
-                self._store_output(ctx, reply.content)
-                return
-            rnd = _Round()
-            calls = reply.tool_calls
-            if len(calls) == 1 and calls[0].name not in self._emitting:
+            if done is None:  # a model step (skipped when resuming a paused tool round)
+                if calls_made >= self.max_iterations:
+                    err = MaxIterationsExceeded(agent_name=self.name, limit=calls_made)
+                    yield ctx.event(error=err)
+                    return
+                calls_made += 1
+                if self._before_model:
+                    for hook in self._before_model:
+                        messages = (await hook(ctx, messages)) or messages
+                    ctx._model_messages = messages
+                if input.enable_streaming:
+                    async with aclosing(self._stream_reply(messages, ctx, box)) as chunks:
+                        async for event in chunks:
+                            yield event
+                    reply = box.message
+                else:
+                    try:
+                        reply = await self.model.generate(
+                            messages, tools=self._tool_infos, **self.model_options
+                        )
+                    except Exception as exc:
+                        reply = None
+                        box.error = self._model_error(exc)
+                    if reply is not None:
+                        yield ctx.event(message=reply)
+                if reply is None:
+                    assert box.error is not None
+                    yield ctx.event(error=box.error)
+                    return
+                ctx.record_model_call(reply.usage)
+                for hook in self._after_model:
+                    reply = (await hook(ctx, reply)) or reply
+                messages.append(reply)
+                if not reply.tool_calls:
+                    self._store_output(ctx, reply.content)
+                    return
+            rnd = _Round(done)
+            done = None
+            calls = messages[-1].tool_calls
+            if len(calls) == 1 and calls[0].name not in self._emitting and not rnd.done:
                 # the common case: no task, no queue, no extra generator
                 outcome = await self._run_tool(calls[0], ctx, 0)
                 tool_event = self._accept(outcome, ctx, rnd)
@@ -279,12 +299,38 @@ class ChatModelAgent:
                         yield event
             if rnd.failed:
                 return
+            if rnd.interrupts:
+                ctx.save_state(self._pause_state(messages, calls_made, rnd))
+                yield ctx.pause_event(rnd.interrupts)
+                return
             messages.extend(rnd.messages())
             direct = rnd.direct
             if direct is not None:  # held back until every tool of the round finished
                 yield ctx.event(message=direct.message, action=direct.action)
                 self._store_output(ctx, direct.message.content)
                 return
+
+    def _pause_state(self, messages: list[Message], calls_made: int, rnd: _Round) -> Any:
+        """The state to resume this agent's paused tool round from."""
+        done = {
+            o.call.id: {"content": o.message.content, "action": dump_plain(o.action, _Action)}
+            for o in rnd.outcomes
+        }
+        return {
+            "messages": dump_plain(messages, list[Message]),
+            "calls_made": calls_made,
+            "done": done,
+        }
+
+    def _restore(self, state: Any) -> tuple[list[Message], int, dict[str, _Outcome]]:
+        messages: list[Message] = load_plain(list[Message], state["messages"])
+        calls = {c.id: (i, c) for i, c in enumerate(messages[-1].tool_calls)}
+        done: dict[str, _Outcome] = {}
+        for call_id, saved in state["done"].items():
+            index, call = calls[call_id]
+            message = Message.tool(saved["content"], call_id, name=call.name)
+            done[call_id] = _Outcome(index, call, message, load_plain(_Action, saved["action"]))
+        return messages, int(state["calls_made"]), done
 
     def _store_output(self, ctx: RunContext, text: str) -> None:
         if self.output_key is not None:
@@ -336,7 +382,11 @@ class ChatModelAgent:
                 raise
 
         ctx._emit = queue.put_nowait
-        tasks = [asyncio.ensure_future(one(i, c)) for i, c in enumerate(calls)]
+        for c in calls:
+            if c.id in rnd.done:
+                self._accept(rnd.done[c.id], ctx, rnd)
+        todo = [(i, c) for i, c in enumerate(calls) if c.id not in rnd.done]
+        tasks = [asyncio.ensure_future(one(i, c)) for i, c in todo]
         remaining = len(tasks)
         try:
             while remaining:
@@ -364,6 +414,9 @@ class ChatModelAgent:
         A return-directly result (or one whose action exits or transfers) is held back to be
         yielded last; if several are called, the last in the message wins.
         """
+        if outcome.interrupts:
+            rnd.interrupts.extend(outcome.interrupts)
+            return None
         rnd.outcomes.append(outcome)
         if outcome.fatal is not None:
             rnd.failed = True
@@ -375,6 +428,8 @@ class ChatModelAgent:
                 if held is None:
                     return None
                 outcome = held  # superseded: emitted now, like any other result
+        if outcome.call.id in rnd.done:
+            return None  # finished before the pause: its event was already seen
         return ctx.event(message=outcome.message, action=outcome.action)
 
     async def _run_tool(self, call: ToolCall, ctx: RunContext, index: int) -> _Outcome:
@@ -391,6 +446,9 @@ class ChatModelAgent:
             token = _current.set(tctx)
             try:
                 result = await tool.call(call.arguments, tctx)
+            except InterruptSignal as signal:
+                message = Message.tool("", call.id, name=call.name)
+                return _Outcome(index, call, message, interrupts=signal.contexts)
             except Exception as exc:
                 content, fatal = self._tool_failure(call, exc)
             else:

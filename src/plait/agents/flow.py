@@ -8,19 +8,24 @@ agent as user messages "For context: [Agent] said: …"; its own messages stay v
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
+from plait._json import dump_plain, load_plain
 from plait.agent import Agent, AgentInput
-from plait.context import HistoryRecord, RunContext
+from plait.context import HistoryRecord, InterruptSignal, RunContext
 from plait.errors import UsageError
-from plait.events import AgentAction, AgentEvent, TransferToAgentAction
+from plait.events import AgentAction, AgentEvent, MessageVariant, TransferToAgentAction
 from plait.messages import Message
 from plait.tools.base import ToolInfo, ToolResult
 
 __all__ = [
     "TRANSFER_TOOL",
+    "dump_history",
+    "is_pause",
+    "iterate",
+    "load_history",
     "TransferTool",
     "history_for",
     "rewrite_message",
@@ -174,13 +179,60 @@ def can_transfer(agent: Any) -> bool:
     return bool(getattr(agent, "sub_agents", ())) or getattr(agent, "parent", None) is not None
 
 
+async def iterate(
+    agent: Agent, agent_input: AgentInput, ctx: RunContext
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run `agent`, turning an `interrupt()` raised out of it into its pause event."""
+    try:
+        async with aclosing(agent.run(agent_input, ctx)) as events:  # type: ignore[type-var]
+            async for event in events:
+                yield event
+    except InterruptSignal as signal:
+        yield ctx.pause_event(signal.contexts)
+
+
+def is_pause(event: AgentEvent, depth: int) -> bool:
+    """Whether `event` announces a pause of this lane (not of an agent run as a tool)."""
+    return (
+        event.depth == depth and event.action is not None and event.action.interrupted is not None
+    )
+
+
+def dump_history(records: list[HistoryRecord]) -> Any:
+    """Encode history records for a checkpoint (streams as their whole messages)."""
+    return [[author, dump_plain(_whole((author, v)), Message)] for author, v in records]
+
+
+def load_history(data: Any) -> list[HistoryRecord]:
+    """Decode history records saved by `dump_history`."""
+    records: list[HistoryRecord] = []
+    for author, raw in data:
+        message: Message = load_plain(Message, raw)
+        role: Literal["assistant", "tool"] = "tool" if message.role == "tool" else "assistant"
+        records.append((author, MessageVariant(is_streaming=False, role=role, message=message)))
+    return records
+
+
+def _resume_chain(agent: Agent, ctx: RunContext) -> tuple[Agent, RunContext, list[str]]:
+    """Follow the transfers saved when the run paused to the agent that was running."""
+    state = ctx.take_state("flow")
+    chain: list[str] = list(state["chain"]) if state else []
+    for name in chain:
+        agent = transfer_targets(agent)[name]
+        ctx = ctx.for_agent(name)
+    return agent, ctx, chain
+
+
 async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
     """Run `agent` on the history of `ctx`, recording its messages, and follow its transfers.
 
     Only the agent's own events (its exact run path) are recorded and acted on; events of
     agents it runs as tools pass through untouched. An agent with `records_history = True`
-    records its own messages (it runs its own flow inside).
+    records its own messages (it runs its own flow inside). When the lane pauses, the flow
+    saves which agent was running, so a resume continues there.
     """
+    entry = ctx
+    agent, ctx, chain = _resume_chain(agent, ctx)
     while True:
         agent_input = AgentInput(
             messages=history_for(agent.name, ctx), enable_streaming=ctx.enable_streaming
@@ -188,7 +240,7 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         action: AgentAction | None = None
         stopped = False
         record = not getattr(agent, "records_history", False)
-        async with aclosing(agent.run(agent_input, ctx)) as events:  # type: ignore[type-var]
+        async with aclosing(iterate(agent, agent_input, ctx)) as events:
             async for event in events:
                 if event.run_path == ctx.run_path:
                     if record and event.output is not None and event.output.message is not None:
@@ -198,6 +250,8 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
                 if event.action is not None and event.depth == ctx.depth:
                     # an exit or pause anywhere in this lane (say, after a nested transfer)
                     stopped = stopped or event.action.exit or event.action.interrupted is not None
+                if is_pause(event, ctx.depth):
+                    entry.save_state({"chain": chain}, "flow")
                 yield event
                 if event.error is not None:
                     return
@@ -212,4 +266,5 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
             )
             yield ctx.event(error=err)
             return
+        chain.append(target.name)
         agent, ctx = target, ctx.for_agent(target.name)

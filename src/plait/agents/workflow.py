@@ -15,10 +15,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 
 from plait.agent import Agent, AgentInput
-from plait.agents.flow import run_flow
+from plait.agents.flow import dump_history, is_pause, load_history, run_flow
 from plait.context import RunContext
 from plait.errors import AgentError, UsageError
-from plait.events import AgentEvent, BreakLoopAction
+from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
@@ -55,6 +55,9 @@ class _Workflow:
                     state.failed = True
                 elif _exits(event, ctx.depth):
                     state.exited = True
+                elif is_pause(event, ctx.depth):
+                    assert event.action is not None and event.action.interrupted is not None
+                    state.paused.extend(event.action.interrupted.contexts)
                 yield state.mark_break(event, ctx.depth)
                 if event.error is not None:
                     return
@@ -63,17 +66,18 @@ class _Workflow:
 class _Lane:
     """What a workflow learned from its children so far."""
 
-    __slots__ = ("broke", "exited", "failed", "iteration")
+    __slots__ = ("broke", "exited", "failed", "iteration", "paused")
 
     def __init__(self) -> None:
         self.exited = False
         self.failed = False
         self.broke = False
+        self.paused: list[InterruptCtx] = []
         self.iteration: int | None = None  # set by LoopAgent: breaks are honoured
 
     @property
     def stop(self) -> bool:
-        return self.exited or self.failed or self.broke
+        return self.exited or self.failed or self.broke or bool(self.paused)
 
     def mark_break(self, event: AgentEvent, depth: int) -> AgentEvent:
         """Take the first pending `BreakLoopAction` of this lane for the loop, marking it done."""
@@ -94,15 +98,20 @@ class SequentialAgent(_Workflow):
     """Run the sub-agents one after another."""
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """Run each child in order; stop at an exit or an error."""
+        """Run each child in order; stop at an exit, an error or a pause."""
         state = _Lane()
-        path = ctx.run_path
-        for child in self.sub_agents:
+        saved = ctx.take_state()
+        start = saved["index"] if saved else 0
+        path = tuple(saved["path"][:-1]) if saved else ctx.run_path
+        for index in range(start, len(self.sub_agents)):
+            child = self.sub_agents[index]
             path = (*path, child.name)
-            child_ctx = ctx.for_agent(child.name, run_path=path)
+            child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
             async with aclosing(self._run_child(child, child_ctx, state)) as events:
                 async for event in events:
                     yield event
+            if state.paused:
+                ctx.save_state({"index": index, "path": list(path)})
             if state.stop:
                 return
 
@@ -128,20 +137,26 @@ class LoopAgent(_Workflow):
         self.max_iterations = max_iterations
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """Run the children in rounds until a break, an exit, an error or the limit."""
+        """Run the children in rounds until a break, an exit, an error, a pause or the limit."""
         state = _Lane()
-        path = ctx.run_path
-        iteration = 0
+        saved = ctx.take_state()
+        iteration = saved["iteration"] if saved else 0
+        start = saved["index"] if saved else 0
+        path = tuple(saved["path"][:-1]) if saved else ctx.run_path
         while self.max_iterations is None or iteration < self.max_iterations:
             state.iteration = iteration
-            for child in self.sub_agents:
+            for index in range(start, len(self.sub_agents)):
+                child = self.sub_agents[index]
                 path = (*path, child.name)
-                child_ctx = ctx.for_agent(child.name, run_path=path)
+                child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
                 async with aclosing(self._run_child(child, child_ctx, state)) as events:
                     async for event in events:
                         yield event
+                if state.paused:
+                    ctx.save_state({"iteration": iteration, "index": index, "path": list(path)})
                 if state.stop:
                     return
+            start = 0
             iteration += 1
 
 
@@ -156,25 +171,52 @@ class ParallelAgent(_Workflow):
     """
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """Run every child at once and pass on their events."""
-        queue: asyncio.Queue[object] = asyncio.Queue()
+        """Run every child at once and pass on their events; pause once if any paused."""
+        saved = ctx.take_state()
         base = len(ctx.history)
-        lanes = [ctx.fork().for_agent(c.name) for c in self.sub_agents]
-        state = _Lane()
+        lanes = {c.name: ctx.fork().for_agent(c.name) for c in self.sub_agents}
+        todo = list(self.sub_agents)
+        if saved:  # resuming: only the children that paused run again
+            for name, records in saved["lanes"].items():
+                lanes[name]._history[base:] = load_history(records)
+            todo = [c for c in self.sub_agents if c.name in saved["paused"]]
+        states = {c.name: _Lane() for c in todo}
+        async with aclosing(self._interleave(todo, lanes, states)) as events:
+            async for event in events:
+                yield event
+                if event.error is not None:
+                    return
+        paused = [name for name, st in states.items() if st.paused]
+        if paused:
+            ctx.save_state(
+                {
+                    "paused": paused,
+                    "lanes": {n: dump_history(x.history[base:]) for n, x in lanes.items()},
+                }
+            )
+            yield ctx.pause_event([c for n in paused for c in states[n].paused])
+            return
+        for lane_ctx in lanes.values():
+            ctx.history.extend(lane_ctx.history[base:])
 
-        async def lane(child: Agent, child_ctx: RunContext) -> None:
+    async def _interleave(
+        self, children: list[Agent], lanes: dict[str, RunContext], states: dict[str, _Lane]
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run `children` concurrently; yield their events (pause events are kept back)."""
+        queue: asyncio.Queue[object] = asyncio.Queue()
+
+        async def lane(child: Agent, child_ctx: RunContext, state: _Lane) -> None:
             try:
                 async with aclosing(self._run_child(child, child_ctx, state)) as events:
                     async for event in events:
-                        queue.put_nowait(event)
+                        if not is_pause(event, child_ctx.depth):
+                            queue.put_nowait(event)
             except Exception as exc:
                 queue.put_nowait(child_ctx.event(error=AgentError.wrap(exc, child.name)))
             finally:
                 queue.put_nowait(_DONE)
 
-        tasks = [
-            asyncio.ensure_future(lane(c, x)) for c, x in zip(self.sub_agents, lanes, strict=True)
-        ]
+        tasks = [asyncio.ensure_future(lane(c, lanes[c.name], states[c.name])) for c in children]
         try:
             remaining = len(tasks)
             while remaining:
@@ -190,5 +232,3 @@ class ParallelAgent(_Workflow):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        for lane_ctx in lanes:
-            ctx.history.extend(lane_ctx.history[base:])

@@ -1,0 +1,92 @@
+"""The store protocols: checkpoints and sessions, as opaque JSON bytes with versions.
+
+A store keeps two kinds of record, each under a string id:
+
+- a **checkpoint**: the bytes of a paused (or, with `durability="step"`, running) run, a
+  `version` that grows with every write, and a `status`: "pending" (can be resumed),
+  "claimed" (a resume has taken it) or "done". `claim_checkpoint` is an atomic
+  compare-and-set from pending at a given version to claimed: of several concurrent resumes,
+  exactly one wins.
+- a **session**: the bytes of a conversation (history, values, handoffs), overwritten after
+  each turn.
+
+Records may expire (`ttl` seconds) and can be deleted. Every backend passes the conformance
+suite in `plait.stores.conformance`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from plait._record import record
+
+__all__ = ["CheckpointRecord", "CheckpointStatus", "CheckpointStore", "SessionStore", "Store"]
+
+CheckpointStatus = Literal["pending", "claimed", "done"]
+
+
+@record
+class CheckpointRecord:
+    """A stored checkpoint: its bytes, version and status."""
+
+    checkpoint_id: str
+    data: bytes
+    version: int
+    status: CheckpointStatus
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Where paused runs are kept until they are resumed."""
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Return the checkpoint, or None if there is none (or it expired)."""
+        ...
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write the checkpoint (replacing any), committed before returning; return its version."""
+        ...
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Atomically move the checkpoint from pending at `version` to claimed.
+
+        Return False when it is not pending at that version (another resume won).
+        """
+        ...
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete the checkpoint if it exists."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where conversations are kept between turns."""
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Return the session's bytes, or None if there is none (or it expired)."""
+        ...
+
+    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
+        """Write the session (replacing any), committed before returning."""
+        ...
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session if it exists."""
+        ...
+
+
+@runtime_checkable
+class Store(CheckpointStore, SessionStore, Protocol):
+    """A store of both checkpoints and sessions, closed with `await store.close()`."""
+
+    async def close(self) -> None:
+        """Release connections; the store can be opened again by the next use."""
+        ...

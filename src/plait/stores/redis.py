@@ -1,0 +1,209 @@
+"""`RedisStore`: checkpoints and sessions in Redis, shared by every process using the server.
+
+A checkpoint is one hash `<prefix>cp:<id>` with the fields `data`, `version` and `status`;
+a session is one string key `<prefix>session:<id>`. Writes and claims of checkpoints are Lua
+scripts, so each is atomic on the server. Expiry uses Redis's own key expiry.
+
+Needs `pip install "plait[redis]"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncGenerator
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any, cast
+
+from plait.errors import UsageError
+from plait.stores.base import CheckpointRecord, CheckpointStatus
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
+
+__all__ = ["RedisStore"]
+
+# KEYS[1] = checkpoint key; ARGV = data, status, ttl in ms ("" for none).
+_PUT = """
+local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'data', ARGV[1], 'status', ARGV[2])
+if ARGV[3] == '' then
+  redis.call('PERSIST', KEYS[1])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return version
+"""
+
+# KEYS[1] = checkpoint key; ARGV[1] = the version to claim.
+_CLAIM = """
+if redis.call('HGET', KEYS[1], 'status') == 'pending'
+    and redis.call('HGET', KEYS[1], 'version') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'status', 'claimed')
+  redis.call('HINCRBY', KEYS[1], 'version', 1)
+  return 1
+end
+return 0
+"""
+
+
+def _import_redis() -> ModuleType:
+    """Import `redis.asyncio`, or explain how to install it.
+
+    Raises:
+        UsageError: The `redis` package is not installed.
+    """
+    try:
+        import redis.asyncio
+    except ImportError as exc:
+        raise UsageError('RedisStore needs the redis package: pip install "plait[redis]"') from exc
+    return redis.asyncio
+
+
+def _milliseconds(ttl: float) -> int:
+    """Convert a ttl in seconds to whole milliseconds, at least 1."""
+    return max(1, math.ceil(ttl * 1000))
+
+
+async def _close_when_done(client: Redis) -> AsyncGenerator[None, None]:
+    """Keep `client` open until this generator is closed, then close the client.
+
+    Once started, the event loop tracks the generator and closes it when it shuts down
+    (`asyncio.run` does), so a client is never left open on a closed loop.
+    """
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+class _Connection:
+    """A client bound to the event loop it was made in, with its registered scripts."""
+
+    def __init__(self, client: Redis, loop: asyncio.AbstractEventLoop) -> None:
+        self.client = client
+        self.loop = loop
+        self.put: AsyncScript = client.register_script(_PUT)
+        self.claim: AsyncScript = client.register_script(_CLAIM)
+        self.closer = _close_when_done(client)
+
+
+class RedisStore:
+    """A store in Redis: shared by processes and machines, with native expiry.
+
+    The client is made on first use in each event loop, so one store can serve several
+    `asyncio.run` calls in turn; each client is closed when its loop shuts down, and
+    `await store.close()` (or `async with`) closes the current one.
+
+    Args:
+        url: The server, e.g. `redis://host:6379/0` or `rediss://...` for TLS.
+        prefix: Put before every key, to share a database with other data.
+
+    Raises:
+        UsageError: The `redis` package is not installed.
+    """
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "plait:") -> None:
+        self._module = _import_redis()
+        self.url = url
+        self.prefix = prefix
+        self._connection: _Connection | None = None
+
+    async def _connect(self) -> _Connection:
+        """Return the connection of the running loop, making it if needed."""
+        loop = asyncio.get_running_loop()
+        found = self._connection
+        if found is None or found.loop is not loop:
+            client = cast("Redis", self._module.Redis.from_url(self.url, decode_responses=False))
+            found = self._connection = _Connection(client, loop)
+            await anext(found.closer)
+        return found
+
+    async def _client(self) -> Redis:
+        """Return the client of the running loop."""
+        return (await self._connect()).client
+
+    def _checkpoint_key(self, checkpoint_id: str) -> str:
+        return f"{self.prefix}cp:{checkpoint_id}"
+
+    def _session_key(self, session_id: str) -> str:
+        return f"{self.prefix}session:{session_id}"
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Return the checkpoint, or None."""
+        client = await self._client()
+        found = await client.hgetall(self._checkpoint_key(checkpoint_id))
+        fields = cast("dict[bytes, bytes]", found)
+        if b"data" not in fields or b"version" not in fields or b"status" not in fields:
+            return None
+        status = cast("CheckpointStatus", fields[b"status"].decode())
+        return CheckpointRecord(
+            checkpoint_id=checkpoint_id,
+            data=fields[b"data"],
+            version=int(fields[b"version"]),
+            status=status,
+        )
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write the checkpoint; return its new version."""
+        connection = await self._connect()
+        expiry = "" if ttl is None else str(_milliseconds(ttl))
+        key = self._checkpoint_key(checkpoint_id)
+        version: Any = await connection.put(keys=[key], args=[bytes(data), status, expiry])
+        return int(version)
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Move pending@version to claimed; False if another resume won."""
+        connection = await self._connect()
+        key = self._checkpoint_key(checkpoint_id)
+        won: Any = await connection.claim(keys=[key], args=[str(version)])
+        return int(won) == 1
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete the checkpoint."""
+        client = await self._client()
+        await client.delete(self._checkpoint_key(checkpoint_id))
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Return the session's bytes, or None."""
+        client = await self._client()
+        return cast("bytes | None", await client.get(self._session_key(session_id)))
+
+    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
+        """Write the session, replacing any value and expiry."""
+        expiry = None if ttl is None else _milliseconds(ttl)
+        client = await self._client()
+        await client.set(self._session_key(session_id), bytes(data), px=expiry)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session."""
+        client = await self._client()
+        await client.delete(self._session_key(session_id))
+
+    async def close(self) -> None:
+        """Close the client; the next use opens a new one.
+
+        A client made in another loop is only dropped: that loop closes it when it shuts down.
+        """
+        found, self._connection = self._connection, None
+        if found is not None and found.loop is asyncio.get_running_loop():
+            await found.closer.aclose()
+
+    async def __aenter__(self) -> RedisStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
