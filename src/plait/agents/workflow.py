@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+import functools
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
 from plait.agent import Agent, AgentInput
@@ -58,6 +59,8 @@ class _Workflow:
                 elif is_pause(event, ctx.depth):
                     assert event.action is not None and event.action.interrupted is not None
                     state.paused.extend(event.action.interrupted.contexts)
+                    if state.on_pause is not None:
+                        state.on_pause()  # saved before the pause event goes up
                 yield state.mark_break(event, ctx.depth)
                 if event.error is not None:
                     return
@@ -66,9 +69,10 @@ class _Workflow:
 class _Lane:
     """What a workflow learned from its children so far."""
 
-    __slots__ = ("broke", "exited", "failed", "iteration", "paused")
+    __slots__ = ("broke", "exited", "failed", "iteration", "on_pause", "paused")
 
     def __init__(self) -> None:
+        self.on_pause: Callable[[], None] | None = None
         self.exited = False
         self.failed = False
         self.broke = False
@@ -107,11 +111,11 @@ class SequentialAgent(_Workflow):
             child = self.sub_agents[index]
             path = (*path, child.name)
             child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
+            saved_state = {"index": index, "path": list(path)}
+            state.on_pause = functools.partial(ctx.save_state, saved_state)
             async with aclosing(self._run_child(child, child_ctx, state)) as events:
                 async for event in events:
                     yield event
-            if state.paused:
-                ctx.save_state({"index": index, "path": list(path)})
             if state.stop:
                 return
 
@@ -149,11 +153,11 @@ class LoopAgent(_Workflow):
                 child = self.sub_agents[index]
                 path = (*path, child.name)
                 child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
+                saved_state = {"iteration": iteration, "index": index, "path": list(path)}
+                state.on_pause = functools.partial(ctx.save_state, saved_state)
                 async with aclosing(self._run_child(child, child_ctx, state)) as events:
                     async for event in events:
                         yield event
-                if state.paused:
-                    ctx.save_state({"iteration": iteration, "index": index, "path": list(path)})
                 if state.stop:
                     return
             start = 0
