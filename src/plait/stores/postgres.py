@@ -1,0 +1,298 @@
+"""`PostgresStore`: checkpoints and sessions in PostgreSQL, shared by every process using it.
+
+Two tables, `<prefix>checkpoints` and `<prefix>sessions`, are reached through a
+`psycopg_pool.AsyncConnectionPool` in autocommit mode, so each write is committed when its
+method returns. Writes and claims are single statements (`INSERT ... ON CONFLICT ...
+RETURNING`, a guarded `UPDATE`), atomic under concurrent use from any number of processes.
+
+The schema is created on first use by `MIGRATIONS`, applied in order in one transaction that
+holds a `pg_advisory_xact_lock`, and recorded in `<prefix>schema_version`. Expiry times use
+the server's clock (`now()`); expired rows read as absent and are deleted now and then by
+writes.
+
+Needs `pip install "plait[postgres]"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+import time
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
+
+from plait.errors import UsageError
+from plait.stores.base import CheckpointRecord, CheckpointStatus
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["MIGRATIONS", "PostgresStore"]
+
+_Connection: TypeAlias = "AsyncConnection[tuple[Any, ...]]"
+_Pool: TypeAlias = "AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]"
+
+#: The schema, one script per version with `{prefix}` before every name; append new
+#: versions, never edit old ones.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE {prefix}checkpoints (
+        id TEXT PRIMARY KEY,
+        data BYTEA NOT NULL,
+        version BIGINT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'claimed', 'done')),
+        expires_at TIMESTAMPTZ
+    );
+    CREATE INDEX {prefix}checkpoints_expires_at
+        ON {prefix}checkpoints (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE {prefix}sessions (
+        id TEXT PRIMARY KEY,
+        data BYTEA NOT NULL,
+        expires_at TIMESTAMPTZ
+    );
+    CREATE INDEX {prefix}sessions_expires_at
+        ON {prefix}sessions (expires_at) WHERE expires_at IS NOT NULL;
+    """,
+]
+
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
+
+
+def _require_psycopg() -> tuple[ModuleType, ModuleType]:
+    """Import `psycopg` and `psycopg_pool`, or explain how to install them.
+
+    Raises:
+        UsageError: The packages are not installed.
+    """
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise UsageError(
+            'PostgresStore needs psycopg and psycopg_pool: pip install "plait[postgres]"'
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into its statements."""
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def _lock_key(prefix: str) -> int:
+    """Return the advisory lock key that serializes migrations of the tables of `prefix`."""
+    digest = hashlib.blake2b(f"plait.migrate:{prefix}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class _Queries:
+    """The statements of one table prefix."""
+
+    def __init__(self, p: str) -> None:
+        live = "(expires_at IS NULL OR expires_at > now())"
+        expiry = "now() + %s::float8 * interval '1 second'"
+        self.get_checkpoint = (
+            f"SELECT data, version, status FROM {p}checkpoints WHERE id = %s AND {live}"
+        )
+        self.put_checkpoint = f"""
+            INSERT INTO {p}checkpoints AS c (id, data, version, status, expires_at)
+            VALUES (%s, %s, 1, %s, {expiry})
+            ON CONFLICT (id) DO UPDATE SET
+                data = EXCLUDED.data,
+                version = c.version + 1,
+                status = EXCLUDED.status,
+                expires_at = EXCLUDED.expires_at
+            RETURNING version"""
+        self.claim_checkpoint = f"""
+            UPDATE {p}checkpoints SET status = 'claimed', version = version + 1
+            WHERE id = %s AND version = %s AND status = 'pending' AND {live}
+            RETURNING version"""
+        self.delete_checkpoint = f"DELETE FROM {p}checkpoints WHERE id = %s"
+        self.get_session = f"SELECT data FROM {p}sessions WHERE id = %s AND {live}"
+        self.put_session = f"""
+            INSERT INTO {p}sessions AS s (id, data, expires_at) VALUES (%s, %s, {expiry})
+            ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data, expires_at = EXCLUDED.expires_at"""
+        self.delete_session = f"DELETE FROM {p}sessions WHERE id = %s"
+        self.sweeps = (
+            f"DELETE FROM {p}checkpoints WHERE expires_at <= now()",
+            f"DELETE FROM {p}sessions WHERE expires_at <= now()",
+        )
+
+
+class PostgresStore:
+    """A store in PostgreSQL: shared by processes and machines, safe under concurrent resumes.
+
+    Nothing is opened until the first call. The pool belongs to the event loop it was opened
+    in; a call from another loop (a later `asyncio.run`) opens a new pool, and the old one,
+    whose loop is gone, is dropped rather than closed. Close the store with
+    `await store.close()` or `async with`.
+
+    Args:
+        dsn: The server, e.g. `postgresql://user:password@host:5432/db`.
+        min_size: Connections the pool keeps open.
+        max_size: Connections the pool may open at most.
+        table_prefix: Put before every table name, to keep several stores in one database.
+
+    Raises:
+        UsageError: psycopg is not installed, or the sizes or the prefix are invalid.
+    """
+
+    #: Seconds between two deletions of expired rows by the same store.
+    sweep_interval: float = 60.0
+
+    def __init__(
+        self, dsn: str, *, min_size: int = 1, max_size: int = 10, table_prefix: str = "plait_"
+    ) -> None:
+        self._psycopg, self._psycopg_pool = _require_psycopg()
+        if not _PREFIX.fullmatch(table_prefix):
+            raise UsageError(
+                f"table_prefix {table_prefix!r} must be letters, digits and underscores"
+                " (at most 40, not starting with a digit)"
+            )
+        if min_size < 0 or max_size < max(min_size, 1):
+            raise UsageError(f"need 0 <= min_size <= max_size, max_size >= 1; got {min_size}")
+        self.dsn = dsn
+        self.min_size = min_size
+        self.max_size = max_size
+        self.table_prefix = table_prefix
+        self._sql = _Queries(table_prefix)
+        self._pool: _Pool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = asyncio.Lock()
+        self._last_sweep = -math.inf
+
+    async def _connect(self) -> _Pool:
+        """Return the pool of the running loop, opening it if needed."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self._lock, self._pool = loop, asyncio.Lock(), None
+        if self._pool is not None:
+            return self._pool
+        async with self._lock:
+            if self._pool is None:
+                self._pool = await self._open()
+            return self._pool
+
+    async def _open(self) -> _Pool:
+        """Bring the schema up to date, then open a pool."""
+        connect = self._psycopg.AsyncConnection.connect
+        connection = cast("_Connection", await connect(self.dsn, autocommit=True))
+        async with connection:
+            await self._migrate(connection)
+        pool = cast(
+            "_Pool",
+            self._psycopg_pool.AsyncConnectionPool(
+                self.dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
+                open=False,
+                kwargs={"autocommit": True},
+            ),
+        )
+        await pool.open()
+        return pool
+
+    async def _migrate(self, connection: _Connection) -> None:
+        """Apply the migrations the database lacks, one process at a time."""
+        p = self.table_prefix
+        async with connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(p),))
+            await connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {p}schema_version (version INTEGER PRIMARY KEY,"
+                " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            cursor = await connection.execute(f"SELECT MAX(version) FROM {p}schema_version")
+            row = await cursor.fetchone()
+            current = int(row[0] or 0) if row is not None else 0
+            for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+                for statement in _statements(script.format(prefix=p)):
+                    await connection.execute(statement)
+                await connection.execute(
+                    f"INSERT INTO {p}schema_version (version) VALUES (%s)", (version,)
+                )
+
+    async def _query(
+        self, sql: str, params: tuple[Any, ...], *, sweep: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement and return its rows; with `sweep`, first delete expired rows."""
+        pool = await self._connect()
+        async with pool.connection() as connection:
+            now = time.monotonic()
+            if sweep and now - self._last_sweep >= self.sweep_interval:
+                self._last_sweep = now
+                for statement in self._sql.sweeps:
+                    await connection.execute(statement)
+            cursor = await connection.execute(sql, params)
+            return await cursor.fetchall() if cursor.description is not None else []
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Return the checkpoint, or None."""
+        rows = await self._query(self._sql.get_checkpoint, (checkpoint_id,))
+        if not rows:
+            return None
+        data, version, status = rows[0]
+        return CheckpointRecord(
+            checkpoint_id=checkpoint_id,
+            data=bytes(data),
+            version=int(version),
+            status=cast("CheckpointStatus", status),
+        )
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write the checkpoint; return its new version."""
+        params = (checkpoint_id, bytes(data), status, ttl)
+        rows = await self._query(self._sql.put_checkpoint, params, sweep=True)
+        return int(rows[0][0])
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Move pending@version to claimed; False if another resume won."""
+        rows = await self._query(self._sql.claim_checkpoint, (checkpoint_id, version))
+        return len(rows) == 1
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete the checkpoint."""
+        await self._query(self._sql.delete_checkpoint, (checkpoint_id,))
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Return the session's bytes, or None."""
+        rows = await self._query(self._sql.get_session, (session_id,))
+        return bytes(rows[0][0]) if rows else None
+
+    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
+        """Write the session, replacing any value and expiry."""
+        await self._query(self._sql.put_session, (session_id, bytes(data), ttl), sweep=True)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session."""
+        await self._query(self._sql.delete_session, (session_id,))
+
+    async def close(self) -> None:
+        """Close the pool; the next use opens a new one.
+
+        A pool opened in another loop is only dropped: its connections cannot be closed
+        from here.
+        """
+        pool, self._pool = self._pool, None
+        if pool is not None and self._loop is asyncio.get_running_loop():
+            await pool.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

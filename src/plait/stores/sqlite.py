@@ -1,0 +1,275 @@
+"""`SqliteStore`: checkpoints and sessions in one SQLite file, the default store.
+
+The file is in WAL mode, so readers never wait for the writer and several processes can
+share it; a writer waits up to `busy_timeout` for another. Every statement runs in
+autocommit mode, so each write is committed when its method returns; writes and claims are
+single statements (`INSERT ... ON CONFLICT ... RETURNING`, a guarded `UPDATE`), which
+makes them atomic across connections and processes.
+
+The schema is created on first use by `MIGRATIONS`, applied in order under
+`BEGIN IMMEDIATE` and recorded in `plait_schema_version`. Expiry times are wall-clock
+seconds (`time.time()`); expired rows read as absent and are deleted now and then by writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+import aiosqlite
+
+from plait.stores.base import CheckpointRecord, CheckpointStatus
+
+__all__ = ["MIGRATIONS", "SqliteStore"]
+
+#: The schema, one script per version; append new versions, never edit old ones.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE plait_checkpoints (
+        id TEXT PRIMARY KEY,
+        data BLOB NOT NULL,
+        version INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'claimed', 'done')),
+        expires_at REAL
+    );
+    CREATE INDEX plait_checkpoints_expires_at
+        ON plait_checkpoints (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE plait_sessions (
+        id TEXT PRIMARY KEY,
+        data BLOB NOT NULL,
+        expires_at REAL
+    );
+    CREATE INDEX plait_sessions_expires_at
+        ON plait_sessions (expires_at) WHERE expires_at IS NOT NULL;
+    """,
+]
+
+_BUSY_TIMEOUT_MS = 30_000
+_LIVE = "(expires_at IS NULL OR expires_at > ?)"
+
+_GET_CHECKPOINT = f"SELECT data, version, status FROM plait_checkpoints WHERE id = ? AND {_LIVE}"
+_PUT_CHECKPOINT = """
+INSERT INTO plait_checkpoints (id, data, version, status, expires_at) VALUES (?, ?, 1, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+    data = excluded.data,
+    version = plait_checkpoints.version + 1,
+    status = excluded.status,
+    expires_at = excluded.expires_at
+RETURNING version
+"""
+_CLAIM_CHECKPOINT = f"""
+UPDATE plait_checkpoints SET status = 'claimed', version = version + 1
+WHERE id = ? AND version = ? AND status = 'pending' AND {_LIVE}
+RETURNING version
+"""
+_GET_SESSION = f"SELECT data FROM plait_sessions WHERE id = ? AND {_LIVE}"
+_PUT_SESSION = """
+INSERT INTO plait_sessions (id, data, expires_at) VALUES (?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at
+"""
+_SWEEPS = (
+    "DELETE FROM plait_checkpoints WHERE expires_at <= ?",
+    "DELETE FROM plait_sessions WHERE expires_at <= ?",
+)
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into its statements."""
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def _expiry(ttl: float | None) -> float | None:
+    """Return the wall-clock time at which a record written now with `ttl` expires."""
+    return None if ttl is None else time.time() + ttl
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
+    """Apply the migrations this file lacks, in one `BEGIN IMMEDIATE` transaction."""
+    await db.execute_fetchall("BEGIN IMMEDIATE")
+    try:
+        await db.execute_fetchall(
+            "CREATE TABLE IF NOT EXISTS plait_schema_version"
+            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        rows = list(await db.execute_fetchall("SELECT MAX(version) FROM plait_schema_version"))
+        current = int(rows[0][0] or 0)
+        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            for statement in _statements(script):
+                await db.execute_fetchall(statement)
+            await db.execute_fetchall(
+                "INSERT INTO plait_schema_version (version, applied_at) VALUES (?, ?)",
+                (version, time.time()),
+            )
+        await db.execute_fetchall("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            await db.execute_fetchall("ROLLBACK")
+        raise
+
+
+async def _enable_wal(db: aiosqlite.Connection) -> None:
+    """Switch the file to WAL mode, waiting while other connections hold it.
+
+    Changing the journal mode fails at once, without `busy_timeout`, when another connection
+    is using the file; the mode is stored in the file, so this only waits on a fresh one.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            await db.execute_fetchall("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = (exc.sqlite_errorcode & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not busy or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.01)
+
+
+async def _open(path: str) -> aiosqlite.Connection:
+    """Connect to `path` in autocommit and WAL mode, with the schema up to date."""
+    db = aiosqlite.connect(path, isolation_level=None)
+    # aiosqlite's worker thread is not a daemon: an unclosed store would hold the process
+    # open at exit. Every write is committed before it returns, so nothing is lost.
+    worker = getattr(db, "_thread", db)
+    if isinstance(worker, threading.Thread):
+        worker.daemon = True
+    await db
+    try:
+        await db.execute_fetchall(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        await _enable_wal(db)
+        await db.execute_fetchall("PRAGMA synchronous = NORMAL")
+        await _migrate(db)
+    except BaseException:
+        await db.close()
+        raise
+    return db
+
+
+class SqliteStore:
+    """A store in a SQLite file: durable, shared by the processes of one machine.
+
+    Nothing is opened until the first call. The connection belongs to the event loop it was
+    opened in; a call from another loop (a later `asyncio.run`) closes it and opens a new
+    one. Close the store with `await store.close()` or `async with`; a store left open does
+    not keep the process alive.
+
+    Args:
+        path: The database file, created if missing.
+    """
+
+    #: Seconds between two deletions of expired rows by the same store.
+    sweep_interval: float = 60.0
+
+    def __init__(self, path: str | Path = "plait.db") -> None:
+        self.path = os.fspath(path)
+        self._db: aiosqlite.Connection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = asyncio.Lock()
+        self._stale: list[aiosqlite.Connection] = []
+        self._last_sweep = -math.inf
+
+    async def _connection(self) -> aiosqlite.Connection:
+        """Return the connection of the running loop, opening it if needed."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop and self._db is not None:
+            return self._db
+        if self._loop is not loop:
+            self._loop, self._lock = loop, asyncio.Lock()
+            if self._db is not None:
+                self._stale.append(self._db)
+                self._db = None
+        async with self._lock:
+            if self._db is None:
+                while self._stale:
+                    await self._stale.pop().close()
+                self._db = await _open(self.path)
+            return self._db
+
+    async def _query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Any]:
+        """Run one statement and return its rows."""
+        db = await self._connection()
+        return list(await db.execute_fetchall(sql, params))
+
+    async def _write(self, sql: str, params: Iterable[Any]) -> Sequence[Any]:
+        """Run one writing statement, first deleting expired rows if it is time to."""
+        now = time.monotonic()
+        if now - self._last_sweep >= self.sweep_interval:
+            self._last_sweep = now
+            wall = time.time()
+            for sweep in _SWEEPS:
+                await self._query(sweep, (wall,))
+        return await self._query(sql, params)
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Return the checkpoint, or None."""
+        rows = await self._query(_GET_CHECKPOINT, (checkpoint_id, time.time()))
+        if not rows:
+            return None
+        data, version, status = rows[0]
+        return CheckpointRecord(
+            checkpoint_id=checkpoint_id,
+            data=bytes(data),
+            version=int(version),
+            status=cast("CheckpointStatus", status),
+        )
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write the checkpoint; return its new version."""
+        params = (checkpoint_id, bytes(data), status, _expiry(ttl))
+        rows = await self._write(_PUT_CHECKPOINT, params)
+        return int(rows[0][0])
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Move pending@version to claimed; False if another resume won."""
+        rows = await self._query(_CLAIM_CHECKPOINT, (checkpoint_id, version, time.time()))
+        return len(rows) == 1
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete the checkpoint."""
+        await self._query("DELETE FROM plait_checkpoints WHERE id = ?", (checkpoint_id,))
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Return the session's bytes, or None."""
+        rows = await self._query(_GET_SESSION, (session_id, time.time()))
+        return bytes(rows[0][0]) if rows else None
+
+    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
+        """Write the session, replacing any value and expiry."""
+        await self._write(_PUT_SESSION, (session_id, bytes(data), _expiry(ttl)))
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session."""
+        await self._query("DELETE FROM plait_sessions WHERE id = ?", (session_id,))
+
+    async def close(self) -> None:
+        """Close the connection; the next use opens a new one."""
+        found = [*self._stale, *([self._db] if self._db is not None else [])]
+        self._stale, self._db = [], None
+        for db in found:
+            await db.close()
+
+    async def __aenter__(self) -> SqliteStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
