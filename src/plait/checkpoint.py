@@ -14,7 +14,7 @@ from typing import Any
 
 from plait._json import load_plain, to_json
 from plait.agents.flow import dump_history, load_history
-from plait.context import Paused, Resume, RunContext
+from plait.context import Paused, Resume, RunContext, safe_point_reason
 from plait.errors import CheckpointCorrupt, ResumeError, UsageError
 from plait.events import InterruptCtx
 from plait.messages import Message
@@ -51,6 +51,8 @@ class Checkpoint:
         *,
         agent_name: str,
         session_id: str | None,
+        session_turn: Any = None,
+        running: bool = False,
     ) -> bytes:
         """Encode a paused run; a value that is not JSON is a `SerializationError` naming it."""
         paused: Paused = ctx._run.paused
@@ -59,6 +61,8 @@ class Checkpoint:
             "version": str(VERSION),
             "agent": json.dumps(agent_name),
             "session_id": json.dumps(session_id),
+            "session_turn": to_json(session_turn, Any, root="session turn"),
+            "running": json.dumps(running),
             "streaming": json.dumps(ctx.enable_streaming),
             "root_input": to_json(list(ctx.root_input), list[Message], root="root_input"),
             "history": to_json(dump_history(ctx.history), Any, root="history"),
@@ -99,9 +103,14 @@ class Checkpoint:
             ) from None
         return checkpoint
 
+    @property
+    def pending(self) -> tuple[InterruptCtx, ...]:
+        """Return the interrupts waiting for a person (not the runner's own safe points)."""
+        return tuple(i for i in self.interrupts if safe_point_reason(i) is None)
+
     def targets(self, targets: Mapping[str, Any] | None, value: Any) -> dict[str, Any]:
         """Check resume data against the pending interrupts; return {interrupt id: data}."""
-        pending = {i.id for i in self.interrupts}
+        pending = {i.id for i in self.pending}
         if targets is not None and value is not UNSET:
             raise UsageError("resume takes targets= or value=, not both")
         if value is not UNSET:

@@ -26,6 +26,8 @@ class _RunState:
     """State shared by every agent of one run."""
 
     __slots__ = (
+        "cancel_requested",
+        "durability",
         "enable_streaming",
         "input_tokens",
         "model_calls",
@@ -45,6 +47,8 @@ class _RunState:
         self.output_tokens = 0
         self.paused = Paused()
         self.resume: Resume | None = None
+        self.cancel_requested = False
+        self.durability = "exit"
 
 
 class Paused:
@@ -81,6 +85,17 @@ class InterruptSignal(BaseException):
     def __init__(self, contexts: tuple[InterruptCtx, ...]) -> None:
         super().__init__(contexts)
         self.contexts = contexts
+
+
+SAFE_POINT = "plait.safe_point"
+
+
+def safe_point_reason(ctx: InterruptCtx) -> str | None:
+    """Return "cancel" or "step" for a pause the runner made at a safe point, else None."""
+    info = ctx.info
+    if isinstance(info, dict) and len(info) == 1 and SAFE_POINT in info:
+        return str(info[SAFE_POINT])
+    return None
 
 
 # One recorded message of the run's history: (author agent name, message variant).
@@ -290,6 +305,23 @@ class RunContext:
         run.paused.answers[self.address] = list(answered)
         ctx = InterruptCtx(id=uuid.uuid4().hex, address=self.address, info=info)
         raise InterruptSignal((ctx,))
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether the run was asked to stop at its next safe point."""
+        return self._run.cancel_requested
+
+    def safe_point(self) -> str | None:
+        """At a safe point, return why to stop here: "cancel", "step" or None (go on)."""
+        run = self._run
+        if run.cancel_requested:
+            return "cancel"
+        return "step" if run.durability == "step" else None
+
+    def safe_point_event(self, reason: str) -> AgentEvent:
+        """Pause here for `reason` ("cancel" or "step"); the runner saves and acts on it."""
+        marker = InterruptCtx(id=uuid.uuid4().hex, address=self.address, info={SAFE_POINT: reason})
+        return self.pause_event((marker,))
 
     def interrupt_state(self) -> Any:
         """Return the `state` saved by the interrupt at this point, when resumed."""

@@ -6,17 +6,26 @@ import asyncio
 import dataclasses
 import functools
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from plait.agent import Agent, AgentInput
 from plait.agents.flow import can_transfer, iterate, run_flow
 from plait.checkpoint import UNSET, Checkpoint
-from plait.context import RunContext, _current
-from plait.errors import AgentError, CheckpointNotFound, PlaitError, ResumeError, UsageError
+from plait.context import RunContext, _current, safe_point_reason
+from plait.errors import (
+    AgentError,
+    CheckpointNotFound,
+    PlaitError,
+    ResumeError,
+    RunCancelled,
+    UsageError,
+)
 from plait.events import AgentEvent, HandoffLog, InterruptCtx, InterruptInfo, RunResult
 from plait.messages import Message
+from plait.session import SessionTurn
 from plait.stores.base import Store
 from plait.stores.memory import MemoryStore
 
@@ -44,49 +53,93 @@ class Runner:
         store: Store | None = None,
         enable_streaming: bool = False,
         event_filter: EventFilter | None = None,
+        durability: Literal["exit", "step"] = "exit",
         checkpoint_ttl: float | None = None,
+        session_ttl: float | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
+        if durability not in ("exit", "step"):
+            raise UsageError("durability must be 'exit' or 'step'")
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
         self.enable_streaming = enable_streaming
         self.event_filter = event_filter
+        self.durability = durability
         self.checkpoint_ttl = checkpoint_ttl
+        self.session_ttl = session_ttl
+        self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
+
+    def cancel(self, checkpoint_id: str) -> bool:
+        """Ask the run with this checkpoint id to stop at its next safe point.
+
+        The run then ends with a `RunCancelled` error and a checkpoint that `resume` continues.
+        Return False when no such run is active in this runner.
+        """
+        stream = self._active.get(checkpoint_id)
+        if stream is None:
+            return False
+        stream.cancel()
+        return True
 
     def run(
         self,
         messages: Sequence[Message],
         *,
+        session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> RunStream:
         """Start a run on `messages`; iterate the returned stream for its events.
 
-        If the run pauses, it is saved under `checkpoint_id` (a fresh id when None), which
-        the interrupt event reports.
+        With `session_id`, the run continues that conversation (its history and values) and
+        the turn is added to it when the run finishes. If the run pauses, it is saved under
+        `checkpoint_id` (a fresh id when None; `stream.checkpoint_id` tells it).
         """
         if isinstance(messages, str | Message):
             raise UsageError("Runner.run takes a list of messages; use query(text) for one text")
         messages = tuple(messages)
+        checkpoint_id = checkpoint_id or uuid.uuid4().hex
+        if session_id is not None:
+            prepare = functools.partial(self._prepare_session, session_id, messages, session_values)
+            return RunStream(self, None, None, checkpoint_id, prepare, resuming=False)
+        ctx = self._root_context(messages, session_values, self.enable_streaming)
+        return RunStream(self, self._start(ctx), ctx, checkpoint_id)
+
+    def _root_context(
+        self, messages: Sequence[Message], values: Mapping[str, Any] | None, streaming: bool
+    ) -> RunContext:
         ctx = RunContext.root(
             self.agent.name,
             messages,
-            session_values=dict(session_values) if session_values is not None else None,
-            enable_streaming=self.enable_streaming,
+            session_values=dict(values) if values is not None else None,
+            enable_streaming=streaming,
         )
-        return RunStream(self, self._start(ctx), ctx, checkpoint_id)
+        ctx._run.durability = self.durability
+        return ctx
+
+    async def _prepare_session(
+        self, session_id: str, messages: tuple[Message, ...], values: Mapping[str, Any] | None
+    ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn]:
+        turn = await SessionTurn.load(self.store, session_id, messages)
+        merged = {**turn.values, **(values or {})}
+        ctx = self._root_context(turn.input_for(self.agent.name), merged, self.enable_streaming)
+        return self._start(ctx), ctx, turn
 
     def query(
         self,
         text: str,
         *,
+        session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> RunStream:
         """Start a run on one user message."""
         return self.run(
-            [Message.user(text)], checkpoint_id=checkpoint_id, session_values=session_values
+            [Message.user(text)],
+            session_id=session_id,
+            checkpoint_id=checkpoint_id,
+            session_values=session_values,
         )
 
     def resume(
@@ -114,14 +167,16 @@ class Runner:
 
     async def _prepare(
         self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
-    ) -> tuple[AsyncIterator[AgentEvent], RunContext]:
+    ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]:
         record = await self.store.get_checkpoint(checkpoint_id)
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
         checkpoint = Checkpoint.decode(record.data, checkpoint_id)
         by_id = checkpoint.targets(targets, value)  # check first …
         if record.status != "pending":
-            raise ResumeError(f"checkpoint '{checkpoint_id}' was already resumed ({record.status})")
+            raise ResumeError(
+                f"checkpoint '{checkpoint_id}' was already resumed (it is {record.status})"
+            )
         if checkpoint.data["agent"] != self.agent.name:
             raise ResumeError(
                 f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.data['agent']}', "
@@ -129,18 +184,45 @@ class Runner:
             )
         if not await self.store.claim_checkpoint(checkpoint_id, record.version):  # … claim second
             raise ResumeError(f"checkpoint '{checkpoint_id}' is being resumed by someone else")
-        ctx = RunContext.root(
-            self.agent.name,
-            checkpoint.root_input,
-            session_values=dict(checkpoint.data["session_values"]),
-            enable_streaming=bool(checkpoint.data["streaming"]),
+        return self._reenter(checkpoint, by_id)
+
+    def _reenter(
+        self, checkpoint: Checkpoint, by_id: dict[str, Any]
+    ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]:
+        """Rebuild the run from a checkpoint and start it again where it stopped."""
+        data = checkpoint.data
+        ctx = self._root_context(
+            checkpoint.root_input, dict(data["session_values"]), bool(data["streaming"])
         )
         checkpoint.restore(ctx, by_id)
-        return self._start(ctx), ctx
+        turn = None
+        if data["session_id"] is not None:
+            turn = SessionTurn(
+                data["session_id"], [], {}, [], SessionTurn.load_turn(data["session_turn"] or [])
+            )
+        return self._start(ctx), ctx, turn
 
-    async def _save(self, ctx: RunContext, interrupts: tuple[InterruptCtx, ...], cp: str) -> None:
-        data = Checkpoint.encode(ctx, interrupts, agent_name=self.agent.name, session_id=None)
-        await self.store.put_checkpoint(cp, data, ttl=self.checkpoint_ttl)
+    async def _save(
+        self,
+        ctx: RunContext,
+        interrupts: tuple[InterruptCtx, ...],
+        checkpoint_id: str,
+        turn: SessionTurn | None,
+        *,
+        running: bool = False,
+    ) -> bytes:
+        if turn is not None:
+            await turn.settle()
+        data = Checkpoint.encode(
+            ctx,
+            interrupts,
+            agent_name=self.agent.name,
+            session_id=turn.session_id if turn is not None else None,
+            session_turn=turn.dump_turn() if turn is not None else None,
+            running=running,
+        )
+        await self.store.put_checkpoint(checkpoint_id, data, ttl=self.checkpoint_ttl)
+        return data
 
     async def _finish(self, checkpoint_id: str) -> None:
         record = await self.store.get_checkpoint(checkpoint_id)
@@ -197,7 +279,8 @@ def _run_in_new_loop(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     )
 
 
-Prepare = Callable[[], Awaitable[tuple[AsyncIterator[AgentEvent], RunContext]]]
+Prepared = tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]
+Prepare = Callable[[], Awaitable[Prepared]]
 
 
 class RunStream:
@@ -205,7 +288,8 @@ class RunStream:
 
     Iterate it for the events; `await stream.collect()` drains what is left and returns the
     `RunResult`. Leaving the iteration early, `aclose()`, or `async with` exit cancel the run
-    cleanly: tools in flight are cancelled and model streams closed.
+    cleanly: tools in flight are cancelled and model streams closed. `cancel()` instead asks
+    the run to stop at its next safe point and leave a checkpoint.
     """
 
     def __init__(
@@ -213,29 +297,42 @@ class RunStream:
         runner: Runner,
         agent_events: AsyncIterator[AgentEvent] | None,
         ctx: RunContext | None,
-        checkpoint_id: str | None,
+        checkpoint_id: str,
         prepare: Prepare | None = None,
+        *,
+        resuming: bool = True,
     ) -> None:
         self._runner = runner
         self._filter = runner.event_filter
         self._ctx = ctx
         self._agent_events = agent_events
         self._prepare = prepare
-        self._resuming = prepare is not None
+        self._resuming = prepare is not None and resuming
+        self._turn: SessionTurn | None = None
+        self._held: AgentEvent | None = None
         self._events: list[AgentEvent] = []
         self._last_output: AgentEvent | None = None
         self._error: PlaitError | None = None
         self._interrupts: tuple[InterruptCtx, ...] = ()
-        self._checkpoint_id = checkpoint_id
+        self._paused = False
+        self.checkpoint_id = checkpoint_id
         self._handoffs: list[HandoffLog] = []
         self._finished = False
+        self._cancel = False
+        runner._active[checkpoint_id] = self
 
     @property
     def context(self) -> RunContext:
         """Return the run's root context (session values, usage so far)."""
         if self._ctx is None:
-            raise UsageError("a resumed run has no context until its first event")
+            raise UsageError("this run has no context until its first event")
         return self._ctx
+
+    def cancel(self) -> None:
+        """Stop at the next safe point (after a model call, or after the tools in flight)."""
+        self._cancel = True
+        if self._ctx is not None:
+            self._ctx._run.cancel_requested = True
 
     def __aiter__(self) -> RunStream:
         return self
@@ -243,62 +340,128 @@ class RunStream:
     async def __anext__(self) -> AgentEvent:
         keep = self._filter
         while True:
-            event = await self._next_event()
+            event = await (self._next_held() if self._turn is not None else self._next_event())
             if keep is None or keep(event):
                 self._events.append(event)
                 return event
+
+    async def _next_held(self) -> AgentEvent:
+        """With a session, hold one event back so the session is written before the last."""
+        if self._held is None:
+            self._held = await self._next_event()
+        current = self._held
+        try:
+            self._held = await self._next_event()
+        except StopAsyncIteration:
+            self._held = None
+            self._turn = None
+        return current
+
+    async def _start(self) -> None:
+        prepare, self._prepare = self._prepare, None
+        assert prepare is not None
+        try:
+            self._agent_events, self._ctx, self._turn = await prepare()
+        except BaseException:
+            self._finish()
+            raise
+        if self._cancel:
+            self._ctx._run.cancel_requested = True
+
+    def _finish(self) -> None:
+        self._finished = True
+        self._runner._active.pop(self.checkpoint_id, None)
 
     async def _next_event(self) -> AgentEvent:
         if self._finished:
             raise StopAsyncIteration
         if self._prepare is not None:
-            prepare, self._prepare = self._prepare, None
+            await self._start()
+        while True:
+            ctx = self._ctx
+            assert ctx is not None and self._agent_events is not None
+            token = _current.set(ctx)
             try:
-                self._agent_events, self._ctx = await prepare()
-            except BaseException:
-                self._finished = True
+                event = await self._agent_events.__anext__()
+            except StopAsyncIteration:
+                await self._completed()
                 raise
-        ctx = self._ctx
-        assert ctx is not None and self._agent_events is not None
-        token = _current.set(ctx)
-        try:
-            event = await self._agent_events.__anext__()
-        except StopAsyncIteration:
-            self._finished = True
-            if self._resuming and self._checkpoint_id is not None:
-                await self._runner._finish(self._checkpoint_id)
-            raise
-        except Exception as exc:
-            event = ctx.event(error=AgentError.wrap(exc, ctx.agent_name))
-        except BaseException:
-            self._finished = True
-            raise
-        finally:
-            _current.reset(token)
-        if event.depth == 0 and event.action is not None and event.action.interrupted:
-            event = await self._pause(event, ctx)
-        self._note(event)
-        if event.error is not None or self._interrupts:
-            await self.aclose()
-        return event
+            except Exception as exc:
+                event = ctx.event(error=AgentError.wrap(exc, ctx.agent_name))
+            except BaseException:
+                self._finish()
+                raise
+            finally:
+                _current.reset(token)
+            if event.depth == 0 and event.action is not None and event.action.interrupted:
+                paused = await self._pause(event, ctx)
+                if paused is None:
+                    continue  # a step checkpoint: the run goes on from it
+                event = paused
+            self._note(event)
+            if self._turn is not None:
+                self._turn.note(event)
+            if event.error is not None or self._paused:
+                await self.aclose()
+            return event
 
-    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
-        """Save the checkpoint, then report it on the interrupt event."""
+    async def _completed(self) -> None:
+        """The run finished: write its session turn and retire a resumed checkpoint."""
+        self._finish()
+        runner = self._runner
+        if self._turn is not None and self._error is None and self._ctx is not None:
+            await self._turn.save(
+                runner.store, self._ctx.session_values, self._handoffs, runner.session_ttl
+            )
+        if self._resuming or runner.durability == "step":
+            await runner._finish(self.checkpoint_id)
+
+    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent | None:
+        """Save the checkpoint of a pause; return the event reporting it (None: step on)."""
         assert event.action is not None and event.action.interrupted is not None
         contexts = event.action.interrupted.contexts
-        checkpoint_id = self._checkpoint_id or uuid.uuid4().hex
+        reasons = {safe_point_reason(c) for c in contexts}
+        step = reasons == {"step"}
         try:
-            await self._runner._save(ctx, contexts, checkpoint_id)
+            data = await self._runner._save(
+                ctx, contexts, self.checkpoint_id, self._turn, running=step
+            )
         except PlaitError as exc:
             return ctx.event(error=exc)
-        self._checkpoint_id = checkpoint_id
-        info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
+        if step:
+            await self._step_on(data, ctx)
+            return None
+        self._paused = True
+        shown = tuple(c for c in contexts if safe_point_reason(c) is None)
+        info = InterruptInfo(contexts=shown or contexts, checkpoint_id=self.checkpoint_id)
         action = dataclasses.replace(event.action, interrupted=info)
-        return dataclasses.replace(event, action=action)
+        error = None
+        if not shown:
+            error = RunCancelled(
+                f"the run was cancelled at a safe point; resume checkpoint "
+                f"'{self.checkpoint_id}' to continue"
+            )
+        return dataclasses.replace(event, action=action, error=error)
+
+    async def _step_on(self, data: bytes, ctx: RunContext) -> None:
+        """Continue a run from the step checkpoint it has just written."""
+        aclose = getattr(self._agent_events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        checkpoint = Checkpoint.decode(data, self.checkpoint_id)
+        events, new_ctx, _ = self._runner._reenter(checkpoint, {})
+        run, old = new_ctx._run, ctx._run
+        run.model_calls, run.input_tokens, run.output_tokens = (
+            old.model_calls,
+            old.input_tokens,
+            old.output_tokens,
+        )
+        run.cancel_requested = old.cancel_requested
+        self._agent_events, self._ctx = events, new_ctx
 
     async def aclose(self) -> None:
         """Stop the run: cancel what is in flight and close every stream."""
-        self._finished = True
+        self._finish()
         aclose = getattr(self._agent_events, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -320,7 +483,7 @@ class RunStream:
             pass
         final: Any = None
         last = self._last_output
-        if self._error is None and not self._interrupts and last is not None:
+        if self._error is None and not self._paused and last is not None:
             variant = last.output.message if last.output is not None else None
             if variant is not None:
                 final = (await variant.get_message()).content
@@ -329,20 +492,20 @@ class RunStream:
             final_output=final,
             error=self._error,
             interrupts=self._interrupts,
-            checkpoint_id=self._checkpoint_id if self._interrupts else None,
+            checkpoint_id=self.checkpoint_id if self._paused else None,
             handoffs=tuple(self._handoffs),
             usage=self._ctx.usage if self._ctx is not None else RunResult().usage,
         )
 
     def _note(self, event: AgentEvent) -> None:
+        action = event.action
+        if action is not None and action.interrupted is not None and event.depth == 0:
+            self._interrupts = action.interrupted.contexts
         if event.error is not None:
             self._error = event.error
             return
         output = event.output
         if output is not None and output.message is not None and event.depth == 0:
             self._last_output = event
-        action = event.action
-        if action is not None and action.interrupted is not None and event.depth == 0:
-            self._interrupts = action.interrupted.contexts
         if event.handoff is not None:
             self._handoffs.append(event.handoff)

@@ -284,6 +284,10 @@ class ChatModelAgent:
                 if not reply.tool_calls:
                     self._store_output(ctx, reply.content)
                     return
+                if ctx.cancel_requested:  # a safe point: after the model call, before tools
+                    ctx.save_state(self._pause_state(messages, calls_made, None))
+                    yield ctx.safe_point_event("cancel")
+                    return
             rnd = _Round(done)
             done = None
             calls = messages[-1].tool_calls
@@ -309,21 +313,37 @@ class ChatModelAgent:
                 yield ctx.event(message=direct.message, action=direct.action)
                 self._store_output(ctx, direct.message.content)
                 return
+            reason = ctx.safe_point()  # after the tool calls: cancel, or a step checkpoint
+            if reason is not None:
+                ctx.save_state(self._pause_state(messages, calls_made, None, phase="model"))
+                yield ctx.safe_point_event(reason)
+                return
 
-    def _pause_state(self, messages: list[Message], calls_made: int, rnd: _Round) -> Any:
-        """The state to resume this agent's paused tool round from."""
+    def _pause_state(
+        self,
+        messages: list[Message],
+        calls_made: int,
+        rnd: _Round | None,
+        *,
+        phase: Literal["tools", "model"] = "tools",
+    ) -> Any:
+        """The state to resume from: the tool round of the last message (with the results
+        that already came back), or the next model call."""
         done = {
             o.call.id: {"content": o.message.content, "action": dump_plain(o.action, _Action)}
-            for o in rnd.outcomes
+            for o in (rnd.outcomes if rnd is not None else ())
         }
         return {
+            "phase": phase,
             "messages": dump_plain(messages, list[Message]),
             "calls_made": calls_made,
             "done": done,
         }
 
-    def _restore(self, state: Any) -> tuple[list[Message], int, dict[str, _Outcome]]:
+    def _restore(self, state: Any) -> tuple[list[Message], int, dict[str, _Outcome] | None]:
         messages: list[Message] = load_plain(list[Message], state["messages"])
+        if state.get("phase") == "model":
+            return messages, int(state["calls_made"]), None
         calls = {c.id: (i, c) for i, c in enumerate(messages[-1].tool_calls)}
         done: dict[str, _Outcome] = {}
         for call_id, saved in state["done"].items():

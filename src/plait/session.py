@@ -1,0 +1,113 @@
+"""Sessions: a conversation's history and values, kept in a store between turns.
+
+A session is JSON: the messages of every finished turn with their authors ("user" for the
+caller's messages), the session values, and the handoffs. A new turn starts from it: the
+caller's and the root agent's own messages verbatim, other agents' messages rewritten "For
+context" (as after a transfer). A turn that fails leaves the session unchanged; a turn that
+pauses is added when its resumed run finishes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from plait._json import dump_plain, load_plain, to_json
+from plait.agents.flow import rewrite_message
+from plait.errors import CheckpointCorrupt
+from plait.events import AgentEvent, HandoffLog
+from plait.messages import Message
+from plait.stores.base import SessionStore
+
+__all__ = ["SessionTurn"]
+
+FORMAT = "plait.session"
+VERSION = 1
+USER = "user"
+
+
+class SessionTurn:
+    """One turn of a session: what it started from and what it has added so far."""
+
+    def __init__(
+        self,
+        session_id: str,
+        prior: list[tuple[str, Message]],
+        values: dict[str, Any],
+        handoffs: list[HandoffLog],
+        turn: list[tuple[str, Message]],
+    ) -> None:
+        self.session_id = session_id
+        self.prior = prior
+        self.values = values
+        self.handoffs = handoffs
+        self.turn = turn
+        self._pending: list[AgentEvent] = []
+
+    @classmethod
+    async def load(
+        cls, store: SessionStore, session_id: str, new_messages: Sequence[Message]
+    ) -> SessionTurn:
+        """Read the session (empty if there is none) and start a turn with `new_messages`."""
+        raw = await store.get_session(session_id)
+        turn = [(USER, m) for m in new_messages]
+        if raw is None:
+            return cls(session_id, [], {}, [], turn)
+        try:
+            data = json.loads(raw)
+            assert data["format"] == FORMAT and data["version"] == VERSION
+            prior = [(a, load_plain(Message, m)) for a, m in data["messages"]]
+            handoffs = load_plain(list[HandoffLog], data["handoffs"])
+        except Exception as exc:
+            raise CheckpointCorrupt(
+                f"session '{session_id}' is not a plait session: {type(exc).__name__}: {exc}"
+            ) from None
+        return cls(session_id, prior, dict(data["values"]), handoffs, turn)
+
+    def input_for(self, agent_name: str) -> list[Message]:
+        """Return the root input of the turn for `agent_name`."""
+        out = []
+        for author, message in [*self.prior, *self.turn]:
+            own = author in (USER, agent_name)
+            out.append(message if own else rewrite_message(author, message))
+        return out
+
+    def note(self, event: AgentEvent) -> None:
+        """Remember a message event of the root lane for the session."""
+        if event.depth == 0 and event.message is not None:
+            self._pending.append(event)
+
+    async def settle(self) -> None:
+        """Turn the remembered events into messages (streams are complete by now)."""
+        for event in self._pending:
+            assert event.message is not None
+            self.turn.append((event.agent_name, await event.message.get_message()))
+        self._pending.clear()
+
+    async def save(
+        self,
+        store: SessionStore,
+        values: dict[str, Any],
+        handoffs: Sequence[HandoffLog],
+        ttl: float | None,
+    ) -> None:
+        """Append the turn to the session and write it (committed before returning)."""
+        await self.settle()
+        messages = [[a, dump_plain(m, Message)] for a, m in [*self.prior, *self.turn]]
+        text = (
+            f'{{"format":"{FORMAT}","version":{VERSION},'
+            f'"messages":{to_json(messages, Any, root="session messages")},'
+            f'"values":{to_json(values, Any, root="session_values")},'
+            f'"handoffs":{to_json([*self.handoffs, *handoffs], list[HandoffLog])}}}'
+        )
+        await store.put_session(self.session_id, text.encode(), ttl=ttl)
+
+    def dump_turn(self) -> Any:
+        """Return the turn so far as plain data, for a checkpoint."""
+        return [[a, dump_plain(m, Message)] for a, m in self.turn]
+
+    @staticmethod
+    def load_turn(data: Any) -> list[tuple[str, Message]]:
+        """Decode a turn saved by `dump_turn`."""
+        return [(a, load_plain(Message, m)) for a, m in data]
