@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 from plait.agent import Agent, AgentInput
 from plait.agents.flow import can_transfer, iterate, run_flow
 from plait.checkpoint import UNSET, Checkpoint
-from plait.context import RunContext, _current, safe_point_reason
+from plait.context import Resume, RunContext, _current, safe_point_reason
 from plait.errors import (
     AgentError,
     CheckpointNotFound,
@@ -423,13 +423,11 @@ class RunStream:
         reasons = {safe_point_reason(c) for c in contexts}
         step = reasons == {"step"}
         try:
-            data = await self._runner._save(
-                ctx, contexts, self.checkpoint_id, self._turn, running=step
-            )
+            await self._runner._save(ctx, contexts, self.checkpoint_id, self._turn, running=step)
         except PlaitError as exc:
             return ctx.event(error=exc)
         if step:
-            await self._step_on(data, ctx)
+            await self._step_on(ctx)
             return None
         self._paused = True
         shown = tuple(c for c in contexts if safe_point_reason(c) is None)
@@ -443,21 +441,31 @@ class RunStream:
             )
         return dataclasses.replace(event, action=action, error=error)
 
-    async def _step_on(self, data: bytes, ctx: RunContext) -> None:
-        """Continue a run from the step checkpoint it has just written."""
+    async def _step_on(self, ctx: RunContext) -> None:
+        """Continue a run from the step checkpoint it has just written.
+
+        The run is rebuilt from what it saved, exactly as a resume from the store would,
+        but from memory: the checkpoint's bytes need not be read back.
+        """
         aclose = getattr(self._agent_events, "aclose", None)
         if aclose is not None:
             await aclose()
-        checkpoint = Checkpoint.decode(data, self.checkpoint_id)
-        events, new_ctx, _ = self._runner._reenter(checkpoint, {})
+        runner = self._runner
+        new_ctx = runner._root_context(ctx.root_input, None, ctx.enable_streaming)
         run, old = new_ctx._run, ctx._run
+        run.session_values = old.session_values
+        run.state = old.state
+        new_ctx.history.extend(ctx.history)
+        paused = old.paused
+        answers = {k: list(v) for k, v in paused.answers.items()}
+        run.resume = Resume(dict(paused.states), dict(paused.user_states), answers)
         run.model_calls, run.input_tokens, run.output_tokens = (
             old.model_calls,
             old.input_tokens,
             old.output_tokens,
         )
         run.cancel_requested = old.cancel_requested
-        self._agent_events, self._ctx = events, new_ctx
+        self._agent_events, self._ctx = runner._start(new_ctx), new_ctx
 
     async def aclose(self) -> None:
         """Stop the run: cancel what is in flight and close every stream."""

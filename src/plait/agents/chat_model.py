@@ -8,7 +8,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plait._json import dump_plain, load_plain
+from plait._json import load_plain
 from plait.agent import Agent, AgentInput
 from plait.agents.flow import TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
@@ -330,12 +330,12 @@ class ChatModelAgent:
         """The state to resume from: the tool round of the last message (with the results
         that already came back), or the next model call."""
         done = {
-            o.call.id: {"content": o.message.content, "action": dump_plain(o.action, _Action)}
+            o.call.id: {"content": o.message.content, "action": o.action}
             for o in (rnd.outcomes if rnd is not None else ())
         }
-        return {
+        return {  # objects are encoded once, with the checkpoint
             "phase": phase,
-            "messages": dump_plain(messages, list[Message]),
+            "messages": list(messages),
             "calls_made": calls_made,
             "done": done,
         }

@@ -1,0 +1,164 @@
+"""Cost of durable steps: plait's per-step checkpoints next to LangGraph's savers.
+
+Both run the same ten-step ReAct workload (tool `add`, zero-latency scripted model). The
+per-step cost of durability is (run with checkpoints - run without) / 10:
+
+- plait: `Runner(store=..., durability="step")`, which writes a checkpoint after every step
+  and continues from it, against `durability="exit"` (no checkpoint unless the run pauses);
+- LangGraph: `create_react_agent(..., checkpointer=AsyncSqliteSaver | AsyncPostgresSaver)`
+  against no checkpointer (it writes after every super-step).
+
+SQLite uses a file in a temporary directory; PostgreSQL the server at `PLAIT_BENCH_POSTGRES`
+(default `postgresql://postgres@127.0.0.1:5432/test`), skipped if none answers. LangGraph is
+measured when `langgraph`, `langgraph-checkpoint-sqlite` and `langgraph-checkpoint-postgres`
+are installed (see `bench/README.md`); its scripted model comes from the comparison harness
+(`PEERS`, default `../shared/bench/peers`).
+
+Run: `python bench/checkpoints.py [--runs N]`; the last line is JSON with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from core import TEXT_50, BenchModel, add  # noqa: E402
+
+from plait import ChatModelAgent, Runner  # noqa: E402
+from plait.stores import PostgresStore, SqliteStore, Store  # noqa: E402
+
+STEPS = 10
+PG = os.environ.get("PLAIT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+PEERS = Path(
+    os.environ.get("PEERS", Path(__file__).resolve().parent.parent.parent / "shared/bench/peers")
+)
+
+
+async def _median_us(run: Callable[[], Awaitable[object]], runs: int) -> float:
+    for _ in range(3):
+        await run()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        await run()
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
+
+
+def _plait_runner(store: Store | None, durability: str) -> Runner:
+    agent = ChatModelAgent(
+        "assistant", BenchModel(STEPS), instruction="You are helpful.", tools=[add]
+    )
+    return Runner(agent, store=store, durability=durability)  # type: ignore[arg-type]
+
+
+async def _plait_turn(runner: Runner) -> None:
+    result = await runner.query("Please add some numbers.").collect()
+    assert result.final_output == TEXT_50, result.error
+
+
+async def plait_figures(runs: int, tmp: Path) -> dict[str, float]:
+    """Per-step checkpoint cost of plait on SQLite and PostgreSQL."""
+    out: dict[str, float] = {}
+    plain = _plait_runner(None, "exit")
+    base = await _median_us(lambda: _plait_turn(plain), runs)
+    out["plait_no_checkpoint_us"] = base
+    stores: dict[str, Store] = {"sqlite": SqliteStore(tmp / "plait.db")}
+    try:
+        pg = PostgresStore(PG, table_prefix=f"bench{uuid.uuid4().hex[:8]}_")
+        await pg.get_session("probe")
+        stores["postgres"] = pg
+    except Exception as exc:
+        print(f"postgres skipped: {exc}", file=sys.stderr)
+    for name, store in stores.items():
+        durable = _plait_runner(store, "step")
+        total = await _median_us(lambda r=durable: _plait_turn(r), runs)  # type: ignore[misc]
+        out[f"plait_{name}_per_step_us"] = (total - base) / STEPS
+        await store.close()
+    return out
+
+
+async def langgraph_figures(runs: int, tmp: Path) -> dict[str, float]:
+    """Per-step checkpoint cost of LangGraph's async SQLite and Postgres savers."""
+    try:
+        sys.path.insert(0, str(PEERS))
+        sys.path.insert(0, str(PEERS / "adapters"))
+        from langchain_core.tools import tool as lc_tool
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from langgraph.prebuilt import create_react_agent
+        from langgraph_adapter import ScriptedChatModel  # the harness's model
+    except ImportError as exc:
+        print(f"langgraph skipped: {exc}", file=sys.stderr)
+        return {}
+
+    @lc_tool
+    async def add(a: int, b: int) -> int:  # noqa: RUF029
+        """Add two integers and return the sum."""
+        return a + b
+
+    def graph(checkpointer: Any) -> Any:
+        model = ScriptedChatModel(mode="react", steps=STEPS)
+        return create_react_agent(
+            model, [add], prompt="You are helpful.", checkpointer=checkpointer
+        )
+
+    async def turn(app: Any) -> None:
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        out = await app.ainvoke({"messages": [("user", "Please add some numbers.")]}, config)
+        assert out["messages"][-1].content == TEXT_50
+
+    out: dict[str, float] = {}
+    base_app = graph(None)
+    base = await _median_us(lambda: turn(base_app), runs)
+    out["langgraph_no_checkpoint_us"] = base
+    async with AsyncSqliteSaver.from_conn_string(str(tmp / "lg.db")) as saver:
+        app = graph(saver)
+        out["langgraph_sqlite_per_step_us"] = (
+            await _median_us(lambda: turn(app), runs) - base
+        ) / STEPS
+    try:
+        async with AsyncPostgresSaver.from_conn_string(PG) as saver:
+            await saver.setup()
+            app = graph(saver)
+            total = await _median_us(lambda: turn(app), runs)
+            out["langgraph_postgres_per_step_us"] = (total - base) / STEPS
+    except Exception as exc:
+        print(f"langgraph postgres skipped: {exc}", file=sys.stderr)
+    return out
+
+
+async def main(runs: int) -> dict[str, float]:
+    """Measure everything available; return the figures."""
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = await plait_figures(runs, Path(tmp))
+        figures.update(await langgraph_figures(runs, Path(tmp)))
+    for store in ("sqlite", "postgres"):
+        ours, theirs = (
+            figures.get(f"plait_{store}_per_step_us"),
+            figures.get(f"langgraph_{store}_per_step_us"),
+        )
+        if ours is not None and theirs:
+            figures[f"{store}_ratio"] = ours / theirs
+    return figures
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="timed runs per configuration")
+    result = asyncio.run(main(parser.parse_args().runs))
+    for key, value in result.items():
+        print(f"{key:>34}: {value:,.2f}")
+    print(json.dumps(result))
