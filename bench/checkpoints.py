@@ -34,10 +34,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from core import TEXT_50, BenchModel, add  # noqa: E402
+from core import TEXT_50, BenchModel, add
 
-from plait import ChatModelAgent, Runner  # noqa: E402
-from plait.stores import PostgresStore, SqliteStore, Store  # noqa: E402
+from plait import ChatModelAgent, Runner
+from plait.stores import PostgresStore, SqliteStore, Store
 
 STEPS = 10
 PG = os.environ.get("PLAIT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -99,13 +99,14 @@ async def langgraph_figures(runs: int, tmp: Path) -> dict[str, float]:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
         from langgraph.prebuilt import create_react_agent
+        from common import TEXT_50 as HARNESS_TEXT
         from langgraph_adapter import ScriptedChatModel  # the harness's model
     except ImportError as exc:
         print(f"langgraph skipped: {exc}", file=sys.stderr)
         return {}
 
     @lc_tool
-    async def add(a: int, b: int) -> int:  # noqa: RUF029
+    async def add(a: int, b: int) -> int:
         """Add two integers and return the sum."""
         return a + b
 
@@ -118,7 +119,7 @@ async def langgraph_figures(runs: int, tmp: Path) -> dict[str, float]:
     async def turn(app: Any) -> None:
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}
         out = await app.ainvoke({"messages": [("user", "Please add some numbers.")]}, config)
-        assert out["messages"][-1].content == TEXT_50
+        assert out["messages"][-1].content == HARNESS_TEXT
 
     out: dict[str, float] = {}
     base_app = graph(None)
