@@ -95,11 +95,11 @@ async def langgraph_figures(runs: int, tmp: Path) -> dict[str, float]:
     try:
         sys.path.insert(0, str(PEERS))
         sys.path.insert(0, str(PEERS / "adapters"))
+        from common import TEXT_50 as HARNESS_TEXT
         from langchain_core.tools import tool as lc_tool
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
         from langgraph.prebuilt import create_react_agent
-        from common import TEXT_50 as HARNESS_TEXT
         from langgraph_adapter import ScriptedChatModel  # the harness's model
     except ImportError as exc:
         print(f"langgraph skipped: {exc}", file=sys.stderr)

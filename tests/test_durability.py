@@ -336,3 +336,44 @@ async def test_step_checkpoints_do_not_change_what_the_caller_sees(tmp_path: Pat
         ]
     assert [e.action.interrupted is not None for e in events if e.action] == [True]
     assert len(events) == 2  # the model's call, then the single interrupt event
+
+
+async def test_cancelling_the_consumer_keeps_the_last_step_checkpoint(tmp_path: Path) -> None:
+    started = asyncio.Event()
+    ran: list[int] = []
+    blocking = {"on": True}
+
+    @tool
+    async def work(n: int) -> str:
+        """Do step n.
+
+        Args:
+            n: The step.
+        """
+        ran.append(n)
+        if n == 2 and blocking["on"]:
+            started.set()
+            await asyncio.sleep(30)
+        return f"step {n}"
+
+    script = [call("work", {"n": 1}), call("work", {"n": 2}), reply("done")]
+    store = SqliteStore(tmp_path / "p.db")
+    async with store:
+        agent = ChatModelAgent("A", ScriptedModel(script), tools=[work])
+        stream = Runner(agent, store=store, durability="step").query("go", checkpoint_id="job")
+
+        async def consume() -> None:
+            async for _ in stream:
+                pass
+
+        task = asyncio.create_task(consume())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        blocking["on"] = False
+        resumed_model = ScriptedModel([call("work", {"n": 2}), reply("done")])
+        fresh = Runner(ChatModelAgent("A", resumed_model, tools=[work]), store=store)
+        result = await fresh.resume("job").collect()
+    assert result.final_output == "done"
+    assert ran == [1, 2, 2]  # step 1 was not redone; the interrupted step 2 was

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import tempfile
+from pathlib import Path
 
 from rich.console import Console
 
 from plait import AgentEvent, Runner
 from plait.examples.router import QUERIES, build_router, scripted_models
+from plait.stores import SqliteStore
 
 __all__ = ["run_demo"]
 
@@ -41,19 +45,26 @@ def run_demo(*, streaming: bool = False, console: Console | None = None) -> int:
         "[yellow]plait demo — scripted model:[/yellow] the models' replies are replayed from a "
         "script, no model is called. The agents, tools, transfers and runner are real."
     )
-    runner = Runner(build_router(*scripted_models()), enable_streaming=streaming)
     values = {"user_id": "user123", "session_id": "session456"}
 
-    async def main() -> int:
+    async def main(path: Path) -> int:
         failures = 0
-        for i, query in enumerate(QUERIES, 1):
-            console.print(f"\n[green]=== case {i}: {query}[/green]")
-            stream = runner.query(query, session_values=values)
-            async for event in stream:
-                await _show(console, event)
-            result = await stream.collect()
-            failures += result.error is not None
-            console.print(f"  [green]answer:[/green] {result.final_output}")
+        async with SqliteStore(path) as store:
+            runner = Runner(
+                build_router(*scripted_models()), store=store, enable_streaming=streaming
+            )
+            for i, query in enumerate(QUERIES, 1):
+                console.print(f"\n[green]=== case {i}: {query}[/green]")
+                stream = runner.query(query, session_id="demo", session_values=values)
+                async for event in stream:
+                    await _show(console, event)
+                result = await stream.collect()
+                failures += result.error is not None
+                console.print(f"  [green]answer:[/green] {result.final_output}")
+            saved = json.loads(await store.get_session("demo") or b"{}")
+        turns = sum(1 for author, _ in saved.get("messages", []) if author == "user")
+        console.print(f"\n[dim]session 'demo': {turns} turns kept in SQLite ({path.name})[/dim]")
         return 1 if failures else 0
 
-    return asyncio.run(main())
+    with tempfile.TemporaryDirectory() as tmp:
+        return asyncio.run(main(Path(tmp) / "plait-demo.db"))
