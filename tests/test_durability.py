@@ -259,7 +259,11 @@ def test_kill_9_mid_run_then_resume_from_the_last_step(kind: str, tmp_path: Path
     env = {"PREFIX": f"k{uuid.uuid4().hex[:10]}_"}
     where = str(tmp_path / "plait.db") if kind == "sqlite" else PG_DSN
     if kind == "postgres":
-        asyncio.run(_postgres())  # skips when no server answers
+
+        async def probe() -> None:
+            await (await _postgres()).close()  # skips when no server answers
+
+        asyncio.run(probe())
     proc = _worker(tmp_path, kind, where, "crash", "job-1", str(log), env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

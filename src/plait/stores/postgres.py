@@ -20,6 +20,7 @@ import hashlib
 import math
 import re
 import time
+from collections.abc import AsyncGenerator
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -122,6 +123,14 @@ class _Queries:
         )
 
 
+async def _close_when_done(pool: _Pool) -> AsyncGenerator[None, None]:
+    """Keep `pool` open until this generator is closed, then close the pool."""
+    try:
+        yield
+    finally:
+        await pool.close()
+
+
 class PostgresStore:
     """A store in PostgreSQL: shared by processes and machines, safe under concurrent resumes.
 
@@ -163,6 +172,7 @@ class PostgresStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = asyncio.Lock()
         self._last_sweep = -math.inf
+        self._closer: AsyncGenerator[None, None] | None = None
 
     async def _connect(self) -> _Pool:
         """Return the pool of the running loop, opening it if needed."""
@@ -193,6 +203,9 @@ class PostgresStore:
             ),
         )
         await pool.open()
+        # closed by the event loop when it shuts down (asyncio.run does), if not before
+        self._closer = _close_when_done(pool)
+        await anext(self._closer)
         return pool
 
     async def _migrate(self, connection: _Connection) -> None:
@@ -283,8 +296,12 @@ class PostgresStore:
         from here.
         """
         pool, self._pool = self._pool, None
+        closer, self._closer = self._closer, None
         if pool is not None and self._loop is asyncio.get_running_loop():
-            await pool.close()
+            if closer is not None:
+                await closer.aclose()  # closes the pool
+            else:
+                await pool.close()
 
     async def __aenter__(self) -> PostgresStore:
         return self
