@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from plait import errors
 
 if TYPE_CHECKING:
-    from plait import models, prebuilt, testing
+    from plait import graph, models, prebuilt, testing
     from plait.agent import Agent, AgentInput
     from plait.agents import (
         AgentTool,
@@ -50,9 +50,11 @@ if TYPE_CHECKING:
         RunResult,
         TransferToAgentAction,
     )
+    from plait.graph import END, START, StateGraph
     from plait.interrupt import interrupt, interrupt_state
     from plait.messages import Message, ToolCall, Usage
     from plait.runner import Runner, RunStream
+    from plait.team import Inherit, Team
     from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
 
 __version__ = "0.1.0"
@@ -66,8 +68,10 @@ __all__ = [
     "AgentTool",
     "BreakLoopAction",
     "ChatModelAgent",
+    "END",
     "FunctionTool",
     "HandoffLog",
+    "Inherit",
     "InterruptCtx",
     "InterruptInfo",
     "LoopAgent",
@@ -81,7 +85,10 @@ __all__ = [
     "RunResult",
     "RunStream",
     "Runner",
+    "START",
     "SequentialAgent",
+    "StateGraph",
+    "Team",
     "Tool",
     "ToolCall",
     "ToolInfo",
@@ -89,6 +96,7 @@ __all__ = [
     "TransferToAgentAction",
     "Usage",
     "errors",
+    "graph",
     "interrupt",
     "interrupt_state",
     "models",
@@ -100,8 +108,6 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "interrupt": "plait.interrupt",
-    "interrupt_state": "plait.interrupt",
     "Agent": "plait.agent",
     "AgentAction": "plait.events",
     "AgentEvent": "plait.events",
@@ -110,8 +116,10 @@ _EXPORTS = {
     "AgentTool": "plait.agents",
     "BreakLoopAction": "plait.events",
     "ChatModelAgent": "plait.agents",
+    "END": "plait.graph",
     "FunctionTool": "plait.tools",
     "HandoffLog": "plait.events",
+    "Inherit": "plait.team",
     "InterruptCtx": "plait.events",
     "InterruptInfo": "plait.events",
     "LoopAgent": "plait.agents",
@@ -125,18 +133,23 @@ _EXPORTS = {
     "RunResult": "plait.events",
     "RunStream": "plait.runner",
     "Runner": "plait.runner",
+    "START": "plait.graph",
     "SequentialAgent": "plait.agents",
+    "StateGraph": "plait.graph",
+    "Team": "plait.team",
     "Tool": "plait.tools",
     "ToolCall": "plait.messages",
     "ToolInfo": "plait.tools",
     "ToolResult": "plait.tools",
     "TransferToAgentAction": "plait.events",
     "Usage": "plait.messages",
+    "interrupt": "plait.interrupt",
+    "interrupt_state": "plait.interrupt",
     "run_context": "plait.context",
     "set_sub_agents": "plait.agents",
     "tool": "plait.tools",
 }
-_LAZY_MODULES = frozenset({"models", "prebuilt", "testing"})
+_LAZY_MODULES = frozenset({"graph", "models", "prebuilt", "testing"})
 
 
 def __getattr__(name: str) -> Any:

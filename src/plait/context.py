@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from plait.errors import PlaitError, UsageError
+from plait.errors import MaxStepsExceeded, PlaitError, TokenBudgetExceeded, UsageError
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -30,6 +30,7 @@ class _RunState:
         "durability",
         "enable_streaming",
         "input_tokens",
+        "local",
         "model_calls",
         "output_tokens",
         "paused",
@@ -49,6 +50,20 @@ class _RunState:
         self.resume: Resume | None = None
         self.cancel_requested = False
         self.durability = "exit"
+        self.local: dict[str, dict[str, Any]] = {}  # each agent's own state, by agent name
+
+
+class Budget:
+    """A team's limits on model calls and tokens, counted across every level below it."""
+
+    __slots__ = ("max_steps", "max_tokens", "steps", "team", "tokens")
+
+    def __init__(self, team: str, max_steps: int | None, max_tokens: int | None) -> None:
+        self.team = team
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.steps = 0
+        self.tokens = 0
 
 
 class Paused:
@@ -114,11 +129,13 @@ class RunContext:
     __slots__ = (
         "_actions",
         "_answered",
+        "_budgets",
         "_emit",
         "_history",
         "_model_messages",
         "_root_input",
         "_run",
+        "_teams",
         "address",
         "agent_name",
         "depth",
@@ -153,6 +170,8 @@ class RunContext:
         self._emit: Emit | None = None
         self._model_messages: list[Message] | None = None
         self._answered: list[Any] | None = None
+        self._budgets: tuple[Budget, ...] = ()
+        self._teams: tuple[tuple[str, int, int | None], ...] = ()  # (name, level, max_depth)
 
     @classmethod
     def root(
@@ -178,7 +197,7 @@ class RunContext:
     def nested(self, agent_name: str, messages: Sequence[Message]) -> RunContext:
         """Return the context of an agent run as a tool of this one: one level deeper, with
         its own input and history, sharing the run's session values, state and usage."""
-        return RunContext(
+        ctx = RunContext(
             agent_name=agent_name,
             run_path=(*self.run_path, agent_name),
             depth=self.depth + 1,
@@ -187,6 +206,8 @@ class RunContext:
             history=[],
             address=f"{self.address};agent:{agent_name}",
         )
+        ctx._budgets, ctx._teams = self._budgets, self._teams
+        return ctx
 
     def fork(self) -> RunContext:
         """Return a copy with its own history lane (for a branch running in parallel)."""
@@ -195,7 +216,7 @@ class RunContext:
         return ctx
 
     def _copy(self, agent_name: str, run_path: tuple[str, ...], address: str) -> RunContext:
-        return RunContext(
+        ctx = RunContext(
             agent_name=agent_name,
             run_path=run_path,
             depth=self.depth,
@@ -204,6 +225,8 @@ class RunContext:
             history=self._history,
             address=address,
         )
+        ctx._budgets, ctx._teams = self._budgets, self._teams
+        return ctx
 
     @property
     def session_values(self) -> dict[str, Any]:
@@ -232,12 +255,42 @@ class RunContext:
         return self._run.model_calls
 
     def record_model_call(self, usage: Usage | None) -> None:
-        """Count one model call and its usage towards the run's totals."""
+        """Count one model call and its usage towards the run's totals and team budgets.
+
+        Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
+        """
         run = self._run
         run.model_calls += 1
+        tokens = 0
         if usage is not None:
             run.input_tokens += usage.input_tokens
             run.output_tokens += usage.output_tokens
+            tokens = usage.input_tokens + usage.output_tokens
+        for budget in self._budgets:
+            budget.steps += 1
+            budget.tokens += tokens
+            if budget.max_tokens is not None and budget.tokens > budget.max_tokens:
+                raise TokenBudgetExceeded(
+                    f"team '{budget.team}' spent {budget.tokens} tokens, over its "
+                    f"total_token_budget={budget.max_tokens}",
+                    team=budget.team,
+                    limit=budget.max_tokens,
+                )
+
+    def check_steps(self) -> None:
+        """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""
+        for budget in self._budgets:
+            if budget.max_steps is not None and budget.steps >= budget.max_steps:
+                raise MaxStepsExceeded(
+                    f"team '{budget.team}' reached total_max_steps={budget.max_steps} model calls",
+                    team=budget.team,
+                    limit=budget.max_steps,
+                )
+
+    @property
+    def local_state(self) -> dict[str, Any]:
+        """Return this agent's own state: kept across its turns, not shared with others."""
+        return self._run.local.setdefault(self.agent_name, {})
 
     def send_action(self, action: AgentAction) -> None:
         """Attach `action` to the event of the tool call this context belongs to."""

@@ -491,10 +491,12 @@ class RunStream:
             pass
         final: Any = None
         last = self._last_output
-        if self._error is None and not self._paused and last is not None:
-            variant = last.output.message if last.output is not None else None
+        if self._error is None and not self._paused and last is not None and last.output:
+            variant = last.output.message
             if variant is not None:
                 final = (await variant.get_message()).content
+            else:
+                final = last.output.custom
         return RunResult(
             events=tuple(self._events),
             final_output=final,
@@ -513,7 +515,11 @@ class RunStream:
             self._error = event.error
             return
         output = event.output
-        if output is not None and output.message is not None and event.depth == 0:
+        if (
+            output is not None
+            and event.depth == 0
+            and (output.message or output.custom is not None)
+        ):
             self._last_output = event
         if event.handoff is not None:
             self._handoffs.append(event.handoff)

@@ -169,9 +169,17 @@ class ChatModelAgent:
         self.disallow_transfer_to_parent = disallow_transfer_to_parent
         self.sub_agents: tuple[Agent, ...] = ()
         self.parent: Agent | None = None
+        self._extra_instruction = ""
         self._build_tools()
         if sub_agents:
             set_sub_agents(self, sub_agents)
+
+    def _add_tools(self, tools: Sequence[Tool], instruction: str = "") -> None:
+        """Give this agent more tools (and instruction text), as a team does for its members."""
+        self._user_tools.extend(tools)
+        if instruction:
+            self._extra_instruction = f"{self._extra_instruction}\n\n{instruction}".strip()
+        self._build_tools()
 
     def _set_sub_agents(self, children: tuple[Agent, ...]) -> None:
         self.sub_agents = children
@@ -223,9 +231,11 @@ class ChatModelAgent:
     def _initial_messages(self, input: AgentInput, ctx: RunContext) -> list[Message]:
         instruction = fill_instruction(self.instruction, ctx.session_values, self.name)
         targets = self._transfer_visible()
-        if targets:
-            transfer = transfer_instruction(targets)
-            instruction = f"{instruction}\n\n{transfer}" if instruction else transfer
+        extra = [transfer_instruction(targets)] if targets else []
+        if self._extra_instruction:
+            extra.append(self._extra_instruction)
+        if extra:
+            instruction = "\n\n".join([instruction, *extra] if instruction else extra)
         if self.gen_model_input is not None:
             return list(self.gen_model_input(instruction, input, ctx))
         messages = [Message.system(instruction)] if instruction else []
@@ -254,6 +264,11 @@ class ChatModelAgent:
                     yield ctx.event(error=err)
                     return
                 calls_made += 1
+                try:
+                    ctx.check_steps()
+                except PlaitError as exc:
+                    yield ctx.event(error=exc)
+                    return
                 if self._before_model:
                     for hook in self._before_model:
                         messages = (await hook(ctx, messages)) or messages
@@ -277,7 +292,11 @@ class ChatModelAgent:
                     assert box.error is not None
                     yield ctx.event(error=box.error)
                     return
-                ctx.record_model_call(reply.usage)
+                try:
+                    ctx.record_model_call(reply.usage)
+                except PlaitError as exc:
+                    yield ctx.event(error=exc)
+                    return
                 for hook in self._after_model:
                     reply = (await hook(ctx, reply)) or reply
                 messages.append(reply)

@@ -1,0 +1,359 @@
+"""`StateGraph`: nodes that read a shared state and return updates, run in super-steps."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import typing
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from plait.agent import Agent, AgentInput
+from plait.agents.flow import dump_history, is_pause, load_history, run_flow
+from plait.context import InterruptSignal, RunContext, _current
+from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
+from plait.events import AgentEvent, AgentOutput, InterruptCtx
+from plait.messages import Message
+
+__all__ = ["END", "START", "CompiledGraph", "StateGraph", "append", "merge"]
+
+START = "__start__"
+END = "__end__"
+Reducer = Callable[[Any, Any], Any]
+Router = Callable[[dict[str, Any]], Hashable | Sequence[Hashable]]
+
+
+def append(left: Any, right: Any) -> list[Any]:
+    """Reducer: append the update's items to the current list."""
+    return [*(left or []), *(right if isinstance(right, list | tuple) else [right])]
+
+
+def merge(left: Any, right: Any) -> dict[Any, Any]:
+    """Reducer: merge the update's keys into the current mapping."""
+    return {**(left or {}), **(right or {})}
+
+
+def _reducers(schema: Any) -> dict[str, Reducer]:
+    try:
+        hints = typing.get_type_hints(schema, include_extras=True)
+    except Exception as exc:
+        raise UsageError(f"StateGraph cannot read the state schema {schema!r}: {exc}") from exc
+    found: dict[str, Reducer] = {}
+    for key, hint in hints.items():
+        for meta in getattr(hint, "__metadata__", ()):
+            if callable(meta):
+                found[key] = meta
+    return found
+
+
+class StateGraph:
+    """A graph of nodes over a state schema (TypedDict, dataclass or pydantic model).
+
+    Keys annotated `Annotated[list, plait.graph.append]` (or `merge`, or any `(old, new) ->
+    value`) combine updates; other keys are overwritten. Keys missing from the initial state
+    are allowed.
+    """
+
+    def __init__(self, state_schema: Any) -> None:
+        self.state_schema = state_schema
+        self.reducers = _reducers(state_schema)
+        self.nodes: dict[str, Callable[..., Any] | Agent] = {}
+        self.edges: dict[str, list[str]] = {}
+        self.joins: list[tuple[tuple[str, ...], str]] = []
+        self.branches: dict[str, list[tuple[Router, Mapping[Hashable, str] | None]]] = {}
+
+    def add_node(self, name: str, node: Callable[..., Any] | Agent) -> StateGraph:
+        """Add a node: a function `(state) -> update` (sync or async) or any `Agent`."""
+        if name in (START, END) or not name:
+            raise UsageError(f"'{name}' cannot be a node name")
+        if name in self.nodes:
+            raise UsageError(f"the graph already has a node '{name}'")
+        self.nodes[name] = node
+        return self
+
+    def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
+        """Run `target` after `source`; a list of sources is a join that waits for all."""
+        if isinstance(source, str):
+            self.edges.setdefault(source, []).append(target)
+        else:
+            self.joins.append((tuple(source), target))
+        return self
+
+    def add_conditional_edges(
+        self, source: str, router: Router, path_map: Mapping[Hashable, str] | None = None
+    ) -> StateGraph:
+        """After `source`, run the node(s) `router(state)` names (through `path_map`)."""
+        self.branches.setdefault(source, []).append((router, path_map))
+        return self
+
+    def compile(self, *, max_steps: int = 100, name: str = "graph") -> CompiledGraph:
+        """Check the graph and return it as an `Agent`."""
+        known = {*self.nodes, START, END}
+        for source, targets in self.edges.items():
+            for target in [source, *targets]:
+                if target not in known:
+                    raise UsageError(f"edge {source} -> {targets}: unknown node '{target}'")
+        for sources, target in self.joins:
+            for node in [*sources, target]:
+                if node not in known:
+                    raise UsageError(f"join {list(sources)} -> {target}: unknown node '{node}'")
+        starts = START in self.edges or START in self.branches
+        if not starts and not any(START in s for s, _ in self.joins):
+            raise UsageError("the graph has no edge from START")
+        return CompiledGraph(self, max_steps=max_steps, name=name)
+
+
+class CompiledGraph:
+    """A compiled `StateGraph`; an `Agent` whose final output is the final state.
+
+    The initial state holds `messages` (the run's input messages) and every state key found
+    in the session values. Each super-step runs its nodes concurrently and emits one event
+    per node with `output.custom = {"node": name, "update": update}`; the last event's
+    `output.custom` is the final state. `interrupt()` in a node pauses the graph; on resume
+    that node runs again from its start (nodes that finished in the same step do not).
+    """
+
+    def __init__(self, graph: StateGraph, *, max_steps: int, name: str) -> None:
+        self.graph = graph
+        self.max_steps = max_steps
+        self.name = name
+        self.description = f"state graph with nodes {list(graph.nodes)}"
+
+    def __repr__(self) -> str:
+        return f"CompiledGraph({self.name!r}, nodes={list(self.graph.nodes)})"
+
+    def _initial(self, input: AgentInput, ctx: RunContext) -> dict[str, Any]:
+        keys = typing.get_type_hints(self.graph.state_schema)
+        state = {k: v for k, v in ctx.session_values.items() if k in keys}
+        state.setdefault("messages", list(input.messages))
+        return state
+
+    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        """Run super-steps from START until no node is triggered."""
+        saved = ctx.take_state()
+        if saved:
+            state, frontier, steps = (
+                _restore_state(saved["state"]),
+                list(saved["frontier"]),
+                saved["steps"],
+            )
+            done: dict[str, Any] = dict(saved["done"])
+            seen = {tuple(j["sources"]): set(j["seen"]) for j in saved["joins"]}
+        else:
+            state, steps, done = self._initial(input, ctx), 0, {}
+            seen = {sources: set() for sources, _ in self.graph.joins}
+            try:
+                frontier = self._next([START], state, seen)
+            except PlaitError as exc:
+                yield ctx.event(error=exc)
+                return
+        while frontier:
+            if not saved:
+                steps += 1
+                if steps > self.max_steps:
+                    err = MaxStepsExceeded(
+                        f"graph '{self.name}' ran more than max_steps={self.max_steps} steps",
+                        limit=self.max_steps,
+                    )
+                    yield ctx.event(error=err)
+                    return
+            saved = None
+            step = _Step(frontier, done)
+            async with aclosing(self._super_step(step, state, ctx)) as events:  # type: ignore[type-var]
+                async for event in events:
+                    yield event
+                    if event.error is not None:
+                        return
+            if step.paused:
+                ctx.save_state(self._pause_state(state, frontier, steps, step.updates, seen))
+                yield ctx.pause_event(step.paused)
+                return
+            for node in frontier:
+                state = self._apply(state, step.updates[node])
+            done = {}
+            try:
+                frontier = self._next(frontier, state, seen)
+            except PlaitError as exc:
+                yield ctx.event(error=exc)
+                return
+            if frontier and ctx.safe_point() is not None:
+                ctx.save_state(self._pause_state(state, frontier, steps, {}, seen))
+                yield ctx.safe_point_event(str(ctx.safe_point()))
+                return
+        yield ctx.event(output=AgentOutput(custom=state))
+
+    def _pause_state(
+        self,
+        state: dict[str, Any],
+        frontier: list[str],
+        steps: int,
+        done: dict[str, Any],
+        seen: dict[tuple[str, ...], set[str]],
+    ) -> dict[str, Any]:
+        joins = [{"sources": list(k), "seen": sorted(v)} for k, v in seen.items()]
+        return {"state": state, "frontier": frontier, "steps": steps, "done": done, "joins": joins}
+
+    def _apply(self, state: dict[str, Any], update: Any) -> dict[str, Any]:
+        if not update:
+            return state
+        if not isinstance(update, Mapping):
+            raise UsageError(f"a node of graph '{self.name}' returned {type(update).__name__}")
+        new = dict(state)
+        for key, value in update.items():
+            reducer = self.graph.reducers.get(key)
+            new[key] = reducer(new.get(key), value) if reducer else value
+        return new
+
+    def _next(
+        self, finished: Sequence[str], state: dict[str, Any], seen: dict[tuple[str, ...], set[str]]
+    ) -> list[str]:
+        """The nodes triggered by the ones that just finished (END and repeats dropped)."""
+        out: list[str] = []
+        for node in finished:
+            out += self.graph.edges.get(node, [])
+            for router, path_map in self.graph.branches.get(node, []):
+                out += self._route(node, router, path_map, state)
+        for sources, target in self.graph.joins:
+            seen[sources].update(n for n in finished if n in sources)
+            if seen[sources] >= set(sources):
+                seen[sources].clear()
+                out.append(target)
+        unique: list[str] = []
+        for node in out:
+            if node != END and node not in unique:
+                unique.append(node)
+        return unique
+
+    def _route(
+        self,
+        source: str,
+        router: Router,
+        path_map: Mapping[Hashable, str] | None,
+        state: dict[str, Any],
+    ) -> list[str]:
+        keys = router(state)
+        keys_list = list(keys) if isinstance(keys, list | tuple | set) else [keys]
+        targets = []
+        for key in keys_list:
+            if key is None or key == "":
+                continue
+            target = path_map.get(key, key) if path_map is not None else key
+            if target != END and target not in self.graph.nodes:
+                raise UsageError(
+                    f"conditional edge from '{source}' returned {key!r}; target node "
+                    f"'{target}' does not exist"
+                )
+            targets.append(str(target))
+        return targets
+
+    async def _super_step(
+        self, step: _Step, state: dict[str, Any], ctx: RunContext
+    ) -> AsyncIterator[AgentEvent]:
+        """Run the step's nodes concurrently; yield their events and one event per node."""
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        todo = [n for n in step.frontier if n not in step.updates]
+
+        async def one(name: str) -> None:
+            try:
+                update = await self._node(name, state, ctx, queue)
+            except InterruptSignal as signal:
+                step.paused.extend(signal.contexts)
+            except Exception as exc:
+                queue.put_nowait(ctx.event(error=AgentError.wrap(exc, name)))
+            else:
+                step.updates[name] = update
+                queue.put_nowait(
+                    ctx.event(output=AgentOutput(custom={"node": name, "update": update}))
+                )
+            finally:
+                queue.put_nowait(None)
+
+        tasks = [asyncio.ensure_future(one(n)) for n in todo]
+        try:
+            remaining = len(tasks)
+            while remaining:
+                item = await queue.get()
+                if item is None:
+                    remaining -= 1
+                    continue
+                yield item
+                if item.error is not None:
+                    return
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _node(
+        self, name: str, state: dict[str, Any], ctx: RunContext, queue: asyncio.Queue[Any]
+    ) -> Any:
+        node = self.graph.nodes[name]
+        nctx = ctx.for_tool(name, "step")
+        nctx.address = f"{ctx.address};node:{name}"
+        if isinstance(node, Agent) and not callable(node):
+            return await self._agent_node(node, state, nctx, queue)
+        if not callable(node):
+            return await self._agent_node(node, state, nctx, queue)
+        token = _current.set(nctx)
+        try:
+            result = node(state)
+            if inspect.isawaitable(result):
+                result = await result
+        finally:
+            _current.reset(token)
+        return result
+
+    async def _agent_node(
+        self, agent: Agent, state: dict[str, Any], nctx: RunContext, queue: asyncio.Queue[Any]
+    ) -> Any:
+        """Run an agent on the state's messages; its messages become the update."""
+        saved = nctx.take_state()
+        if saved is not None:
+            from plait._json import load_plain
+
+            child = nctx.nested(agent.name, load_plain(list[Message], saved["input"]))
+            child.history.extend(load_history(saved["history"]))
+        else:
+            child = nctx.nested(agent.name, list(state.get("messages") or []))
+        new: list[Message] = []
+        async with aclosing(run_flow(agent, child)) as events:  # type: ignore[type-var]
+            async for event in events:
+                if event.error is not None:
+                    raise event.error
+                if is_pause(event, child.depth):
+                    from plait._json import dump_plain
+
+                    assert event.action is not None and event.action.interrupted is not None
+                    nctx.save_state(
+                        {
+                            "input": dump_plain(list(child.root_input), list[Message]),
+                            "history": dump_history(child.history),
+                        }
+                    )
+                    raise InterruptSignal(event.action.interrupted.contexts)
+                queue.put_nowait(event)
+                if event.depth == child.depth and event.message is not None:
+                    new.append(await event.message.get_message())
+        if "messages" in self.graph.reducers:
+            return {"messages": new}
+        return {"messages": [*(state.get("messages") or []), *new]}
+
+
+def _restore_state(raw: dict[str, Any]) -> dict[str, Any]:
+    """Rebuild a saved state; `messages` come back as `Message`s (other values as JSON data)."""
+    from plait._json import load_plain
+
+    state = dict(raw)
+    if isinstance(state.get("messages"), list):
+        state["messages"] = load_plain(list[Message], state["messages"])
+    return state
+
+
+class _Step:
+    """One super-step: its nodes, their updates, and the interrupts that paused it."""
+
+    def __init__(self, frontier: list[str], done: dict[str, Any]) -> None:
+        self.frontier = frontier
+        self.updates: dict[str, Any] = dict(done)
+        self.paused: list[InterruptCtx] = []

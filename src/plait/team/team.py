@@ -1,0 +1,430 @@
+"""`Team`: several agents working as one — a coordinator with members as tools, or a swarm
+of peers handing off to each other."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from datetime import UTC, datetime
+from typing import Any
+
+from plait.agent import Agent, AgentInput
+from plait.agents.agent_tool import AgentTool
+from plait.agents.chat_model import ChatModelAgent
+from plait.agents.flow import TRANSFER_TOOL, history_for, is_pause, iterate, run_flow
+from plait.context import Budget, RunContext
+from plait.errors import (
+    MaxDepthExceeded,
+    MaxHandoffsExceeded,
+    NodeTimeout,
+    PlaitError,
+    RepetitiveHandoffError,
+    UsageError,
+)
+from plait.events import AgentAction, AgentEvent, HandoffLog, TransferToAgentAction
+from plait.messages import Message
+from plait.team.inherit import Inherit, InheritFn, InheritPolicy, inherit
+from plait.tools.base import ToolInfo, ToolResult
+
+__all__ = ["Team"]
+
+EventFilter = Callable[[AgentEvent], bool]
+
+
+def _levels(agent: Any) -> int:
+    """How many levels of teams `agent` holds, counting itself."""
+    if not isinstance(agent, Team):
+        return 0
+    inner = [*agent.members, *([agent.lead] if agent.lead is not None else [])]
+    return 1 + max((_levels(m) for m in inner), default=0)
+
+
+class _SwarmTransfer:
+    """`transfer_to_agent(agent_name, message="", reason="")` for one swarm member."""
+
+    def __init__(self, team: Team, owner: str) -> None:
+        self._team = team
+        self._owner = owner
+
+    def _others(self) -> list[str]:
+        return [m.name for m in self._team.members if m.name != self._owner]
+
+    def info(self) -> ToolInfo:
+        """Describe the handoff tool, listing the other members."""
+        return ToolInfo(
+            name=TRANSFER_TOOL,
+            description="Hand the conversation to another member of your team.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "agent_name": {"type": "string", "enum": self._others()},
+                    "message": {"type": "string", "description": "What the member should do."},
+                    "reason": {"type": "string", "description": "Why you hand over."},
+                },
+                "required": ["agent_name"],
+            },
+        )
+
+    async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+        """Hand off to the named member, or tell the model which names are valid."""
+        try:
+            args = json.loads(arguments_json or "{}")
+        except ValueError:
+            args = None
+        others = self._others()
+        if not isinstance(args, dict) or not isinstance(args.get("agent_name"), str):
+            return (
+                f'Error: call {TRANSFER_TOOL} with {{"agent_name": <one of: {", ".join(others)}>}}.'
+            )
+        name = args["agent_name"]
+        if name not in others:
+            return f"Error: agent '{name}' not found. Available agents: {', '.join(others)}."
+        action = TransferToAgentAction(
+            dest_agent_name=name,
+            message=str(args.get("message") or ""),
+            reason=str(args.get("reason") or ""),
+        )
+        return ToolResult(
+            content=f"Transfer initiated to agent '{name}'",
+            action=AgentAction(transfer_to_agent=action),
+        )
+
+
+def _roster(team: Team, owner: str) -> str:
+    lines = [f"You are part of the team '{team.name}'. The other members:"]
+    for m in team.members:
+        if m.name != owner:
+            lines.append(f"- {m.name}: {m.description or m.name}")
+    lines.append(
+        f"When another member is better suited, call '{TRANSFER_TOOL}' with its name and a "
+        "message saying what it should do."
+    )
+    return "\n".join(lines)
+
+
+class Team:
+    """Several agents working as one `Agent`.
+
+    Build one with `Team.coordinator(...)` (members become the coordinator's tools; `lead`
+    is the coordinator) or `Team.swarm(...)` (peers hand off with `transfer_to_agent`;
+    `entry` is the first member). A team can be a member of
+    another team, an `AgentTool`, a graph node or a `Runner` root. Common options:
+    `max_depth` (levels of teams that may nest, counting this one), `total_max_steps` (model
+    calls across all levels), `total_token_budget` (tokens across all levels) and
+    `event_filter` (drops member events before they go up; errors and pauses always pass).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        members: Sequence[Agent],
+        coordinator: Agent | None = None,
+        entry: Agent | None = None,
+        max_depth: int | None = None,
+        total_max_steps: int | None = None,
+        total_token_budget: int | None = None,
+        event_filter: EventFilter | None = None,
+        **swarm: Any,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.members = tuple(members)
+        self.lead = coordinator
+        self.entry = entry
+        self.max_depth = max_depth
+        self.total_max_steps = total_max_steps
+        self.total_token_budget = total_token_budget
+        self.event_filter = event_filter
+        self.max_handoffs: int = swarm.get("max_handoffs", 20)
+        self.node_timeout: float | None = swarm.get("node_timeout")
+        self.repetitive_handoff_window: int = swarm.get("repetitive_handoff_window", 8)
+        self.repetitive_handoff_min_unique: int = swarm.get("repetitive_handoff_min_unique", 3)
+        self.inherit: InheritPolicy | InheritFn = swarm.get("inherit", Inherit.ALL)
+        self.cross_request: bool = swarm.get("cross_request", True)
+        self._check()
+
+    def _check(self) -> None:
+        if not self.name:
+            raise UsageError("a team needs a name")
+        if not self.members:
+            raise UsageError(f"team '{self.name}' needs at least one member")
+        names = [m.name for m in self.members]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise UsageError(f"team '{self.name}' has several members named {duplicates}")
+        if self.lead is not None and self.lead.name in names:
+            raise UsageError(
+                f"team '{self.name}': a member is named like the coordinator '{self.lead.name}'"
+            )
+        levels = _levels(self)
+        if self.max_depth is not None and levels > self.max_depth:
+            raise MaxDepthExceeded(
+                f"team '{self.name}' nests {levels} levels of teams, over its "
+                f"max_depth={self.max_depth}",
+                team=self.name,
+                limit=self.max_depth,
+            )
+
+    @classmethod
+    def coordinator(
+        cls,
+        coordinator: Agent,
+        members: Sequence[Agent],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        max_depth: int | None = None,
+        total_max_steps: int | None = None,
+        total_token_budget: int | None = None,
+        event_filter: EventFilter | None = None,
+    ) -> Team:
+        """Make each member a tool of `coordinator` (name, description, `{request}`)."""
+        team = cls(
+            name=name or coordinator.name,
+            description=description if description is not None else coordinator.description,
+            members=members,
+            coordinator=coordinator,
+            max_depth=max_depth,
+            total_max_steps=total_max_steps,
+            total_token_budget=total_token_budget,
+            event_filter=event_filter,
+        )
+        if not isinstance(coordinator, ChatModelAgent):
+            raise UsageError("Team.coordinator needs a ChatModelAgent coordinator (it gets tools)")
+        coordinator._add_tools([AgentTool(m) for m in team.members])
+        return team
+
+    @classmethod
+    def swarm(
+        cls,
+        entry: Agent | str,
+        members: Sequence[Agent],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        max_handoffs: int = 20,
+        node_timeout: float | None = None,
+        repetitive_handoff_window: int = 8,
+        repetitive_handoff_min_unique: int = 3,
+        inherit: InheritPolicy | InheritFn = Inherit.ALL,
+        cross_request: bool = True,
+        max_depth: int | None = None,
+        total_max_steps: int | None = None,
+        total_token_budget: int | None = None,
+        event_filter: EventFilter | None = None,
+    ) -> Team:
+        """Let `members` hand off to each other, starting at `entry` (a member or its name)."""
+        by_name = {m.name: m for m in members}
+        first = by_name.get(entry) if isinstance(entry, str) else entry
+        if first is None or first not in members:
+            raise UsageError(f"the swarm's entry {getattr(entry, 'name', entry)!r} is not a member")
+        team = cls(
+            name=name or first.name,
+            description=description if description is not None else first.description,
+            members=members,
+            entry=first,
+            max_depth=max_depth,
+            total_max_steps=total_max_steps,
+            total_token_budget=total_token_budget,
+            event_filter=event_filter,
+            max_handoffs=max_handoffs,
+            node_timeout=node_timeout,
+            repetitive_handoff_window=repetitive_handoff_window,
+            repetitive_handoff_min_unique=repetitive_handoff_min_unique,
+            inherit=inherit,
+            cross_request=cross_request,
+        )
+        for member in team.members:
+            if isinstance(member, ChatModelAgent) and len(team.members) > 1:
+                member._add_tools([_SwarmTransfer(team, member.name)], _roster(team, member.name))
+        return team
+
+    def __repr__(self) -> str:
+        mode = "coordinator" if self.lead is not None else "swarm"
+        return f"Team.{mode}({self.name!r}, {[m.name for m in self.members]})"
+
+    def _enter(self, ctx: RunContext) -> RunContext:
+        """Return the team's context: nesting level recorded, its budget added."""
+        level = ctx._teams[-1][1] + 1 if ctx._teams else 1
+        for team, team_level, limit in ctx._teams:
+            if limit is not None and level - team_level + 1 > limit:
+                raise MaxDepthExceeded(
+                    f"team '{self.name}' runs {level - team_level + 1} levels of teams deep in "
+                    f"team '{team}', over its max_depth={limit}",
+                    team=team,
+                    limit=limit,
+                )
+        inner = ctx._copy(ctx.agent_name, ctx.run_path, ctx.address)
+        inner._teams = (*ctx._teams, (self.name, level, self.max_depth))
+        if self.total_max_steps is not None or self.total_token_budget is not None:
+            budget = Budget(self.name, self.total_max_steps, self.total_token_budget)
+            inner._budgets = (*ctx._budgets, budget)
+        return inner
+
+    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        """Run the team: its coordinator, or its swarm from the active member."""
+        try:
+            inner = self._enter(ctx)
+        except PlaitError as exc:
+            yield ctx.event(error=exc)
+            return
+        if self.lead is not None:
+            coordinator = self.lead
+            lead = inner if coordinator.name == self.name else inner.for_agent(coordinator.name)
+            events: AsyncIterator[AgentEvent] = run_flow(coordinator, lead)
+        else:
+            events = self._swarm(inner)
+        keep = self.event_filter
+        async with aclosing(events) as stream:  # type: ignore[type-var]
+            async for event in stream:
+                important = event.error is not None or is_pause(event, ctx.depth)
+                if keep is None or important or keep(event):
+                    yield event
+
+    async def _swarm(self, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+        """Run the active member; on a handoff, check the guards and run the target."""
+        key = f"swarm_active_agent:{self.name}"
+        by_name = {m.name: m for m in self.members}
+        saved = ctx.take_state("swarm")
+        if saved:
+            member = by_name[saved["active"]]
+            path, handoffs = tuple(saved["path"]), int(saved["handoffs"])
+            window: deque[str] = deque(saved["window"], maxlen=self.repetitive_handoff_window)
+        else:
+            member = self.entry or self.members[0]
+            if self.cross_request and ctx.session_values.get(key) in by_name:
+                member = by_name[ctx.session_values[key]]
+            path, handoffs = (*ctx.run_path, member.name), 0
+            window = deque(maxlen=self.repetitive_handoff_window)
+        messages = history_for(member.name, ctx)
+        while True:
+            mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
+            steps, tokens = ctx.model_calls, ctx.usage.total_tokens
+            action: AgentAction | None = None
+            stopped = False
+            agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
+            async with aclosing(self._timed(member, agent_input, mctx)) as events:
+                async for event in events:
+                    if event.run_path == path:
+                        if event.output is not None and event.output.message is not None:
+                            ctx.history.append((event.agent_name, event.output.message))
+                        if event.action is not None:
+                            action = event.action
+                    if event.depth == ctx.depth and event.action is not None:
+                        stopped = stopped or event.action.exit or bool(event.action.interrupted)
+                    if is_pause(event, ctx.depth):
+                        state = {"active": member.name, "path": list(path), "handoffs": handoffs}
+                        ctx.save_state({**state, "window": list(window)}, "swarm")
+                    yield event
+                    if event.error is not None:
+                        return
+            transfer = action.transfer_to_agent if action is not None else None
+            if transfer is None or stopped:
+                if self.cross_request and not stopped:
+                    ctx.session_values[key] = member.name
+                return
+            target = by_name.get(transfer.dest_agent_name)
+            error = self._guard(member.name, target, transfer.dest_agent_name, handoffs, window)
+            if error is not None:
+                yield mctx.event(error=error)
+                return
+            assert target is not None
+            handoffs += 1
+            window.append(target.name)
+            log = HandoffLog(
+                timestamp=datetime.now(UTC),
+                from_agent=member.name,
+                to_agent=target.name,
+                message=transfer.message,
+                reason=transfer.reason,
+                step_count=ctx.model_calls - steps,
+                tokens_used=ctx.usage.total_tokens - tokens,
+            )
+            yield dataclasses.replace(mctx.event(), handoff=log)
+            messages = await self._handoff_input(member, target, transfer, ctx)
+            member, path = target, (*path, target.name)
+
+    def _guard(
+        self,
+        source: str,
+        target: Agent | None,
+        name: str,
+        handoffs: int,
+        window: deque[str],
+    ) -> PlaitError | None:
+        if target is None:
+            return UsageError(f"Transfer failed: target agent '{name}' not found (from '{source}')")
+        if handoffs + 1 > self.max_handoffs:
+            return MaxHandoffsExceeded(
+                f"Transfer rejected: max handoffs exceeded: {self.max_handoffs}",
+                team=self.name,
+                limit=self.max_handoffs,
+            )
+        recent = [*window, target.name][-self.repetitive_handoff_window :]
+        full = self.repetitive_handoff_window and len(recent) >= self.repetitive_handoff_window
+        if full and len(set(recent)) < self.repetitive_handoff_min_unique:
+            return RepetitiveHandoffError(
+                f"Transfer rejected: repetitive handoff detected: the last {len(recent)} "
+                f"handoffs went to only {sorted(set(recent))}",
+                team=self.name,
+                window=recent,
+            )
+        return None
+
+    async def _handoff_input(
+        self, source: Agent, target: Agent, transfer: TransferToAgentAction, ctx: RunContext
+    ) -> list[Message]:
+        """What the target sees: the inherited history, then the handoff message."""
+        history = history_for(target.name, ctx)
+        model = getattr(source, "model", None)
+        kept = await inherit(
+            self.inherit,
+            history,
+            source.name,
+            target.name,
+            model,
+            lambda reply: ctx.record_model_call(reply.usage),
+        )
+        if transfer.message:
+            return [*kept, Message.user(transfer.message)]
+        if not kept:  # nothing inherited and no message: the user's request
+            users = [m for m in ctx.root_input if m.role == "user"]
+            return users[-1:]
+        return kept
+
+    async def _timed(
+        self, member: Agent, agent_input: AgentInput, ctx: RunContext
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run a member, ending it with `NodeTimeout` when it runs past `node_timeout`."""
+        events = iterate(member, agent_input, ctx)
+        if self.node_timeout is None:
+            async with aclosing(events):
+                async for event in events:
+                    yield event
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.node_timeout
+        async with aclosing(events):
+            while True:
+                try:
+                    event = await asyncio.wait_for(anext(events), deadline - loop.time())
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    yield ctx.event(
+                        error=NodeTimeout(
+                            f"member '{member.name}' of team '{self.name}' ran longer than "
+                            f"node_timeout={self.node_timeout}s",
+                            team=self.name,
+                            agent_name=member.name,
+                            limit=self.node_timeout,
+                        )
+                    )
+                    return
+                yield event
