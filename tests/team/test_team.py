@@ -1,0 +1,319 @@
+"""Teams: coordinator and swarm modes, guards, inheritance, state, handoff log, budgets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from plait import (
+    AgentTool,
+    ChatModelAgent,
+    Inherit,
+    Message,
+    Runner,
+    Team,
+    interrupt,
+    run_context,
+    tool,
+)
+from plait.errors import (
+    MaxDepthExceeded,
+    MaxHandoffsExceeded,
+    MaxStepsExceeded,
+    NodeTimeout,
+    RepetitiveHandoffError,
+    TokenBudgetExceeded,
+    UsageError,
+)
+from plait.messages import Usage
+from plait.stores import MemoryStore
+from plait.testing import ScriptedModel, call, reply
+
+
+def _to(name: str, message: str = "", reason: str = "", **kw: Any) -> Message:
+    return call(
+        "transfer_to_agent", {"agent_name": name, "message": message, "reason": reason}, **kw
+    )
+
+
+def _agent(name: str, *script: Any, **kw: Any) -> tuple[ChatModelAgent, ScriptedModel]:
+    model = ScriptedModel(list(script))
+    return ChatModelAgent(name, model, description=f"{name} work", **kw), model
+
+
+# --- coordinator -------------------------------------------------------------------------------
+
+
+def test_members_become_the_coordinators_tools() -> None:
+    coder, coder_model = _agent("coder", reply("def f(): ..."))
+    reviewer, _ = _agent("reviewer", reply("looks good"))
+    lead, lead_model = _agent(
+        "lead",
+        call("coder", {"request": "write f"}),
+        call("reviewer", {"request": "review"}),
+        "done",
+    )
+    team = Team.coordinator(lead, [coder, reviewer], name="dev")
+    assert [t.name for t in lead.tools] == ["coder", "reviewer"]
+    assert lead.tools[0].description == "coder work"
+    result = Runner(team).query_sync("build f")
+    assert result.final_output == "done"
+    assert coder_model.requests[0].messages == (Message.user("write f"),)
+    depths = {(e.agent_name, e.depth) for e in result.events}
+    assert ("coder", 1) in depths and ("lead", 0) in depths
+    assert lead_model.requests[2].messages[-1].content == "looks good"
+
+
+def test_teams_are_validated_when_built() -> None:
+    a, _ = _agent("a")
+    with pytest.raises(UsageError, match="several members"):
+        Team.coordinator(_agent("lead")[0], [a, _agent("a")[0]])
+    with pytest.raises(UsageError, match="named like the coordinator"):
+        Team.coordinator(_agent("team")[0], [_agent("team")[0]])
+    with pytest.raises(UsageError, match="at least one member"):
+        Team.coordinator(_agent("lead")[0], [])
+    with pytest.raises(UsageError, match="not a member"):
+        Team.swarm("ghost", [_agent("x")[0]])
+
+
+# --- swarm -------------------------------------------------------------------------------------
+
+
+def test_a_swarm_hands_off_with_a_message_and_logs_it() -> None:
+    triage, _ = _agent(
+        "triage", _to("security", "check the login", "auth", usage=Usage(input_tokens=40))
+    )
+    security, sec_model = _agent("security", reply("fixed"))
+    team = Team.swarm("triage", [triage, security], name="support")
+    result = Runner(team).query_sync("my login fails")
+    assert result.final_output == "fixed"
+    (log,) = result.handoffs
+    assert (log.from_agent, log.to_agent, log.message, log.reason) == (
+        "triage",
+        "security",
+        "check the login",
+        "auth",
+    )
+    assert (log.step_count, log.tokens_used) == (1, 40)
+    assert log.timestamp.tzinfo is not None
+    handoff_events = [e for e in result.events if e.handoff is not None]
+    assert [e.handoff for e in handoff_events] == [log]
+    seen = [m.content for m in sec_model.requests[0].messages]
+    assert seen[-1] == "check the login"
+    assert seen[1] == "my login fails"
+    assert "The other members:\n- triage: triage work" in seen[0]
+    assert [e.run_path for e in result.events][-1] == ("support", "triage", "security")
+    assert all(e.depth == 0 for e in result.events)
+
+
+def test_the_handoff_after_max_handoffs_is_rejected() -> None:
+    a, _ = _agent("a", _to("b"))
+    b, _ = _agent("b", _to("c"))
+    c, _ = _agent("c", _to("a"))
+    result = Runner(Team.swarm("a", [a, b, c], max_handoffs=2)).query_sync("go")
+    assert isinstance(result.error, MaxHandoffsExceeded)
+    assert "max handoffs exceeded: 2" in str(result.error)
+    assert len(result.handoffs) == 2
+
+
+def test_ping_pong_is_rejected_by_the_repetition_guard() -> None:
+    a, _ = _agent("a", *[_to("b")] * 10)
+    b, _ = _agent("b", *[_to("a")] * 10)
+    result = Runner(Team.swarm("a", [a, b])).query_sync("go")
+    assert isinstance(result.error, RepetitiveHandoffError)
+    assert len(result.handoffs) == 7  # the 8th handoff fills the window with 2 names
+
+
+def test_a_member_running_past_node_timeout_is_stopped() -> None:
+    @tool
+    async def slow() -> str:
+        """Take a long time."""
+        await asyncio.sleep(5)
+        return "late"
+
+    a, _ = _agent("a", _to("b"))
+    b, _ = _agent("b", call("slow", {}), "never", tools=[slow])
+    result = Runner(Team.swarm("a", [a, b], node_timeout=0.2)).query_sync("go")
+    assert isinstance(result.error, NodeTimeout)
+    assert isinstance(result.error, TimeoutError)
+    assert "member 'b'" in str(result.error)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (Inherit.ALL, ["q", "For context: [a] called tool", "For context: [a] `transfer", "do it"]),
+        (Inherit.NONE, ["do it"]),
+        (Inherit.last_n(1), ["For context: [a] `transfer", "do it"]),
+        (lambda msgs, src, dst: [Message.user(f"{src}->{dst}: {len(msgs)}")], ["a->b: 3", "do it"]),
+    ],
+)
+def test_inheritance_policies(policy: Any, expected: list[str]) -> None:
+    a, _ = _agent("a", _to("b", "do it"))
+    b, b_model = _agent("b", reply("ok"))
+    Runner(Team.swarm("a", [a, b], inherit=policy)).query_sync("q")
+    seen = [m.content for m in b_model.requests[0].messages[1:]]  # after the system message
+    assert len(seen) == len(expected)
+    for got, want in zip(seen, expected, strict=True):
+        assert got.startswith(want), (got, want)
+
+
+def test_summary_inheritance_makes_one_model_call() -> None:
+    summarizer = ScriptedModel([reply("user wants X", usage=Usage(output_tokens=7))])
+    a, _ = _agent("a", _to("b", "continue"))
+    b, b_model = _agent("b", reply("ok"))
+    result = Runner(Team.swarm("a", [a, b], inherit=Inherit.summary(summarizer))).query_sync("q")
+    assert [m.content for m in b_model.requests[0].messages[1:]] == [
+        "Summary of the conversation so far: user wants X",
+        "continue",
+    ]
+    assert result.usage.output_tokens == 7
+
+
+def test_an_unknown_member_name_is_told_to_the_model() -> None:
+    a, _ = _agent("a", _to("nobody"), reply("I'll do it myself"))
+    b, _ = _agent("b")
+    result = Runner(Team.swarm("a", [a, b])).query_sync("q")
+    assert result.final_output == "I'll do it myself"
+    text = result.events[1].message.message.content  # type: ignore[union-attr]
+    assert text == "Error: agent 'nobody' not found. Available agents: b."
+
+
+async def test_cross_request_continues_at_the_active_member() -> None:
+    store = MemoryStore()
+    a, a_model = _agent("a", _to("b"), reply("a again"))
+    b, _ = _agent("b", reply("b first"), reply("b second"))
+    runner = Runner(Team.swarm("a", [a, b], name="desk"), store=store)
+    await runner.query("one", session_id="s").collect()
+    second = await runner.query("two", session_id="s").collect()
+    assert second.final_output == "b second"
+    assert len(a_model.requests) == 1
+    # without cross_request the next request starts at the entry again
+    a2, _ = _agent("a", reply("entry again"))
+    b2, _ = _agent("b", reply("b"))
+    plain = Runner(Team.swarm("a", [a2, b2], name="desk", cross_request=False), store=store)
+    assert (await plain.query("three", session_id="s").collect()).final_output == "entry again"
+    # a member that no longer exists falls back to the entry
+    solo, _ = _agent("a", reply("only a"))
+    other, _ = _agent("c", reply("c"))
+    fallback = Runner(Team.swarm("a", [solo, other], name="desk"), store=store)
+    assert (await fallback.query("four", session_id="s").collect()).final_output == "only a"
+
+
+def test_shared_state_and_local_state() -> None:
+    seen: dict[str, Any] = {}
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note.
+
+        Args:
+            text: The note.
+        """
+        ctx = run_context()
+        ctx.state.setdefault("notes", []).append(f"{ctx.agent_name}:{text}")
+        ctx.local_state["mine"] = text
+        seen[ctx.agent_name] = (list(ctx.state["notes"]), dict(ctx.local_state))
+        return "noted"
+
+    a, _ = _agent("a", call("note", {"text": "x"}), _to("b"), tools=[note])
+    b, _ = _agent("b", call("note", {"text": "y"}), reply("done"), tools=[note])
+    Runner(Team.swarm("a", [a, b])).query_sync("q")
+    assert seen["a"] == (["a:x"], {"mine": "x"})
+    assert seen["b"] == (["a:x", "b:y"], {"mine": "y"})
+
+
+# --- nesting, depth and budgets ------------------------------------------------------------------
+
+
+def _project(**common: Any) -> tuple[Team, dict[str, ScriptedModel]]:
+    """The seed's three-level project team: top coordinator, dev lead, backend coder."""
+    backend, m_backend = _agent("backend", reply("api built", usage=Usage(output_tokens=10)))
+    dev_lead, m_lead = _agent(
+        "dev_lead",
+        call("backend", {"request": "build the api"}, usage=Usage(output_tokens=10)),
+        reply("dev done", usage=Usage(output_tokens=10)),
+    )
+    dev = Team.coordinator(dev_lead, [backend], name="dev_team", description="builds")
+    top, m_top = _agent(
+        "top",
+        call("dev_team", {"request": "build it"}, usage=Usage(output_tokens=10)),
+        reply("project done", usage=Usage(output_tokens=10)),
+    )
+    team = Team.coordinator(top, [dev], name="project", **common)
+    return team, {"top": m_top, "lead": m_lead, "backend": m_backend}
+
+
+def test_depth_counts_levels_and_a_depth_filter_drops_deep_events() -> None:
+    team, _ = _project(max_depth=3)
+    result = Runner(team).query_sync("ship it")
+    assert result.final_output == "project done"
+    depth = {e.agent_name: e.depth for e in result.events}
+    assert (depth["top"], depth["dev_lead"], depth["backend"]) == (0, 1, 2)
+    shallow, _ = _project(max_depth=3, event_filter=lambda e: e.depth <= 1)
+    names = {e.agent_name for e in Runner(shallow).query_sync("ship it").events}
+    assert names == {"top", "dev_lead"}
+
+
+def test_max_depth_is_checked_at_construction_and_at_run_time() -> None:
+    with pytest.raises(MaxDepthExceeded, match="nests 2 levels"):
+        _project(max_depth=1)
+    # a team hidden inside an agent's tool cannot be seen when building: the run checks it
+    inner, _ = _agent("inner", reply("x"))
+    deep = Team.coordinator(
+        _agent("l2", call("inner", {"request": "x"}), "ok")[0], [inner], name="deep"
+    )
+    helper, _ = _agent("helper", call("deep", {"request": "x"}), "ok", tools=[AgentTool(deep)])
+    outer = Team.coordinator(
+        _agent("l1", call("helper", {"request": "x"}), "ok")[0],
+        [helper],
+        max_depth=1,
+        name="outer_team",
+    )
+    result = Runner(outer).query_sync("go")
+    assert isinstance(result.error, MaxDepthExceeded)
+    assert "max_depth=1" in str(result.error)
+
+
+def test_total_max_steps_counts_model_calls_across_levels() -> None:
+    team, models = _project(total_max_steps=3)
+    result = Runner(team).query_sync("ship it")
+    assert isinstance(result.error, MaxStepsExceeded)
+    assert "total_max_steps=3" in str(result.error)
+    calls = sum(len(m.requests) for m in models.values())
+    assert calls == 3
+
+
+def test_total_token_budget_is_checked_after_each_call_across_levels() -> None:
+    team, models = _project(total_token_budget=25)
+    result = Runner(team).query_sync("ship it")
+    assert isinstance(result.error, TokenBudgetExceeded)
+    assert sum(len(m.requests) for m in models.values()) == 3  # 10 + 10 + 10 > 25
+
+
+def test_an_interrupt_in_a_swarm_member_resumes_from_a_new_runner() -> None:
+    @tool
+    def approve() -> str:
+        """Ask a person."""
+        return f"approved: {interrupt('ok?')}"
+
+    store = MemoryStore()
+
+    def build() -> tuple[Team, ScriptedModel]:
+        a, _ = _agent("a", _to("b", "get approval"))
+        b, b_model = _agent("b", call("approve", {}), reply("approved and done"), tools=[approve])
+        return Team.swarm("a", [a, b], name="ops"), b_model
+
+    team, _ = build()
+    paused = Runner(team, store=store).query_sync("please")
+    assert (
+        paused.interrupts[0].address
+        == "agent:ops;agent:b;tool:approve:" + (paused.interrupts[0].address.rsplit(":", 1)[-1])
+    )
+    team2, b_model2 = build()
+    b_model2.script.pop(0)  # the new process's model continues after the call
+    resumed = Runner(team2, store=store).resume_sync(paused.checkpoint_id, value="yes")
+    assert resumed.final_output == "approved and done"
+    assert resumed.events[0].message.message.content == "approved: yes"  # type: ignore[union-attr]
