@@ -109,7 +109,9 @@ class CompiledGraph:
 
     The initial state holds `messages` (the run's input messages) and every state key found
     in the session values. Each super-step runs its nodes concurrently and emits one event
-    per node with `output.custom = {"node": name, "update": update}`; the last event's
+    per node with `output.custom = {"node": name, "update": update}`; an agent node runs on
+    the state's `messages` (one level deeper) and its final answer is appended to them. The
+    last event's
     `output.custom` is the final state. `interrupt()` in a node pauses the graph; on resume
     that node runs again from its start (nodes that finished in the same step do not).
     """
@@ -307,7 +309,7 @@ class CompiledGraph:
     async def _agent_node(
         self, agent: Agent, state: dict[str, Any], nctx: RunContext, queue: asyncio.Queue[Any]
     ) -> Any:
-        """Run an agent on the state's messages; its messages become the update."""
+        """Run an agent on the state's messages; its final answer is appended to them."""
         saved = nctx.take_state()
         if saved is not None:
             from plait._json import load_plain
@@ -316,7 +318,7 @@ class CompiledGraph:
             child.history.extend(load_history(saved["history"]))
         else:
             child = nctx.nested(agent.name, list(state.get("messages") or []))
-        new: list[Message] = []
+        final: AgentEvent | None = None
         async with aclosing(run_flow(agent, child)) as events:  # type: ignore[type-var]
             async for event in events:
                 if event.error is not None:
@@ -334,7 +336,8 @@ class CompiledGraph:
                     raise InterruptSignal(event.action.interrupted.contexts)
                 queue.put_nowait(event)
                 if event.depth == child.depth and event.message is not None:
-                    new.append(await event.message.get_message())
+                    final = event
+        new = [await final.message.get_message()] if final and final.message else []
         if "messages" in self.graph.reducers:
             return {"messages": new}
         return {"messages": [*(state.get("messages") or []), *new]}
