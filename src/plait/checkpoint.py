@@ -68,6 +68,7 @@ class Checkpoint:
             "history": to_json(dump_history(ctx.history), Any, root="history"),
             "session_values": to_json(ctx.session_values, Any, root="session_values"),
             "state": to_json(ctx.state, Any, root="state"),
+            "local": to_json(ctx._run.local, Any, root="local state"),
             "interrupts": to_json(
                 [{"id": i.id, "address": i.address, "info": i.info} for i in interrupts],
                 Any,
@@ -134,6 +135,7 @@ class Checkpoint:
         data = self.data
         ctx.history.extend(load_history(data["history"]))
         ctx.state.update(data["state"])
+        ctx._run.local.update(data.get("local") or {})
         answers: dict[str, list[Any]] = {k: list(v) for k, v in data["answers"].items()}
         for interrupt in self.interrupts:
             if interrupt.id in targets:

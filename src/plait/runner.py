@@ -124,6 +124,8 @@ class Runner:
         turn = await SessionTurn.load(self.store, session_id, messages)
         merged = {**turn.values, **(values or {})}
         ctx = self._root_context(turn.input_for(self.agent.name), merged, self.enable_streaming)
+        ctx.state.update(turn.state)
+        ctx._run.local.update(turn.local)
         return self._start(ctx), ctx, turn
 
     def query(
@@ -410,8 +412,14 @@ class RunStream:
         self._finish()
         runner = self._runner
         if self._turn is not None and self._error is None and self._ctx is not None:
+            ctx = self._ctx
             await self._turn.save(
-                runner.store, self._ctx.session_values, self._handoffs, runner.session_ttl
+                runner.store,
+                ctx.session_values,
+                self._handoffs,
+                runner.session_ttl,
+                ctx.state,
+                ctx._run.local,
             )
         if self._resuming or runner.durability == "step":
             await runner._finish(self.checkpoint_id)

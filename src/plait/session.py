@@ -37,7 +37,11 @@ class SessionTurn:
         values: dict[str, Any],
         handoffs: list[HandoffLog],
         turn: list[tuple[str, Message]],
+        state: dict[str, Any] | None = None,
+        local: dict[str, dict[str, Any]] | None = None,
     ) -> None:
+        self.state = state or {}
+        self.local = local or {}
         self.session_id = session_id
         self.prior = prior
         self.values = values
@@ -63,7 +67,8 @@ class SessionTurn:
             raise CheckpointCorrupt(
                 f"session '{session_id}' is not a plait session: {type(exc).__name__}: {exc}"
             ) from None
-        return cls(session_id, prior, dict(data["values"]), handoffs, turn)
+        state, local = dict(data.get("state") or {}), dict(data.get("local") or {})
+        return cls(session_id, prior, dict(data["values"]), handoffs, turn, state, local)
 
     def input_for(self, agent_name: str) -> list[Message]:
         """Return the root input of the turn for `agent_name`."""
@@ -91,6 +96,8 @@ class SessionTurn:
         values: dict[str, Any],
         handoffs: Sequence[HandoffLog],
         ttl: float | None,
+        state: dict[str, Any] | None = None,
+        local: dict[str, Any] | None = None,
     ) -> None:
         """Append the turn to the session and write it (committed before returning)."""
         await self.settle()
@@ -99,6 +106,8 @@ class SessionTurn:
             f'{{"format":"{FORMAT}","version":{VERSION},'
             f'"messages":{to_json(messages, Any, root="session messages")},'
             f'"values":{to_json(values, Any, root="session_values")},'
+            f'"state":{to_json(state or {}, Any, root="state")},'
+            f'"local":{to_json(local or {}, Any, root="local state")},'
             f'"handoffs":{to_json([*self.handoffs, *handoffs], list[HandoffLog])}}}'
         )
         await store.put_session(self.session_id, text.encode(), ttl=ttl)

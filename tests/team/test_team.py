@@ -317,3 +317,24 @@ def test_an_interrupt_in_a_swarm_member_resumes_from_a_new_runner() -> None:
     resumed = Runner(team2, store=store).resume_sync(paused.checkpoint_id, value="yes")
     assert resumed.final_output == "approved and done"
     assert resumed.events[0].message.message.content == "approved: yes"  # type: ignore[union-attr]
+
+
+async def test_team_state_and_local_state_persist_with_the_session() -> None:
+    @tool
+    def count() -> str:
+        """Count this visit."""
+        ctx = run_context()
+        ctx.state["visits"] = ctx.state.get("visits", 0) + 1
+        ctx.local_state["mine"] = ctx.local_state.get("mine", 0) + 1
+        return f"{ctx.state['visits']}/{ctx.local_state['mine']}"
+
+    store = MemoryStore()
+    texts = []
+    for _ in range(2):
+        a, _ = _agent("a", call("count", {}), reply("ok"), tools=[count])
+        b, _ = _agent("b")
+        result = (
+            await Runner(Team.swarm("a", [a, b]), store=store).query("q", session_id="s").collect()
+        )
+        texts.append(result.events[1].message.message.content)  # type: ignore[union-attr]
+    assert texts == ["1/1", "2/2"]
