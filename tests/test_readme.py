@@ -31,14 +31,14 @@ def test_python_examples_in_the_readme_run() -> None:
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
     assert blocks
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+        exec(compile(block, "README.md", "exec", dont_inherit=True), {"__name__": "readme_example"})
 
 
 def test_python_examples_in_the_docs_run() -> None:
     ran = 0
     for page in sorted((ROOT / "docs").glob("*.md")):
         for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S):
-            exec(compile(block, str(page), "exec"), {"__name__": "docs_example"})
+            exec(compile(block, str(page), "exec", dont_inherit=True), {"__name__": "docs_example"})
             ran += 1
     assert ran >= 1
 
