@@ -4,7 +4,8 @@ Workloads (the same as the side-by-side comparison in `bench/peers.sh`):
   W1  one turn: one model call answering with 50 words.
   W2  ten ReAct steps (tool `add`), then the answer; per step = (W2 - W1) / 10.
   W3  1,000 concurrent runs of 3 steps under one asyncio.gather (runs/s, peak RSS).
-  W4  a chain of 5 agents, each transferring to the next; the last answers (5 model calls).
+  W4  a chain of 5 agents, each transferring to the next; the last answers (5 model calls),
+      with transfer (sub-agents) and as a swarm team.
   W5  one answer streamed as 200 chunks, read chunk by chunk (chunks/s).
 Plus `import plait` time in a fresh interpreter (minus the interpreter's own start-up), and the
 time to import what a first program uses (`from plait import ChatModelAgent, Runner, tool`).
@@ -28,7 +29,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from plait import ChatModelAgent, Message, Runner, ToolCall, ToolInfo, set_sub_agents, tool
+from plait import ChatModelAgent, Message, Runner, Team, ToolCall, ToolInfo, set_sub_agents, tool
 
 TEXT_50 = " ".join(f"word{i}" for i in range(50))
 TOKENS = [("" if i == 0 else " ") + f"tok{i}" for i in range(200)]
@@ -80,12 +81,14 @@ class HandoffModel:
         yield await self.generate(messages, tools=tools)
 
 
-def _chain(n: int = 5) -> Runner:
+def _chain(n: int = 5, *, swarm: bool = False) -> Runner:
     names = [f"agent_{i}" for i in range(1, n + 1)]
     agents = [
         ChatModelAgent(name, HandoffModel(names[i + 1] if i + 1 < n else None), description=name)
         for i, name in enumerate(names)
     ]
+    if swarm:
+        return Runner(Team.swarm(names[0], agents, name="chain", cross_request=False))
     for parent, child in itertools.pairwise(agents):
         set_sub_agents(parent, [child])
     return Runner(agents[0])
@@ -165,6 +168,8 @@ async def main(quick: bool) -> dict[str, float]:
     w2 = _runner(10)
     w4 = _chain()
     assert await _turn(w4) == TEXT_50
+    w4_swarm = _chain(swarm=True)
+    assert await _turn(w4_swarm) == TEXT_50
     w5 = _runner(0, streaming=True)
     assert await _stream_turn(w5) == 200
     reps = 1 if quick else 3
@@ -172,6 +177,7 @@ async def main(quick: bool) -> dict[str, float]:
         "w1_us": [],
         "w2_us": [],
         "w4_us": [],
+        "w4_swarm_us": [],
         "w5_us": [],
         "w3_runs_per_s": [],
     }
@@ -179,6 +185,7 @@ async def main(quick: bool) -> dict[str, float]:
         figures["w1_us"].append(await _time(lambda: _turn(w1), int(5000 * scale) or 5))
         figures["w2_us"].append(await _time(lambda: _turn(w2), int(1000 * scale) or 5))
         figures["w4_us"].append(await _time(lambda: _turn(w4), int(2000 * scale) or 5))
+        figures["w4_swarm_us"].append(await _time(lambda: _turn(w4_swarm), int(2000 * scale) or 5))
         figures["w5_us"].append(await _time(lambda: _stream_turn(w5), int(1000 * scale) or 5))
         figures["w3_runs_per_s"].append(await _concurrent(_runner(3), int(1000 * scale) or 10))
     out = {k: statistics.median(v) for k, v in figures.items()}
