@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -15,7 +16,7 @@ from plait.events import AgentEvent
 from plait.messages import Message
 from plait.tools.base import ToolInfo
 
-__all__ = ["AgentTool"]
+__all__ = ["AgentTool", "run_nested"]
 
 
 class AgentTool:
@@ -59,34 +60,13 @@ class AgentTool:
         If the child pauses, this call pauses too (the run's interrupt lists the child's);
         on resume the child continues where it stopped, with its own input and history.
         """
-        saved = ctx.take_state()
-        if saved is not None:
-            child = ctx.nested(self.agent.name, load_plain(list[Message], saved["input"]))
-            child.history.extend(load_history(saved["history"]))
-        else:
-            request = self._request(arguments_json, ctx)
-            child = ctx.nested(self.agent.name, [*self._context(ctx), Message.user(request)])
-        final: AgentEvent | None = None
-        async with aclosing(run_flow(self.agent, child)) as events:  # type: ignore[type-var]
-            async for event in events:
-                if event.error is not None:
-                    raise event.error
-                if is_pause(event, child.depth):
-                    assert event.action is not None and event.action.interrupted is not None
-                    ctx.save_state(
-                        {
-                            "input": dump_plain(list(child.root_input), list[Message]),
-                            "history": dump_history(child.history),
-                        }
-                    )
-                    raise InterruptSignal(event.action.interrupted.contexts)
-                if event.depth == child.depth and event.message is not None:
-                    final = event
-                if self.emits_events:
-                    ctx.emit(event)
-        if final is None or final.message is None:
-            return ""
-        return (await final.message.get_message()).content
+        final = await run_nested(
+            self.agent,
+            ctx,
+            lambda: [*self._context(ctx), Message.user(self._request(arguments_json, ctx))],
+            ctx.emit if self.emits_events else None,
+        )
+        return "" if final is None else final.content
 
     def _request(self, arguments_json: str, ctx: RunContext) -> str:
         try:
@@ -114,3 +94,44 @@ class AgentTool:
                 message if message.role == "user" else rewrite_message(ctx.agent_name, message)
             )
         return out
+
+
+async def run_nested(
+    agent: Agent,
+    ctx: RunContext,
+    messages: Callable[[], list[Message]],
+    emit: Callable[[AgentEvent], object] | None,
+) -> Message | None:
+    """Run `agent` one level below `ctx` on `messages()`; return its final message.
+
+    Its events go to `emit`. If it pauses, its input and history are saved at `ctx`'s address
+    and the pause is raised on as an `InterruptSignal`; on resume it continues from them. An
+    error inside it is raised.
+    """
+    saved = ctx.take_state()
+    if saved is not None:
+        child = ctx.nested(agent.name, load_plain(list[Message], saved["input"]))
+        child.history.extend(load_history(saved["history"]))
+    else:
+        child = ctx.nested(agent.name, messages())
+    final: AgentEvent | None = None
+    async with aclosing(run_flow(agent, child)) as events:  # type: ignore[type-var]
+        async for event in events:
+            if event.error is not None:
+                raise event.error
+            if is_pause(event, child.depth):
+                assert event.action is not None and event.action.interrupted is not None
+                ctx.save_state(
+                    {
+                        "input": dump_plain(list(child.root_input), list[Message]),
+                        "history": dump_history(child.history),
+                    }
+                )
+                raise InterruptSignal(event.action.interrupted.contexts)
+            if event.depth == child.depth and event.message is not None:
+                final = event
+            if emit is not None:
+                emit(event)
+    if final is None or final.message is None:
+        return None
+    return await final.message.get_message()

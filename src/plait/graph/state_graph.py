@@ -10,7 +10,7 @@ from contextlib import aclosing
 from typing import Any
 
 from plait.agent import Agent, AgentInput
-from plait.agents.flow import dump_history, is_pause, load_history, run_flow
+from plait.agents.agent_tool import run_nested
 from plait.context import InterruptSignal, RunContext, _current
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
@@ -310,34 +310,10 @@ class CompiledGraph:
         self, agent: Agent, state: dict[str, Any], nctx: RunContext, queue: asyncio.Queue[Any]
     ) -> Any:
         """Run an agent on the state's messages; its final answer is appended to them."""
-        saved = nctx.take_state()
-        if saved is not None:
-            from plait._json import load_plain
-
-            child = nctx.nested(agent.name, load_plain(list[Message], saved["input"]))
-            child.history.extend(load_history(saved["history"]))
-        else:
-            child = nctx.nested(agent.name, list(state.get("messages") or []))
-        final: AgentEvent | None = None
-        async with aclosing(run_flow(agent, child)) as events:  # type: ignore[type-var]
-            async for event in events:
-                if event.error is not None:
-                    raise event.error
-                if is_pause(event, child.depth):
-                    from plait._json import dump_plain
-
-                    assert event.action is not None and event.action.interrupted is not None
-                    nctx.save_state(
-                        {
-                            "input": dump_plain(list(child.root_input), list[Message]),
-                            "history": dump_history(child.history),
-                        }
-                    )
-                    raise InterruptSignal(event.action.interrupted.contexts)
-                queue.put_nowait(event)
-                if event.depth == child.depth and event.message is not None:
-                    final = event
-        new = [await final.message.get_message()] if final and final.message else []
+        answer = await run_nested(
+            agent, nctx, lambda: list(state.get("messages") or []), queue.put_nowait
+        )
+        new = [answer] if answer is not None else []
         if "messages" in self.graph.reducers:
             return {"messages": new}
         return {"messages": [*(state.get("messages") or []), *new]}

@@ -16,11 +16,19 @@ suite in `plait.stores.conformance`.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Literal, Protocol, Self, runtime_checkable
 
 from plait._record import record
 
-__all__ = ["CheckpointRecord", "CheckpointStatus", "CheckpointStore", "SessionStore", "Store"]
+__all__ = [
+    "CheckpointRecord",
+    "ClosingStore",
+    "CheckpointStatus",
+    "CheckpointStore",
+    "SessionStore",
+    "Store",
+]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
 
@@ -81,6 +89,24 @@ class SessionStore(Protocol):
     async def delete_session(self, session_id: str) -> None:
         """Delete the session if it exists."""
         ...
+
+
+class ClosingStore:
+    """Give a store `async with` support: the block's end closes it."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
 
 @runtime_checkable

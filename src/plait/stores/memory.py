@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from types import TracebackType
 
-from plait.stores.base import CheckpointRecord, CheckpointStatus
+from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore:
+class MemoryStore(ClosingStore):
     """A store in memory: for tests and single-process use (nothing survives the process)."""
 
     def __init__(self) -> None:
@@ -81,14 +80,3 @@ class MemoryStore:
 
     async def close(self) -> None:
         """Nothing to release."""
-
-    async def __aenter__(self) -> MemoryStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

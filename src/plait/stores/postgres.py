@@ -21,11 +21,11 @@ import math
 import re
 import time
 from collections.abc import AsyncGenerator
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from plait.errors import UsageError
-from plait.stores.base import CheckpointRecord, CheckpointStatus
+from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -131,7 +131,7 @@ async def _close_when_done(pool: _Pool) -> AsyncGenerator[None, None]:
         await pool.close()
 
 
-class PostgresStore:
+class PostgresStore(ClosingStore):
     """A store in PostgreSQL: shared by processes and machines, safe under concurrent resumes.
 
     Nothing is opened until the first call. The pool belongs to the event loop it was opened
@@ -302,14 +302,3 @@ class PostgresStore:
                 await closer.aclose()  # closes the pool
             else:
                 await pool.close()
-
-    async def __aenter__(self) -> PostgresStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

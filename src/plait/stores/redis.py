@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from plait.errors import UsageError
-from plait.stores.base import CheckpointRecord, CheckpointStatus
+from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -89,7 +89,7 @@ class _Connection:
         self.closer = _close_when_done(client)
 
 
-class RedisStore:
+class RedisStore(ClosingStore):
     """A store in Redis: shared by processes and machines, with native expiry.
 
     The client is made on first use in each event loop, so one store can serve several
@@ -196,14 +196,3 @@ class RedisStore:
         found, self._connection = self._connection, None
         if found is not None and found.loop is asyncio.get_running_loop():
             await found.closer.aclose()
-
-    async def __aenter__(self) -> RedisStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -21,12 +21,11 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, cast
 
 import aiosqlite
 
-from plait.stores.base import CheckpointRecord, CheckpointStatus
+from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
@@ -153,7 +152,7 @@ async def _open(path: str) -> aiosqlite.Connection:
     return db
 
 
-class SqliteStore:
+class SqliteStore(ClosingStore):
     """A store in a SQLite file: durable, shared by the processes of one machine.
 
     Nothing is opened until the first call. The connection belongs to the event loop it was
@@ -262,14 +261,3 @@ class SqliteStore:
         self._stale, self._db = [], None
         for db in found:
             await db.close()
-
-    async def __aenter__(self) -> SqliteStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
