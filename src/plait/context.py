@@ -332,13 +332,24 @@ class RunContext:
         )
 
     def for_tool(self, name: str, call_id: str | None) -> RunContext:
-        """Return the context of one tool call made by this agent."""
-        ctx = self._copy(self.agent_name, self.run_path, f"{self.address};tool:{name}:{call_id}")
+        """Return the context of one tool call made by this agent (built on every call, so
+        it sets its fields directly instead of going through `__init__`)."""
+        ctx = _new_context(RunContext)
+        ctx.agent_name = self.agent_name
+        ctx.run_path = self.run_path
+        ctx.depth = self.depth
+        ctx._run = self._run
+        ctx._root_input = self._root_input
+        ctx._history = self._history
+        ctx.address = f"{self.address};tool:{name}:{call_id}"
         ctx.tool_name = name
         ctx.tool_call_id = call_id
         ctx._actions = []
         ctx._emit = self._emit
         ctx._model_messages = self._model_messages
+        ctx._answered = None
+        ctx._budgets = self._budgets
+        ctx._teams = self._teams
         return ctx
 
     def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
@@ -445,6 +456,8 @@ class RunContext:
 _make_variant: Callable[..., MessageVariant] = MessageVariant._make  # type: ignore[attr-defined]
 _make_output: Callable[..., AgentOutput] = AgentOutput._make  # type: ignore[attr-defined]
 _make_event: Callable[..., AgentEvent] = AgentEvent._make  # type: ignore[attr-defined]
+
+_new_context = object.__new__
 
 _current: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
 

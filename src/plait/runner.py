@@ -12,9 +12,9 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from plait.agent import Agent, AgentInput
-from plait.agents.flow import can_transfer, iterate, run_flow
+from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint
-from plait.context import Resume, RunContext, _current, safe_point_reason
+from plait.context import InterruptSignal, Resume, RunContext, _current, safe_point_reason
 from plait.errors import (
     AgentError,
     CheckpointNotFound,
@@ -99,7 +99,6 @@ class Runner:
         if isinstance(messages, str | Message):
             raise UsageError("Runner.run takes a list of messages; use query(text) for one text")
         messages = tuple(messages)
-        checkpoint_id = checkpoint_id or uuid.uuid4().hex
         if session_id is not None:
             prepare = functools.partial(self._prepare_session, session_id, messages, session_values)
             return RunStream(self, None, None, checkpoint_id, prepare, resuming=False)
@@ -165,7 +164,7 @@ class Runner:
         if can_transfer(self.agent):
             return run_flow(self.agent, ctx)
         agent_input = AgentInput(messages=ctx.root_input, enable_streaming=ctx.enable_streaming)
-        return iterate(self.agent, agent_input, ctx)
+        return self.agent.run(agent_input, ctx)  # an interrupt() raised out of it: RunStream
 
     async def _prepare(
         self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
@@ -299,7 +298,7 @@ class RunStream:
         runner: Runner,
         agent_events: AsyncIterator[AgentEvent] | None,
         ctx: RunContext | None,
-        checkpoint_id: str,
+        checkpoint_id: str | None,
         prepare: Prepare | None = None,
         *,
         resuming: bool = True,
@@ -317,11 +316,20 @@ class RunStream:
         self._error: PlaitError | None = None
         self._interrupts: tuple[InterruptCtx, ...] = ()
         self._paused = False
-        self.checkpoint_id = checkpoint_id
+        self._checkpoint_id = checkpoint_id
         self._handoffs: list[HandoffLog] = []
         self._finished = False
         self._cancel = False
-        runner._active[checkpoint_id] = self
+        if checkpoint_id is not None:
+            runner._active[checkpoint_id] = self
+
+    @property
+    def checkpoint_id(self) -> str:
+        """Return the id a pause or cancel of this run is saved under (made on first use)."""
+        if self._checkpoint_id is None:
+            self._checkpoint_id = uuid.uuid4().hex
+            self._runner._active[self._checkpoint_id] = self
+        return self._checkpoint_id
 
     @property
     def context(self) -> RunContext:
@@ -372,7 +380,8 @@ class RunStream:
 
     def _finish(self) -> None:
         self._finished = True
-        self._runner._active.pop(self.checkpoint_id, None)
+        if self._checkpoint_id is not None:
+            self._runner._active.pop(self._checkpoint_id, None)
 
     async def _next_event(self) -> AgentEvent:
         if self._finished:
@@ -388,6 +397,8 @@ class RunStream:
             except StopAsyncIteration:
                 await self._completed()
                 raise
+            except InterruptSignal as signal:  # a custom root agent called interrupt()
+                event = ctx.pause_event(signal.contexts)
             except Exception as exc:
                 event = ctx.event(error=AgentError.wrap(exc, ctx.agent_name))
             except BaseException:
@@ -421,8 +432,8 @@ class RunStream:
                 ctx.state,
                 ctx._run.local,
             )
-        if self._resuming or runner.durability == "step":
-            await runner._finish(self.checkpoint_id)
+        if self._checkpoint_id is not None and (self._resuming or runner.durability == "step"):
+            await runner._finish(self._checkpoint_id)
 
     async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent | None:
         """Save the checkpoint of a pause; return the event reporting it (None: step on)."""

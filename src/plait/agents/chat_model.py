@@ -256,6 +256,7 @@ class ChatModelAgent:
                 return
             calls_made = 0
         ctx._model_messages = messages
+        run = ctx._run
         box = _Reply()
         while True:
             if done is None:  # a model step (skipped when resuming a paused tool round)
@@ -264,11 +265,12 @@ class ChatModelAgent:
                     yield ctx.event(error=err)
                     return
                 calls_made += 1
-                try:
-                    ctx.check_steps()
-                except PlaitError as exc:
-                    yield ctx.event(error=exc)
-                    return
+                if ctx._budgets:  # a team's total_max_steps
+                    try:
+                        ctx.check_steps()
+                    except PlaitError as exc:
+                        yield ctx.event(error=exc)
+                        return
                 if self._before_model:
                     for hook in self._before_model:
                         messages = (await hook(ctx, messages)) or messages
@@ -303,7 +305,7 @@ class ChatModelAgent:
                 if not reply.tool_calls:
                     self._store_output(ctx, reply.content)
                     return
-                if ctx.cancel_requested:  # a safe point: after the model call, before tools
+                if run.cancel_requested:  # a safe point: after the model call, before tools
                     ctx.save_state(self._pause_state(messages, calls_made, None))
                     yield ctx.safe_point_event("cancel")
                     return
@@ -332,8 +334,8 @@ class ChatModelAgent:
                 yield ctx.event(message=direct.message, action=direct.action)
                 self._store_output(ctx, direct.message.content)
                 return
-            reason = ctx.safe_point()  # after the tool calls: cancel, or a step checkpoint
-            if reason is not None:
+            if run.cancel_requested or run.durability == "step":  # a safe point after tools
+                reason = "cancel" if run.cancel_requested else "step"
                 ctx.save_state(self._pause_state(messages, calls_made, None, phase="model"))
                 yield ctx.safe_point_event(reason)
                 return
