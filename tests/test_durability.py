@@ -12,6 +12,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -381,3 +382,30 @@ async def test_cancelling_the_consumer_keeps_the_last_step_checkpoint(tmp_path: 
         result = await fresh.resume("job").collect()
     assert result.final_output == "done"
     assert ran == [1, 2, 2]  # step 1 was not redone; the interrupted step 2 was
+
+
+class VanishingStore(MemoryStore):
+    """A store whose server goes away: every write fails."""
+
+    async def put_checkpoint(self, *args: Any, **kwargs: Any) -> int:
+        raise ConnectionError("server closed the connection")
+
+    async def put_session(self, *args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("server closed the connection")
+
+
+async def test_a_store_that_goes_away_is_a_typed_error_and_the_events_are_kept() -> None:
+    from plait.errors import StoreError
+
+    model = ScriptedModel([call("approve", {"item": "x"}), reply("done")])
+    runner = Runner(ChatModelAgent("A", model, tools=[approve]), store=VanishingStore())
+    paused = await runner.query("q").collect()
+    assert isinstance(paused.error, StoreError)
+    assert paused.error.operation == "writing a checkpoint"
+    assert "ConnectionError: server closed the connection" in str(paused.error)
+    assert paused.events[0].message is not None  # what happened before is still there
+    talk = Runner(ChatModelAgent("B", ScriptedModel([reply("hi")])), store=VanishingStore())
+    result = await talk.query("q", session_id="s").collect()
+    assert [e.message.message.content for e in result.events if e.message] == ["hi"]  # type: ignore[union-attr]
+    assert isinstance(result.error, StoreError)
+    assert result.error.operation == "writing a session"

@@ -15,6 +15,7 @@ PlaitError
 │   ├── MaxStepsExceeded
 │   ├── TokenBudgetExceeded
 │   └── NodeTimeout             (also a TimeoutError)
+├── StoreError                  the store failed (a server gone away, a full disk)
 ├── CheckpointNotFound
 ├── CheckpointCorrupt
 ├── SerializationError          names the path to the value that could not be encoded
@@ -53,6 +54,7 @@ __all__ = [
     "ResumeError",
     "RunCancelled",
     "SerializationError",
+    "StoreError",
     "TokenBudgetExceeded",
     "ToolError",
     "UsageError",
@@ -207,6 +209,12 @@ class TokenBudgetExceeded(LimitExceeded):
 
 class NodeTimeout(LimitExceeded, TimeoutError):
     """A team member or graph node ran longer than its timeout."""
+
+
+class StoreError(PlaitError):
+    """The store failed; `operation` names what plait asked of it, the cause is chained."""
+
+    operation: str
 
 
 class CheckpointNotFound(PlaitError):

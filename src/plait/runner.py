@@ -26,7 +26,7 @@ from plait.errors import (
 from plait.events import AgentEvent, HandoffLog, InterruptCtx, InterruptInfo, RunResult
 from plait.messages import Message
 from plait.session import SessionTurn
-from plait.stores.base import Store
+from plait.stores.base import GuardedStore, Store
 from plait.stores.memory import MemoryStore
 
 __all__ = ["EventFilter", "RunStream", "Runner"]
@@ -63,6 +63,7 @@ class Runner:
             raise UsageError("durability must be 'exit' or 'step'")
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
+        self._store = GuardedStore(self.store)  # failures become StoreError
         self.enable_streaming = enable_streaming
         self.event_filter = event_filter
         self.durability = durability
@@ -120,7 +121,7 @@ class Runner:
     async def _prepare_session(
         self, session_id: str, messages: tuple[Message, ...], values: Mapping[str, Any] | None
     ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn]:
-        turn = await SessionTurn.load(self.store, session_id, messages)
+        turn = await SessionTurn.load(self._store, session_id, messages)
         merged = {**turn.values, **(values or {})}
         ctx = self._root_context(turn.input_for(self.agent.name), merged, self.enable_streaming)
         ctx.state.update(turn.state)
@@ -169,7 +170,7 @@ class Runner:
     async def _prepare(
         self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
     ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]:
-        record = await self.store.get_checkpoint(checkpoint_id)
+        record = await self._store.get_checkpoint(checkpoint_id)
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
         checkpoint = Checkpoint.decode(record.data, checkpoint_id)
@@ -183,7 +184,7 @@ class Runner:
                 f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.data['agent']}', "
                 f"not '{self.agent.name}'"
             )
-        if not await self.store.claim_checkpoint(checkpoint_id, record.version):  # … claim second
+        if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim second
             raise ResumeError(f"checkpoint '{checkpoint_id}' is being resumed by someone else")
         return self._reenter(checkpoint, by_id)
 
@@ -222,13 +223,13 @@ class Runner:
             session_turn=turn.dump_turn() if turn is not None else None,
             running=running,
         )
-        await self.store.put_checkpoint(checkpoint_id, data, ttl=self.checkpoint_ttl)
+        await self._store.put_checkpoint(checkpoint_id, data, ttl=self.checkpoint_ttl)
         return data
 
     async def _finish(self, checkpoint_id: str) -> None:
-        record = await self.store.get_checkpoint(checkpoint_id)
+        record = await self._store.get_checkpoint(checkpoint_id)
         if record is not None:
-            await self.store.put_checkpoint(
+            await self._store.put_checkpoint(
                 checkpoint_id, record.data, status="done", ttl=self.checkpoint_ttl
             )
 
@@ -395,8 +396,10 @@ class RunStream:
             try:
                 event = await self._agent_events.__anext__()
             except StopAsyncIteration:
-                await self._completed()
-                raise
+                failure = await self._completed()
+                if failure is None:
+                    raise
+                event = ctx.event(error=failure)  # the run ended but its records were not kept
             except InterruptSignal as signal:  # a custom root agent called interrupt()
                 event = ctx.pause_event(signal.contexts)
             except Exception as exc:
@@ -418,14 +421,21 @@ class RunStream:
                 await self.aclose()
             return event
 
-    async def _completed(self) -> None:
+    async def _completed(self) -> PlaitError | None:
         """The run finished: write its session turn and retire a resumed checkpoint."""
         self._finish()
+        try:
+            await self._keep_records()
+        except PlaitError as exc:
+            return exc
+        return None
+
+    async def _keep_records(self) -> None:
         runner = self._runner
         if self._turn is not None and self._error is None and self._ctx is not None:
             ctx = self._ctx
             await self._turn.save(
-                runner.store,
+                runner._store,
                 ctx.session_values,
                 self._handoffs,
                 runner.session_ttl,

@@ -16,16 +16,21 @@ suite in `plait.stores.conformance`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from types import TracebackType
-from typing import Literal, Protocol, Self, runtime_checkable
+from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from plait._record import record
+from plait.errors import PlaitError, StoreError
+
+_T = TypeVar("_T")
 
 __all__ = [
     "CheckpointRecord",
     "ClosingStore",
     "CheckpointStatus",
     "CheckpointStore",
+    "GuardedStore",
     "SessionStore",
     "Store",
 ]
@@ -116,3 +121,66 @@ class Store(CheckpointStore, SessionStore, Protocol):
     async def close(self) -> None:
         """Release connections; the store can be opened again by the next use."""
         ...
+
+
+class GuardedStore:
+    """Wrap a store so that its failures are `StoreError`s naming the operation."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __repr__(self) -> str:
+        return repr(self.store)
+
+    async def _call(self, operation: str, coro: Awaitable[_T]) -> _T:
+        try:
+            return await coro
+        except PlaitError:
+            raise
+        except Exception as exc:
+            err = StoreError(
+                f"{operation} failed in {self.store!r}: {type(exc).__name__}: {exc}",
+                operation=operation,
+            )
+            raise err from exc
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Read a checkpoint."""
+        return await self._call("reading a checkpoint", self.store.get_checkpoint(checkpoint_id))
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write a checkpoint."""
+        put = self.store.put_checkpoint(checkpoint_id, data, status=status, ttl=ttl)
+        return await self._call("writing a checkpoint", put)
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Claim a checkpoint."""
+        claim = self.store.claim_checkpoint(checkpoint_id, version)
+        return await self._call("claiming a checkpoint", claim)
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete a checkpoint."""
+        await self._call("deleting a checkpoint", self.store.delete_checkpoint(checkpoint_id))
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Read a session."""
+        return await self._call("reading a session", self.store.get_session(session_id))
+
+    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
+        """Write a session."""
+        await self._call("writing a session", self.store.put_session(session_id, data, ttl=ttl))
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session."""
+        await self._call("deleting a session", self.store.delete_session(session_id))
+
+    async def close(self) -> None:
+        """Close the wrapped store."""
+        await self._call("closing the store", self.store.close())
