@@ -1,5 +1,26 @@
-"""Chat models: the `ChatModel` protocol and the providers (imported on first use)."""
+"""Chat models: the `ChatModel` protocol and the providers (imported on first use).
+
+`OpenAIModel` talks to OpenAI or any OpenAI-compatible server (`pip install "plait[openai]"`);
+`infer("openai:<model>")` builds a model from a spec (or from `PLAIT_MODEL`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from plait.models.base import ChatModel
 
-__all__ = ["ChatModel"]
+if TYPE_CHECKING:
+    from plait.models.openai import OpenAIModel, infer
+
+__all__ = ["ChatModel", "OpenAIModel", "infer"]
+
+_LAZY = {"OpenAIModel": "plait.models.openai", "infer": "plait.models.openai"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plait.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,393 @@
+"""OpenAI chat models (and OpenAI-compatible servers) through the official `openai` SDK.
+
+```python
+model = OpenAIModel("gpt-4o-mini", temperature=0)
+model = infer("openai:gpt-4o-mini")  # reads OPENAI_API_KEY and OPENAI_BASE_URL
+```
+
+The `openai` package is imported on first use; install it with `pip install "plait[openai]"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import weakref
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from plait.errors import ModelError, UsageError
+from plait.messages import Message, ToolCall, Usage
+from plait.models.base import ChatModel
+from plait.tools.base import ToolInfo
+
+if TYPE_CHECKING:
+    from openai import APIError, AsyncOpenAI
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+__all__ = ["OpenAIModel", "infer"]
+
+_INSTALL = 'pip install "plait[openai]"'
+_TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
+_TOOL_ONLY_OPTIONS = ("tool_choice", "parallel_tool_calls")
+_OTHER_PROVIDERS = {"anthropic": "anthropic", "litellm": "litellm", "local": "local"}
+# Keeps the shutdown guards alive: an event loop holds its tasks only weakly.
+_GUARDS: set[asyncio.Task[None]] = set()
+
+
+def _import_openai() -> ModuleType:
+    try:
+        import openai
+    except ImportError as exc:
+        raise UsageError(f"OpenAIModel needs the openai package: {_INSTALL}") from exc
+    return openai
+
+
+@dataclass
+class _LoopClient:
+    client: AsyncOpenAI
+    guard: asyncio.Task[None]
+
+
+class OpenAIModel:
+    """A chat model served by the OpenAI Chat Completions API or a compatible server.
+
+    One async client is created per event loop on first use and closed when that loop
+    shuts down (`asyncio.run` cancels the task that owns it), so the same model works from
+    several `asyncio.run` calls. Call `aclose()` to close the current loop's client sooner.
+
+    Retries are plait's, not the SDK's: HTTP 429, 5xx and connection errors are retried up
+    to `max_retries` times with exponential backoff and full jitter (a `Retry-After` header
+    is honoured), each wait at most `retry_max_delay` seconds. A timeout is not retried:
+    `timeout` bounds the wait for each network operation and a timed-out request has
+    already cost its time. Any other failure raises `ModelError` with the provider's
+    `status_code` and message.
+
+    Constructor `**options` (`temperature`, `max_tokens`, `tool_choice`, ...) are defaults
+    for every call; per-call options override them and a per-call `None` removes one.
+    `tool_choice` and `parallel_tool_calls` are sent only when tools are offered. A
+    `tool_choice` of "auto", "none" or "required" passes through; another string names
+    the tool to force. Message `name`s are not sent (OpenAI restricts their characters).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        **options: Any,
+    ) -> None:
+        """Configure the model; no connection is made until the first call.
+
+        Args:
+            model: The model name, e.g. "gpt-4o-mini".
+            base_url: The API root of a compatible server; the SDK default when None.
+            api_key: The API key; the SDK reads `OPENAI_API_KEY` when None.
+            timeout: Seconds allowed for each network operation of a request.
+            max_retries: How many times a retryable failure is retried.
+            retry_base_delay: The backoff of the first retry, doubled on every retry.
+            retry_max_delay: The longest wait between two attempts.
+            **options: Default request options, overridden by per-call options.
+        """
+        _import_openai()
+        if not model:
+            raise UsageError("OpenAIModel needs a model name")
+        if timeout <= 0 or max_retries < 0 or retry_base_delay < 0 or retry_max_delay < 0:
+            raise UsageError("OpenAIModel: timeout must be positive and retry settings >= 0")
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.options = dict(options)
+        self._api_key = api_key
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> Message:
+        """Return the model's reply to `messages`, offering `tools`.
+
+        When the model refuses, the reply's content is the refusal text (OpenAI sends it
+        in `refusal` with no content), so a refusal reads like any other answer.
+        """
+        request = self._request(messages, tools, options)
+        completion: ChatCompletion = await self._create(request)
+        return _from_completion(completion)
+
+    async def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> AsyncIterator[Message]:
+        """Yield the reply in chunks: text deltas, tool-call deltas (by index), then usage.
+
+        Only opening the stream is retried; a failure after the first chunk raises
+        `ModelError`. Refusal deltas are yielded as text.
+        """
+        import openai
+
+        request = self._request(messages, tools, options)
+        request["stream"] = True
+        request["stream_options"] = {**request.get("stream_options", {}), "include_usage": True}
+        sdk_stream = await self._create(request)
+        try:
+            async for sdk_chunk in sdk_stream:
+                chunk = _from_chunk(sdk_chunk)
+                if chunk is not None:
+                    yield chunk
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        finally:
+            await sdk_stream.close()
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop, if one was created."""
+        entry = self._clients.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            entry.guard.cancel()
+            await asyncio.wait({entry.guard})
+
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        merged = {**self.options, **options}
+        request = {k: v for k, v in merged.items() if v is not None and k != "stream"}
+        request.setdefault("model", self.model)
+        request["messages"] = [_to_openai(m) for m in messages]
+        if tools:
+            request["tools"] = [_tool_schema(t) for t in tools]
+            if "tool_choice" in request:
+                request["tool_choice"] = _tool_choice(request["tool_choice"])
+        else:
+            for key in _TOOL_ONLY_OPTIONS:
+                request.pop(key, None)
+        return request
+
+    async def _create(self, request: dict[str, Any]) -> Any:
+        """Send `request`, retrying what can be retried; raise `ModelError` otherwise."""
+        import openai
+
+        client = self._client()
+        attempt = 0
+        while True:
+            try:
+                return await client.chat.completions.create(**request)
+            except openai.APIError as exc:
+                if attempt >= self.max_retries or not _retryable(exc):
+                    raise self._error(exc) from exc
+                delay = self._delay(attempt, exc)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    def _delay(self, attempt: int, exc: APIError) -> float:
+        """Return the wait before retry `attempt + 1`: full jitter, or the server's word."""
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            return min(retry_after, self.retry_max_delay)
+        ceiling = min(self.retry_max_delay, self.retry_base_delay * 2**attempt)
+        return random.uniform(0, ceiling)
+
+    def _error(self, exc: APIError) -> ModelError:
+        """Turn a provider error into a `ModelError` carrying status code and message."""
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(f"OpenAI request timed out after {self.timeout}s ({self.model})")
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(f"could not reach OpenAI ({self.model}): {exc.message}")
+        status = getattr(exc, "status_code", None)
+        text = _provider_message(exc)
+        if status is None:
+            return ModelError(f"OpenAI error ({self.model}): {text}")
+        return ModelError(f"OpenAI returned {status} ({self.model}): {text}", status_code=status)
+
+    def _client(self) -> AsyncOpenAI:
+        """Return the client of the running loop, creating it on first use."""
+        import openai
+
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop)
+        if entry is None:
+            try:
+                client = openai.AsyncOpenAI(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=0,
+                )
+            except openai.OpenAIError as exc:
+                raise UsageError(f"OpenAIModel cannot create its client: {exc}") from exc
+            guard = loop.create_task(_close_at_shutdown(client))
+            _GUARDS.add(guard)
+            guard.add_done_callback(_GUARDS.discard)
+            entry = self._clients[loop] = _LoopClient(client, guard)
+        return entry.client
+
+
+async def _close_at_shutdown(client: AsyncOpenAI) -> None:
+    """Wait until cancelled (the loop is shutting down), then close `client`."""
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        await client.close()
+
+
+def _retryable(exc: APIError) -> bool:
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return False
+    if isinstance(exc, openai.APIConnectionError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status == 429 or status >= 500)
+
+
+def _retry_after(exc: APIError) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _provider_message(exc: APIError) -> str:
+    body = exc.body
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    if isinstance(body, str) and body:
+        return body
+    return exc.message
+
+
+# --- conversion -------------------------------------------------------------------------------
+
+
+def _to_openai(message: Message) -> dict[str, Any]:
+    """Convert a plait message to an OpenAI chat message."""
+    if message.role == "tool":
+        if message.tool_call_id is None:
+            raise UsageError("OpenAIModel: a tool message needs the tool_call_id it answers")
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": tc.id,
+                    "type": "function",
+                    "function": {"name": tc.name, "arguments": tc.arguments or "{}"},
+                }
+                for tc in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def _tool_schema(info: ToolInfo) -> dict[str, Any]:
+    function = {"name": info.name, "description": info.description, "parameters": info.parameters}
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: Any) -> Any:
+    if isinstance(choice, str) and choice not in _TOOL_CHOICE_MODES:
+        return {"type": "function", "function": {"name": choice}}
+    return choice
+
+
+def _usage(usage: CompletionUsage | None) -> Usage | None:
+    if usage is None:
+        return None
+    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
+
+
+def _from_completion(completion: ChatCompletion) -> Message:
+    """Convert a whole completion (its first choice) to a plait message."""
+    if not completion.choices:
+        raise ModelError("OpenAI returned a completion without choices")
+    reply = completion.choices[0].message
+    calls = tuple(
+        ToolCall(id=tc.id, name=tc.function.name, arguments=tc.function.arguments)
+        for tc in reply.tool_calls or ()
+        if tc.type == "function"
+    )
+    return Message.assistant(
+        reply.content or reply.refusal or "", calls, usage=_usage(completion.usage)
+    )
+
+
+def _from_chunk(chunk: ChatCompletionChunk) -> Message | None:
+    """Convert one streamed chunk to a plait chunk, or None when it carries nothing."""
+    text = ""
+    calls: tuple[ToolCall, ...] = ()
+    if chunk.choices:
+        delta = chunk.choices[0].delta
+        text = (delta.content or "") + (delta.refusal or "")
+        calls = tuple(
+            ToolCall(
+                id=tc.id or "",
+                name=(tc.function.name if tc.function else None) or "",
+                arguments=(tc.function.arguments if tc.function else None) or "",
+                index=tc.index,
+            )
+            for tc in delta.tool_calls or ()
+        )
+    usage = _usage(chunk.usage)
+    if not text and not calls and usage is None:
+        return None
+    return Message(role="assistant", content=text, tool_calls=calls, usage=usage)
+
+
+# --- infer ------------------------------------------------------------------------------------
+
+
+def infer(spec: str | None = None) -> ChatModel:
+    """Build a model from a spec such as "openai:gpt-4o-mini".
+
+    Args:
+        spec: "<provider>:<model>"; when None, the `PLAIT_MODEL` environment variable.
+
+    Raises:
+        UsageError: The spec is missing or malformed, or its provider is not available.
+    """
+    if spec is None:
+        spec = os.environ.get("PLAIT_MODEL")
+        if not spec:
+            raise UsageError(
+                'no model given: pass a spec like "openai:gpt-4o-mini" or set PLAIT_MODEL'
+            )
+    provider, sep, name = spec.strip().partition(":")
+    provider = provider.strip().lower()
+    if provider in _OTHER_PROVIDERS:
+        extra = _OTHER_PROVIDERS[provider]
+        raise UsageError(
+            f"the {provider!r} provider is not available in this version of plait "
+            f'(it will need pip install "plait[{extra}]"); use "openai:<model>"'
+        )
+    if provider != "openai" or not sep or not name.strip():
+        raise UsageError(
+            f'bad model spec {spec!r}: expected "openai:<model>", e.g. "openai:gpt-4o"'
+        )
+    return OpenAIModel(
+        name.strip(),
+        api_key=os.environ.get("OPENAI_API_KEY") or None,
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+    )
