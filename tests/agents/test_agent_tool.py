@@ -211,3 +211,29 @@ def test_action_custom_from_child_tool_stays_with_the_child() -> None:
     ).query_sync("q")
     marked = [e for e in result.events if e.action and e.action.custom == "child mark"]
     assert [(e.agent_name, e.depth) for e in marked] == [("Inner", 1)]
+
+
+def test_a_custom_input_schema_sends_the_raw_arguments_as_the_childs_message() -> None:
+    from pydantic import BaseModel
+
+    class Ask(BaseModel):
+        custom_arg: str
+
+    inner_model = ScriptedModel([reply("custom ok")])
+    inner = ChatModelAgent("Inner", inner_model, description="takes custom args")
+    tool_ = AgentTool(inner, input_schema=Ask)
+    assert tool_.info().parameters["required"] == ["custom_arg"]
+    model = ScriptedModel(
+        [call("Inner", '{"custom_arg":"hello world"}'), call("Inner", '{"other": 1}'), "done"]
+    )
+    result = Runner(ChatModelAgent("Outer", model, tools=[tool_])).query_sync("q")
+    assert inner_model.requests[0].messages == (Message.user('{"custom_arg":"hello world"}'),)
+    texts = [
+        e.message.message.content
+        for e in result.events
+        if e.message and e.message.role == "tool" and e.depth == 0
+    ]  # type: ignore[union-attr]
+    assert texts[0] == "custom ok"
+    assert texts[1].startswith("Error: invalid arguments for tool 'Inner'")
+    schema_tool = AgentTool(inner, input_schema={"type": "object", "properties": {"x": {}}})
+    assert schema_tool.info().parameters == {"type": "object", "properties": {"x": {}}}

@@ -29,29 +29,50 @@ class AgentTool:
     caller. With `full_history=True` the child also sees the caller's conversation so far,
     rewritten "For context". A child error becomes the tool's failure, which the caller's model
     is told about; limit errors and cancellation end the whole run.
+
+    `input_schema` (a JSON schema, or a pydantic model class) replaces `{request}` as the
+    tool's parameters; the arguments are then checked against it and the child gets them,
+    as the JSON the model sent, as its user message.
     """
 
     def __init__(
-        self, agent: Agent, *, full_history: bool = False, emit_internal_events: bool = True
+        self,
+        agent: Agent,
+        *,
+        full_history: bool = False,
+        emit_internal_events: bool = True,
+        input_schema: dict[str, Any] | type[Any] | None = None,
     ) -> None:
         if not getattr(agent, "name", ""):
             raise UsageError("AgentTool needs an agent with a name")
         self.agent = agent
         self.full_history = full_history
         self.emits_events = emit_internal_events
+        self._validator: Any = None
+        self._schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {"request": {"type": "string", "description": "What to ask the agent."}},
+            "required": ["request"],
+        }
+        self._custom = input_schema is not None
+        if input_schema is not None:
+            self._use_schema(input_schema)
+
+    def _use_schema(self, schema: dict[str, Any] | type[Any]) -> None:
+        if isinstance(schema, dict):
+            self._schema = schema
+            return
+        from pydantic import TypeAdapter
+
+        self._validator = TypeAdapter(schema)
+        self._schema = self._validator.json_schema()
 
     def info(self) -> ToolInfo:
-        """Describe the tool: the agent's name and description, one `request` parameter."""
+        """Describe the tool: the agent's name and description, and its parameters."""
         return ToolInfo(
             name=self.agent.name,
             description=self.agent.description or self.agent.name,
-            parameters={
-                "type": "object",
-                "properties": {
-                    "request": {"type": "string", "description": "What to ask the agent."}
-                },
-                "required": ["request"],
-            },
+            parameters=self._schema,
         )
 
     async def call(self, arguments_json: str, ctx: RunContext) -> str:
@@ -69,6 +90,8 @@ class AgentTool:
         return "" if final is None else final.content
 
     def _request(self, arguments_json: str, ctx: RunContext) -> str:
+        if self._custom:
+            return self._custom_request(arguments_json, ctx)
         try:
             args: Any = json.loads(arguments_json or "{}")
         except ValueError as exc:
@@ -80,6 +103,32 @@ class AgentTool:
         raise InvalidToolArguments(
             problem, tool_name=self.agent.name, call_id=ctx.tool_call_id, agent_name=ctx.agent_name
         )
+
+    def _custom_request(self, arguments_json: str, ctx: RunContext) -> str:
+        """With a custom schema, the child's message is the arguments as the model sent them."""
+        problem = None
+        try:
+            args = json.loads(arguments_json or "{}")
+        except ValueError as exc:
+            problem = f"the arguments for tool '{self.agent.name}' are not valid JSON: {exc}"
+        else:
+            if self._validator is not None:
+                from pydantic import ValidationError
+
+                try:
+                    self._validator.validate_python(args)
+                except ValidationError as exc:
+                    problem = f"invalid arguments for tool '{self.agent.name}': {exc}"
+            elif not isinstance(args, dict):
+                problem = f"the arguments for tool '{self.agent.name}' must be a JSON object"
+        if problem is not None:
+            raise InvalidToolArguments(
+                problem,
+                tool_name=self.agent.name,
+                call_id=ctx.tool_call_id,
+                agent_name=ctx.agent_name,
+            )
+        return arguments_json
 
     def _context(self, ctx: RunContext) -> list[Message]:
         """The caller's conversation before this call, for `full_history`."""
