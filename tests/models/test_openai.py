@@ -429,7 +429,7 @@ def test_infer_openai_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert isinstance(from_env, OpenAIModel) and from_env.model == "gpt-y"
 
 
-@pytest.mark.parametrize("spec", ["anthropic:claude", "litellm:gpt-4o", "local"])
+@pytest.mark.parametrize("spec", ["litellm:gpt-4o", "local"])
 def test_infer_other_providers_are_not_available(spec: str) -> None:
     provider = spec.split(":")[0]
     with pytest.raises(UsageError, match="not available in this version") as info:

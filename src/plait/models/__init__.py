@@ -1,7 +1,8 @@
 """Chat models: the `ChatModel` protocol and the providers (imported on first use).
 
-`OpenAIModel` talks to OpenAI or any OpenAI-compatible server (`pip install "plait[openai]"`);
-`infer("openai:<model>")` builds a model from a spec (or from `PLAIT_MODEL`).
+`OpenAIModel` talks to OpenAI or any OpenAI-compatible server (`pip install "plait[openai]"`),
+`AnthropicModel` to Anthropic's Messages API (`pip install "plait[anthropic]"`);
+`infer("openai:<model>" | "anthropic:<model>")` builds one from a spec (or from `PLAIT_MODEL`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from typing import TYPE_CHECKING, Any
 from plait.models.base import ChatModel
 
 if TYPE_CHECKING:
+    from plait.models.anthropic import AnthropicModel
     from plait.models.openai import OpenAIModel, infer
 
-__all__ = ["ChatModel", "OpenAIModel", "infer"]
+__all__ = ["AnthropicModel", "ChatModel", "OpenAIModel", "infer"]
 
-_LAZY = {"OpenAIModel": "plait.models.openai", "infer": "plait.models.openai"}
+_LAZY = {
+    "AnthropicModel": "plait.models.anthropic",
+    "OpenAIModel": "plait.models.openai",
+    "infer": "plait.models.openai",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -34,7 +34,7 @@ __all__ = ["OpenAIModel", "infer"]
 _INSTALL = 'pip install "plait[openai]"'
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 _TOOL_ONLY_OPTIONS = ("tool_choice", "parallel_tool_calls")
-_OTHER_PROVIDERS = {"anthropic": "anthropic", "litellm": "litellm", "local": "local"}
+_OTHER_PROVIDERS = {"litellm": "litellm", "local": "local"}
 # Keeps the shutdown guards alive: an event loop holds its tasks only weakly.
 _GUARDS: set[asyncio.Task[None]] = set()
 
@@ -376,15 +376,21 @@ def infer(spec: str | None = None) -> ChatModel:
             )
     provider, sep, name = spec.strip().partition(":")
     provider = provider.strip().lower()
+    if provider == "anthropic" and sep:
+        from plait.models.anthropic import infer_anthropic
+
+        return infer_anthropic(name.strip())
     if provider in _OTHER_PROVIDERS:
         extra = _OTHER_PROVIDERS[provider]
         raise UsageError(
             f"the {provider!r} provider is not available in this version of plait "
-            f'(it will need pip install "plait[{extra}]"); use "openai:<model>"'
+            f'(it will need pip install "plait[{extra}]"); use "openai:<model>" or '
+            '"anthropic:<model>"'
         )
     if provider != "openai" or not sep or not name.strip():
         raise UsageError(
-            f'bad model spec {spec!r}: expected "openai:<model>", e.g. "openai:gpt-4o"'
+            f'bad model spec {spec!r}: expected "openai:<model>" or "anthropic:<model>", '
+            'e.g. "openai:gpt-4o"'
         )
     return OpenAIModel(
         name.strip(),
