@@ -166,3 +166,25 @@ def test_per_step_durability_runs_the_graph_to_the_end() -> None:
     graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c")
     runner = Runner(graph.compile(), store=MemoryStore(), durability="step")
     assert runner.query_sync("q").final_output["order"] == ["a", "b", "c"]
+
+
+def test_an_agent_node_can_pause_and_resume() -> None:
+    from plait import tool
+
+    @tool
+    def confirm() -> str:
+        """Ask a person."""
+        return f"confirmed {interrupt('go on?')}"
+
+    agent = ChatModelAgent(
+        "checker", ScriptedModel([call("confirm", {}), reply("checked")]), tools=[confirm]
+    )
+    graph = StateGraph(State)
+    graph.add_node("check", agent).add_node("after", _visit("after"))
+    graph.add_edge(START, "check").add_edge("check", "after")
+    runner = Runner(graph.compile(name="g"))
+    paused = runner.query_sync("q")
+    assert paused.interrupts[0].address.startswith("agent:g;node:check;agent:checker;tool:confirm:")
+    final = runner.resume_sync(paused.checkpoint_id, value="yes").final_output
+    assert [m.content for m in final["messages"]] == ["q", "checked"]
+    assert final["order"] == ["after"]

@@ -338,3 +338,28 @@ async def test_team_state_and_local_state_persist_with_the_session() -> None:
         )
         texts.append(result.events[1].message.message.content)  # type: ignore[union-attr]
     assert texts == ["1/1", "2/2"]
+
+
+def test_an_interrupt_in_a_coordinator_member_resumes_through_the_team() -> None:
+    @tool
+    def sign_off() -> str:
+        """Ask a person to sign off."""
+        return f"signed: {interrupt('sign?')}"
+
+    worker, worker_model = _agent(
+        "worker", call("sign_off", {}), reply("worker done"), tools=[sign_off]
+    )
+    lead, lead_model = _agent("lead", call("worker", {"request": "do it"}), reply("all done"))
+    runner = Runner(Team.coordinator(lead, [worker], name="crew"))
+    paused = runner.query_sync("go")
+    (pending,) = paused.interrupts
+    assert pending.address.startswith("agent:crew;agent:lead;tool:worker:")
+    assert pending.address.endswith(
+        ";agent:worker;tool:sign_off:" + pending.address.rsplit(":", 1)[-1]
+    )
+    resumed = runner.resume_sync(paused.checkpoint_id, value="ok")
+    assert resumed.final_output == "all done"
+    assert [m.content for m in lead_model.requests[1].messages if m.role == "tool"] == [
+        "worker done"
+    ]
+    assert len(worker_model.requests) == 2
