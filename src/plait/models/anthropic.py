@@ -11,23 +11,20 @@ The `anthropic` package is imported on first use; install it with
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import os
-import random
-import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from plait.errors import ModelError, UsageError
+from plait.errors import UsageError
 from plait.messages import Message, ToolCall, Usage
+from plait.models._sdk import SdkChatModel
 from plait.tools.base import ToolInfo
 
 if TYPE_CHECKING:
-    from anthropic import APIError, AsyncAnthropic
+    from anthropic import AsyncAnthropic
     from anthropic.types import Message as AnthropicMessage
     from anthropic.types import RawMessageStreamEvent
 
@@ -36,8 +33,6 @@ __all__ = ["AnthropicModel", "infer_anthropic"]
 _INSTALL = 'pip install "plait[anthropic]"'
 _TOOL_CHOICE_TYPES = {"auto": "auto", "required": "any", "none": "none"}
 _TOOL_ONLY_OPTIONS = ("tool_choice", "parallel_tool_calls")
-# Keeps the shutdown guards alive: an event loop holds its tasks only weakly.
-_GUARDS: set[asyncio.Task[None]] = set()
 
 
 def _import_anthropic() -> ModuleType:
@@ -48,13 +43,7 @@ def _import_anthropic() -> ModuleType:
     return anthropic
 
 
-@dataclass
-class _LoopClient:
-    client: AsyncAnthropic
-    guard: asyncio.Task[None]
-
-
-class AnthropicModel:
+class AnthropicModel(SdkChatModel):
     """A chat model served by the Anthropic Messages API.
 
     One async client is created per event loop on first use and closed when that loop
@@ -102,27 +91,32 @@ class AnthropicModel:
             retry_max_delay: The longest wait between two attempts.
             **options: Default request options, overridden by per-call options.
         """
-        _import_anthropic()
-        if not model:
-            raise UsageError("AnthropicModel needs a model name")
         if max_tokens <= 0:
             raise UsageError("AnthropicModel: max_tokens must be positive")
-        if timeout <= 0 or max_retries < 0 or retry_base_delay < 0 or retry_max_delay < 0:
-            raise UsageError("AnthropicModel: timeout must be positive and retry settings >= 0")
-        self.model = model
-        self.base_url = base_url
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_base_delay = retry_base_delay
-        self.retry_max_delay = retry_max_delay
-        self.options: dict[str, Any] = {"max_tokens": max_tokens, **options}
-        self._api_key = api_key
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
-            weakref.WeakKeyDictionary()
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+            options={"max_tokens": max_tokens, **options},
         )
 
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.model!r}, base_url={self.base_url!r})"
+    provider = "Anthropic"
+
+    def _sdk(self) -> ModuleType:
+        return _import_anthropic()
+
+    def _new_client(self, sdk: ModuleType) -> AsyncAnthropic:
+        try:
+            client: AsyncAnthropic = sdk.AsyncAnthropic(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+            )
+        except sdk.AnthropicError as exc:
+            raise UsageError(f"AnthropicModel cannot create its client: {exc}") from exc
+        return client
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -159,19 +153,10 @@ class AnthropicModel:
         finally:
             await sdk_stream.close()
 
-    async def aclose(self) -> None:
-        """Close the client of the running event loop, if one was created."""
-        entry = self._clients.pop(asyncio.get_running_loop(), None)
-        if entry is not None:
-            entry.guard.cancel()
-            await asyncio.wait({entry.guard})
-
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
     ) -> dict[str, Any]:
-        merged = {**self.options, **options}
-        request = {k: v for k, v in merged.items() if v is not None and k != "stream"}
-        request.setdefault("model", self.model)
+        request = self._merged(options)
         system, request["messages"] = _to_anthropic(messages)
         if system:
             prefix = request.get("system")
@@ -185,79 +170,20 @@ class AnthropicModel:
         return request
 
     async def _create(self, request: dict[str, Any]) -> Any:
-        """Send `request`, retrying what can be retried; raise `ModelError` otherwise."""
-        import anthropic
+        """Send `request` with plait's retries; raise `ModelError` when it fails."""
 
-        client = self._client()
-        arguments = _sdk_arguments(type(client.messages), request)
-        attempt = 0
-        while True:
+        async def create(client: AsyncAnthropic) -> Any:
+            arguments = _sdk_arguments(type(client.messages), request)
             try:
                 return await client.messages.create(**arguments)
-            except anthropic.APIError as exc:
-                if attempt >= self.max_retries or not _retryable(exc):
-                    raise self._error(exc) from exc
-                delay = self._delay(attempt, exc)
-            except TypeError as exc:
+            except TypeError as exc:  # the SDK's way of saying there is no API key
                 if "authentication" not in str(exc):
                     raise
                 raise UsageError(
                     f"AnthropicModel needs an api_key or ANTHROPIC_API_KEY: {exc}"
                 ) from exc
-            await asyncio.sleep(delay)
-            attempt += 1
 
-    def _delay(self, attempt: int, exc: APIError) -> float:
-        """Return the wait before retry `attempt + 1`: full jitter, or the server's word."""
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return min(retry_after, self.retry_max_delay)
-        ceiling = min(self.retry_max_delay, self.retry_base_delay * 2**attempt)
-        return random.uniform(0, ceiling)
-
-    def _error(self, exc: APIError) -> ModelError:
-        """Turn a provider error into a `ModelError` carrying status code and message."""
-        import anthropic
-
-        if isinstance(exc, anthropic.APITimeoutError):
-            return ModelError(f"Anthropic request timed out after {self.timeout}s ({self.model})")
-        if isinstance(exc, anthropic.APIConnectionError):
-            return ModelError(f"could not reach Anthropic ({self.model}): {exc.message}")
-        status = getattr(exc, "status_code", None)
-        text = _provider_message(exc)
-        if status is None:
-            return ModelError(f"Anthropic error ({self.model}): {text}")
-        return ModelError(f"Anthropic returned {status} ({self.model}): {text}", status_code=status)
-
-    def _client(self) -> AsyncAnthropic:
-        """Return the client of the running loop, creating it on first use."""
-        import anthropic
-
-        loop = asyncio.get_running_loop()
-        entry = self._clients.get(loop)
-        if entry is None:
-            try:
-                client = anthropic.AsyncAnthropic(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=0,
-                )
-            except anthropic.AnthropicError as exc:
-                raise UsageError(f"AnthropicModel cannot create its client: {exc}") from exc
-            guard = loop.create_task(_close_at_shutdown(client))
-            _GUARDS.add(guard)
-            guard.add_done_callback(_GUARDS.discard)
-            entry = self._clients[loop] = _LoopClient(client, guard)
-        return entry.client
-
-
-async def _close_at_shutdown(client: AsyncAnthropic) -> None:
-    """Wait until cancelled (the loop is shutting down), then close `client`."""
-    try:
-        await asyncio.get_running_loop().create_future()
-    finally:
-        await client.close()
+        return await self._send(create)
 
 
 def _sdk_arguments(messages_type: type[Any], request: dict[str, Any]) -> dict[str, Any]:
@@ -272,37 +198,6 @@ def _sdk_arguments(messages_type: type[Any], request: dict[str, Any]) -> dict[st
     if extra:
         arguments["extra_body"] = {**extra, **(arguments.get("extra_body") or {})}
     return arguments
-
-
-def _retryable(exc: APIError) -> bool:
-    import anthropic
-
-    if isinstance(exc, anthropic.APITimeoutError):
-        return False
-    if isinstance(exc, anthropic.APIConnectionError):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status == 429 or status >= 500)
-
-
-def _retry_after(exc: APIError) -> float | None:
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _provider_message(exc: APIError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-            return str(error["message"])
-    if isinstance(body, str) and body:
-        return body
-    return exc.message
 
 
 # --- conversion -------------------------------------------------------------------------------

@@ -10,22 +10,19 @@ The `openai` package is imported on first use; install it with `pip install "pla
 
 from __future__ import annotations
 
-import asyncio
 import os
-import random
-import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ModelError, UsageError
 from plait.messages import Message, ToolCall, Usage
+from plait.models._sdk import SdkChatModel
 from plait.models.base import ChatModel
 from plait.tools.base import ToolInfo
 
 if TYPE_CHECKING:
-    from openai import APIError, AsyncOpenAI
+    from openai import AsyncOpenAI
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -35,8 +32,6 @@ _INSTALL = 'pip install "plait[openai]"'
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 _TOOL_ONLY_OPTIONS = ("tool_choice", "parallel_tool_calls")
 _OTHER_PROVIDERS = {"litellm": "litellm", "local": "local"}
-# Keeps the shutdown guards alive: an event loop holds its tasks only weakly.
-_GUARDS: set[asyncio.Task[None]] = set()
 
 
 def _import_openai() -> ModuleType:
@@ -47,13 +42,7 @@ def _import_openai() -> ModuleType:
     return openai
 
 
-@dataclass
-class _LoopClient:
-    client: AsyncOpenAI
-    guard: asyncio.Task[None]
-
-
-class OpenAIModel:
+class OpenAIModel(SdkChatModel):
     """A chat model served by the OpenAI Chat Completions API or a compatible server.
 
     One async client is created per event loop on first use and closed when that loop
@@ -98,25 +87,30 @@ class OpenAIModel:
             retry_max_delay: The longest wait between two attempts.
             **options: Default request options, overridden by per-call options.
         """
-        _import_openai()
-        if not model:
-            raise UsageError("OpenAIModel needs a model name")
-        if timeout <= 0 or max_retries < 0 or retry_base_delay < 0 or retry_max_delay < 0:
-            raise UsageError("OpenAIModel: timeout must be positive and retry settings >= 0")
-        self.model = model
-        self.base_url = base_url
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_base_delay = retry_base_delay
-        self.retry_max_delay = retry_max_delay
-        self.options = dict(options)
-        self._api_key = api_key
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
-            weakref.WeakKeyDictionary()
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+            options=dict(options),
         )
 
-    def __repr__(self) -> str:
-        return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
+    provider = "OpenAI"
+
+    def _sdk(self) -> ModuleType:
+        return _import_openai()
+
+    def _new_client(self, sdk: ModuleType) -> AsyncOpenAI:
+        try:
+            client: AsyncOpenAI = sdk.AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+            )
+        except sdk.OpenAIError as exc:
+            raise UsageError(f"OpenAIModel cannot create its client: {exc}") from exc
+        return client
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -154,19 +148,10 @@ class OpenAIModel:
         finally:
             await sdk_stream.close()
 
-    async def aclose(self) -> None:
-        """Close the client of the running event loop, if one was created."""
-        entry = self._clients.pop(asyncio.get_running_loop(), None)
-        if entry is not None:
-            entry.guard.cancel()
-            await asyncio.wait({entry.guard})
-
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
     ) -> dict[str, Any]:
-        merged = {**self.options, **options}
-        request = {k: v for k, v in merged.items() if v is not None and k != "stream"}
-        request.setdefault("model", self.model)
+        request = self._merged(options)
         request["messages"] = [_to_openai(m) for m in messages]
         if tools:
             request["tools"] = [_tool_schema(t) for t in tools]
@@ -178,103 +163,8 @@ class OpenAIModel:
         return request
 
     async def _create(self, request: dict[str, Any]) -> Any:
-        """Send `request`, retrying what can be retried; raise `ModelError` otherwise."""
-        import openai
-
-        client = self._client()
-        attempt = 0
-        while True:
-            try:
-                return await client.chat.completions.create(**request)
-            except openai.APIError as exc:
-                if attempt >= self.max_retries or not _retryable(exc):
-                    raise self._error(exc) from exc
-                delay = self._delay(attempt, exc)
-            await asyncio.sleep(delay)
-            attempt += 1
-
-    def _delay(self, attempt: int, exc: APIError) -> float:
-        """Return the wait before retry `attempt + 1`: full jitter, or the server's word."""
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return min(retry_after, self.retry_max_delay)
-        ceiling = min(self.retry_max_delay, self.retry_base_delay * 2**attempt)
-        return random.uniform(0, ceiling)
-
-    def _error(self, exc: APIError) -> ModelError:
-        """Turn a provider error into a `ModelError` carrying status code and message."""
-        import openai
-
-        if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"OpenAI request timed out after {self.timeout}s ({self.model})")
-        if isinstance(exc, openai.APIConnectionError):
-            return ModelError(f"could not reach OpenAI ({self.model}): {exc.message}")
-        status = getattr(exc, "status_code", None)
-        text = _provider_message(exc)
-        if status is None:
-            return ModelError(f"OpenAI error ({self.model}): {text}")
-        return ModelError(f"OpenAI returned {status} ({self.model}): {text}", status_code=status)
-
-    def _client(self) -> AsyncOpenAI:
-        """Return the client of the running loop, creating it on first use."""
-        import openai
-
-        loop = asyncio.get_running_loop()
-        entry = self._clients.get(loop)
-        if entry is None:
-            try:
-                client = openai.AsyncOpenAI(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=0,
-                )
-            except openai.OpenAIError as exc:
-                raise UsageError(f"OpenAIModel cannot create its client: {exc}") from exc
-            guard = loop.create_task(_close_at_shutdown(client))
-            _GUARDS.add(guard)
-            guard.add_done_callback(_GUARDS.discard)
-            entry = self._clients[loop] = _LoopClient(client, guard)
-        return entry.client
-
-
-async def _close_at_shutdown(client: AsyncOpenAI) -> None:
-    """Wait until cancelled (the loop is shutting down), then close `client`."""
-    try:
-        await asyncio.get_running_loop().create_future()
-    finally:
-        await client.close()
-
-
-def _retryable(exc: APIError) -> bool:
-    import openai
-
-    if isinstance(exc, openai.APITimeoutError):
-        return False
-    if isinstance(exc, openai.APIConnectionError):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status == 429 or status >= 500)
-
-
-def _retry_after(exc: APIError) -> float | None:
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _provider_message(exc: APIError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-            return str(error["message"])
-    if isinstance(body, str) and body:
-        return body
-    return exc.message
+        """Send `request` with plait's retries; raise `ModelError` when it fails."""
+        return await self._send(lambda client: client.chat.completions.create(**request))
 
 
 # --- conversion -------------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+"""What the SDK-backed providers share: one client per event loop, plait's retries, errors.
+
+The official `openai` and `anthropic` SDKs raise the same family of errors (`APIError`,
+`APITimeoutError`, `APIConnectionError`, with `status_code`, `body` and `response`), so a
+provider only says how to build its client and how to send a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, ClassVar
+
+from plait.errors import ModelError, UsageError
+
+__all__ = ["SdkChatModel"]
+
+# Keeps the shutdown guards alive: an event loop holds its tasks only weakly.
+_GUARDS: set[asyncio.Task[None]] = set()
+
+
+@dataclass
+class _LoopClient:
+    client: Any
+    guard: asyncio.Task[None]
+
+
+class SdkChatModel:
+    """The base of a chat model on a provider's official async SDK.
+
+    One client is made per event loop on first use and closed when that loop shuts down
+    (`asyncio.run` cancels the task that owns it), so a model works from several
+    `asyncio.run` calls; `aclose()` closes the running loop's client sooner. HTTP 429, 5xx
+    and connection errors are retried up to `max_retries` times with exponential backoff and
+    full jitter (a `Retry-After` header is honoured), each wait at most `retry_max_delay`
+    seconds. A timeout is not retried. Other failures are `ModelError`s with the provider's
+    status code and message.
+    """
+
+    provider: ClassVar[str]  # "OpenAI", "Anthropic": used in messages
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+        max_retries: int,
+        retry_base_delay: float,
+        retry_max_delay: float,
+        options: dict[str, Any],
+    ) -> None:
+        self._sdk()  # a missing package is reported now, not at the first call
+        kind = type(self).__name__
+        if not model:
+            raise UsageError(f"{kind} needs a model name")
+        if timeout <= 0 or max_retries < 0 or retry_base_delay < 0 or retry_max_delay < 0:
+            raise UsageError(f"{kind}: timeout must be positive and retry settings >= 0")
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.options = options
+        self._api_key = api_key
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r}, base_url={self.base_url!r})"
+
+    def _sdk(self) -> ModuleType:
+        """Import and return the provider's SDK (a `UsageError` naming the extra if absent)."""
+        raise NotImplementedError
+
+    def _new_client(self, sdk: ModuleType) -> Any:
+        """Build the SDK's async client, with the SDK's own retries off."""
+        raise NotImplementedError
+
+    def _merged(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Per-call options over the defaults; `None` removes one, `stream` is plait's."""
+        merged = {**self.options, **options}
+        request = {k: v for k, v in merged.items() if v is not None and k != "stream"}
+        request.setdefault("model", self.model)
+        return request
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop, if one was created."""
+        entry = self._clients.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            entry.guard.cancel()
+            await asyncio.wait({entry.guard})
+
+    def _client(self) -> Any:
+        """Return the client of the running loop, creating it on first use."""
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop)
+        if entry is None:
+            client = self._new_client(self._sdk())
+            guard = loop.create_task(_close_at_shutdown(client))
+            _GUARDS.add(guard)
+            guard.add_done_callback(_GUARDS.discard)
+            entry = self._clients[loop] = _LoopClient(client, guard)
+        return entry.client
+
+    async def _send(self, call: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Run `call(client)`, retrying what can be retried; raise `ModelError` otherwise."""
+        sdk = self._sdk()
+        client = self._client()
+        attempt = 0
+        while True:
+            try:
+                return await call(client)
+            except sdk.APIError as exc:
+                if attempt >= self.max_retries or not _retryable(sdk, exc):
+                    raise self._error(exc) from exc
+                delay = self._delay(attempt, exc)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    def _delay(self, attempt: int, exc: Any) -> float:
+        """Return the wait before retry `attempt + 1`: full jitter, or the server's word."""
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            return min(retry_after, self.retry_max_delay)
+        ceiling = min(self.retry_max_delay, self.retry_base_delay * 2**attempt)
+        return random.uniform(0, ceiling)
+
+    def _error(self, exc: Any) -> ModelError:
+        """Turn a provider error into a `ModelError` carrying status code and message."""
+        sdk, name = self._sdk(), self.provider
+        if isinstance(exc, sdk.APITimeoutError):
+            return ModelError(f"{name} request timed out after {self.timeout}s ({self.model})")
+        if isinstance(exc, sdk.APIConnectionError):
+            return ModelError(f"could not reach {name} ({self.model}): {exc.message}")
+        status = getattr(exc, "status_code", None)
+        text = _provider_message(exc)
+        if status is None:
+            return ModelError(f"{name} error ({self.model}): {text}")
+        return ModelError(f"{name} returned {status} ({self.model}): {text}", status_code=status)
+
+
+async def _close_at_shutdown(client: Any) -> None:
+    """Wait until cancelled (the loop is shutting down), then close `client`."""
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        await client.close()
+
+
+def _retryable(sdk: ModuleType, exc: Any) -> bool:
+    if isinstance(exc, sdk.APITimeoutError):
+        return False
+    if isinstance(exc, sdk.APIConnectionError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status == 429 or status >= 500)
+
+
+def _retry_after(exc: Any) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _provider_message(exc: Any) -> str:
+    body = exc.body
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    if isinstance(body, str) and body:
+        return body
+    return str(exc.message)
