@@ -6,16 +6,11 @@ import asyncio
 import json
 import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 import plait
 from plait import Message, ToolCall, Usage
@@ -23,48 +18,9 @@ from plait.errors import ModelError, UsageError
 from plait.messages import merge_chunks
 from plait.models.anthropic import AnthropicModel, infer_anthropic
 from plait.tools import ToolInfo
+from tests.models.scripted_server import Scripted, ScriptedServer, serving
 
 # --- the scripted server ----------------------------------------------------------------------
-
-
-@dataclass
-class Scripted:
-    """One scripted answer: a JSON body, or SSE events, with a status and a delay."""
-
-    body: dict[str, Any] | None = None
-    events: list[dict[str, Any]] | None = None
-    status: int = 200
-    delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-class FakeAnthropic:
-    """An Anthropic Messages API endpoint that replays a script and records requests."""
-
-    def __init__(self) -> None:
-        self.script: list[Scripted] = []
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.base_url = ""
-        self.app = FastAPI()
-        self.app.post("/v1/messages")(self._messages)
-
-    def reset(self, *script: Scripted) -> None:
-        self.script = list(script)
-        self.requests = []
-        self.headers = []
-
-    async def _messages(self, request: Request) -> Response:
-        self.requests.append(await request.json())
-        self.headers.append(dict(request.headers))
-        if not self.script:
-            return JSONResponse(_error_body("api_error", "script exhausted"), status_code=599)
-        answer = self.script.pop(0)
-        if answer.delay:
-            await asyncio.sleep(answer.delay)
-        if answer.events is not None:
-            return StreamingResponse(_sse(answer.events), media_type="text/event-stream")
-        return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
 
 
 async def _sse(events: list[dict[str, Any]]) -> AsyncIterator[str]:
@@ -73,33 +29,20 @@ async def _sse(events: list[dict[str, Any]]) -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="module")
-def fake_server() -> Iterator[FakeAnthropic]:
-    fake = FakeAnthropic()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(fake.app, log_level="warning", lifespan="off", ws="none", http="h11")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    fake.base_url = f"http://127.0.0.1:{port}"
-    yield fake
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+def fake_server() -> Iterator[ScriptedServer]:
+    with serving(
+        ScriptedServer("/v1/messages", _sse, _error_body("api_error", "script exhausted")), root=""
+    ) as fake:
+        yield fake
 
 
 @pytest.fixture
-def server(fake_server: FakeAnthropic) -> FakeAnthropic:
+def server(fake_server: ScriptedServer) -> ScriptedServer:
     fake_server.reset()
     return fake_server
 
 
-def _model(server: FakeAnthropic, **kwargs: Any) -> AnthropicModel:
+def _model(server: ScriptedServer, **kwargs: Any) -> AnthropicModel:
     kwargs.setdefault("retry_base_delay", 0.01)
     kwargs.setdefault("timeout", 5.0)
     return AnthropicModel("claude-test", base_url=server.base_url, api_key="sk-ant", **kwargs)
@@ -193,7 +136,7 @@ WEATHER = ToolInfo(
 # --- requests ---------------------------------------------------------------------------------
 
 
-async def test_request_body_converts_messages_tools_and_options(server: FakeAnthropic) -> None:
+async def test_request_body_converts_messages_tools_and_options(server: ScriptedServer) -> None:
     server.reset(_text("ok"))
     model = _model(server, temperature=0.5, max_tokens=100)
     history = [
@@ -254,7 +197,7 @@ async def test_request_body_converts_messages_tools_and_options(server: FakeAnth
     await model.aclose()
 
 
-async def test_tool_results_split_by_a_user_message_are_separate(server: FakeAnthropic) -> None:
+async def test_tool_results_split_by_a_user_message_are_separate(server: ScriptedServer) -> None:
     server.reset(_text("ok"))
     call = ToolCall(id="t1", name="weather", arguments="{}")
     history = [
@@ -288,7 +231,7 @@ async def test_tool_results_split_by_a_user_message_are_separate(server: FakeAnt
     ],
 )
 async def test_tool_choice_mapping(
-    server: FakeAnthropic, choice: Any, parallel: bool | None, expected: dict[str, Any] | None
+    server: ScriptedServer, choice: Any, parallel: bool | None, expected: dict[str, Any] | None
 ) -> None:
     server.reset(_text("ok"))
     model = _model(server)
@@ -301,7 +244,7 @@ async def test_tool_choice_mapping(
     await model.aclose()
 
 
-async def test_tool_options_are_dropped_without_tools(server: FakeAnthropic) -> None:
+async def test_tool_options_are_dropped_without_tools(server: ScriptedServer) -> None:
     server.reset(_text("ok"))
     model = _model(server, tool_choice="weather", parallel_tool_calls=False, temperature=0.3)
     await model.generate([Message.user("q")], temperature=None)
@@ -310,7 +253,7 @@ async def test_tool_options_are_dropped_without_tools(server: FakeAnthropic) -> 
     )
 
 
-async def test_unparsable_tool_arguments_name_the_call(server: FakeAnthropic) -> None:
+async def test_unparsable_tool_arguments_name_the_call(server: ScriptedServer) -> None:
     bad = Message.assistant("", (ToolCall(id="call_9", name="weather", arguments="{oops"),))
     with pytest.raises(UsageError, match="call_9"):
         await _model(server).generate([Message.user("q"), bad, Message.tool("x", "call_9")])
@@ -325,7 +268,7 @@ async def test_unparsable_tool_arguments_name_the_call(server: FakeAnthropic) ->
 # --- generate ---------------------------------------------------------------------------------
 
 
-async def test_text_reply_with_usage(server: FakeAnthropic) -> None:
+async def test_text_reply_with_usage(server: ScriptedServer) -> None:
     server.reset(
         _reply({"type": "text", "text": "Hello "}, {"type": "text", "text": "there"}, usage=(12, 4))
     )
@@ -333,7 +276,7 @@ async def test_text_reply_with_usage(server: FakeAnthropic) -> None:
     assert reply == Message.assistant("Hello there", usage=Usage(input_tokens=12, output_tokens=4))
 
 
-async def test_reply_with_two_tool_use_blocks(server: FakeAnthropic) -> None:
+async def test_reply_with_two_tool_use_blocks(server: ScriptedServer) -> None:
     server.reset(
         _reply(
             {"type": "text", "text": "Checking both."},
@@ -350,7 +293,7 @@ async def test_reply_with_two_tool_use_blocks(server: FakeAnthropic) -> None:
     assert reply.usage == Usage(input_tokens=3, output_tokens=5)
 
 
-async def test_cached_input_tokens_are_counted(server: FakeAnthropic) -> None:
+async def test_cached_input_tokens_are_counted(server: ScriptedServer) -> None:
     answer = _text("ok")
     assert answer.body is not None
     answer.body["usage"].update(cache_read_input_tokens=100, cache_creation_input_tokens=20)
@@ -362,7 +305,7 @@ async def test_cached_input_tokens_are_counted(server: FakeAnthropic) -> None:
 # --- stream -----------------------------------------------------------------------------------
 
 
-async def test_stream_text_in_chunks_with_usage(server: FakeAnthropic) -> None:
+async def test_stream_text_in_chunks_with_usage(server: ScriptedServer) -> None:
     events = [
         _message_start(7),
         _block_start(0, {"type": "text", "text": ""}),
@@ -384,7 +327,7 @@ async def test_stream_text_in_chunks_with_usage(server: FakeAnthropic) -> None:
     assert server.requests[0]["stream"] is True
 
 
-async def test_stream_tool_use_json_pieces_merge_by_index(server: FakeAnthropic) -> None:
+async def test_stream_tool_use_json_pieces_merge_by_index(server: ScriptedServer) -> None:
     events = [
         _message_start(9),
         _block_start(0, {"type": "text", "text": ""}),
@@ -417,7 +360,7 @@ async def test_stream_tool_use_json_pieces_merge_by_index(server: FakeAnthropic)
     assert merged.usage == Usage(input_tokens=9, output_tokens=2)
 
 
-async def test_stream_opening_is_retried(server: FakeAnthropic) -> None:
+async def test_stream_opening_is_retried(server: ScriptedServer) -> None:
     events = [_message_start(1), _text_delta(0, "ok"), *_message_end(1)]
     server.reset(_failure(529, "Overloaded"), Scripted(events=events))
     chunks = [c async for c in _model(server).stream([Message.user("q")])]
@@ -425,7 +368,7 @@ async def test_stream_opening_is_retried(server: FakeAnthropic) -> None:
     assert len(server.requests) == 2
 
 
-async def test_error_event_mid_stream_is_a_model_error(server: FakeAnthropic) -> None:
+async def test_error_event_mid_stream_is_a_model_error(server: ScriptedServer) -> None:
     events = [
         _message_start(1),
         _text_delta(0, "par"),
@@ -447,14 +390,14 @@ async def test_error_event_mid_stream_is_a_model_error(server: FakeAnthropic) ->
 # --- retries and errors -----------------------------------------------------------------------
 
 
-async def test_429_then_success_is_retried(server: FakeAnthropic) -> None:
+async def test_429_then_success_is_retried(server: ScriptedServer) -> None:
     server.reset(_failure(429, "slow down"), _text("done"))
     reply = await _model(server, max_retries=2).generate([Message.user("q")])
     assert reply.content == "done"
     assert len(server.requests) == 2
 
 
-async def test_retry_after_header_is_honoured_within_the_cap(server: FakeAnthropic) -> None:
+async def test_retry_after_header_is_honoured_within_the_cap(server: ScriptedServer) -> None:
     server.reset(_failure(429, "slow down", **{"retry-after": "30"}), _text("done"))
     started = time.monotonic()
     reply = await _model(server, retry_max_delay=0.05).generate([Message.user("q")])
@@ -462,7 +405,7 @@ async def test_retry_after_header_is_honoured_within_the_cap(server: FakeAnthrop
     assert time.monotonic() - started < 5
 
 
-async def test_500_until_retries_run_out(server: FakeAnthropic) -> None:
+async def test_500_until_retries_run_out(server: ScriptedServer) -> None:
     server.reset(*(_failure(500, "internal trouble") for _ in range(3)), _text("never"))
     with pytest.raises(ModelError) as info:
         await _model(server, max_retries=2).generate([Message.user("q")])
@@ -471,7 +414,7 @@ async def test_500_until_retries_run_out(server: FakeAnthropic) -> None:
     assert len(server.requests) == 3
 
 
-async def test_400_fails_at_once_with_the_provider_message(server: FakeAnthropic) -> None:
+async def test_400_fails_at_once_with_the_provider_message(server: ScriptedServer) -> None:
     server.reset(_failure(400, "max_tokens: Field required"), _text("never"))
     with pytest.raises(ModelError) as info:
         await _model(server, max_retries=3).generate([Message.user("q")])
@@ -480,7 +423,7 @@ async def test_400_fails_at_once_with_the_provider_message(server: FakeAnthropic
     assert len(server.requests) == 1
 
 
-async def test_timeout_is_not_retried(server: FakeAnthropic) -> None:
+async def test_timeout_is_not_retried(server: ScriptedServer) -> None:
     server.reset(Scripted(body={}, delay=1.0), _text("never"))
     with pytest.raises(ModelError, match="timed out") as info:
         await _model(server, timeout=0.2).generate([Message.user("q")])
@@ -541,7 +484,7 @@ def test_infer_anthropic_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
 # --- event loops and agents -------------------------------------------------------------------
 
 
-def test_same_model_from_two_event_loops(server: FakeAnthropic) -> None:
+def test_same_model_from_two_event_loops(server: ScriptedServer) -> None:
     server.reset(_text("one"), _text("two"))
     model = _model(server)
 
@@ -556,7 +499,7 @@ def test_same_model_from_two_event_loops(server: FakeAnthropic) -> None:
     assert first_client.is_closed() and second_client.is_closed()
 
 
-async def test_aclose_closes_the_loops_client(server: FakeAnthropic) -> None:
+async def test_aclose_closes_the_loops_client(server: ScriptedServer) -> None:
     server.reset(_text("one"), _text("two"))
     model = _model(server)
     await model.generate([Message.user("1")])
@@ -578,7 +521,7 @@ def weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-def test_agent_runs_a_tool_round_against_the_server(server: FakeAnthropic) -> None:
+def test_agent_runs_a_tool_round_against_the_server(server: ScriptedServer) -> None:
     server.reset(
         _reply(_tool_use("toolu_1", "weather", {"city": "Oslo"})), _text("It is sunny in Oslo.")
     )

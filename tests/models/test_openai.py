@@ -6,16 +6,11 @@ import asyncio
 import json
 import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 import plait
 from plait import Message, ToolCall, Usage
@@ -23,45 +18,9 @@ from plait.errors import ModelError, UsageError
 from plait.messages import merge_chunks
 from plait.models.openai import OpenAIModel, infer
 from plait.tools import ToolInfo
+from tests.models.scripted_server import Scripted, ScriptedServer, serving
 
 # --- the scripted server ----------------------------------------------------------------------
-
-
-@dataclass
-class Scripted:
-    """One scripted answer: a JSON body, or SSE events, with a status and a delay."""
-
-    body: dict[str, Any] | None = None
-    events: list[dict[str, Any]] | None = None
-    status: int = 200
-    delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-class FakeOpenAI:
-    """An OpenAI-compatible chat completions endpoint that replays a script."""
-
-    def __init__(self) -> None:
-        self.script: list[Scripted] = []
-        self.requests: list[dict[str, Any]] = []
-        self.base_url = ""
-        self.app = FastAPI()
-        self.app.post("/v1/chat/completions")(self._complete)
-
-    def reset(self, *script: Scripted) -> None:
-        self.script = list(script)
-        self.requests = []
-
-    async def _complete(self, request: Request) -> Response:
-        self.requests.append(await request.json())
-        if not self.script:
-            return JSONResponse(_error("script exhausted"), status_code=599)
-        answer = self.script.pop(0)
-        if answer.delay:
-            await asyncio.sleep(answer.delay)
-        if answer.events is not None:
-            return StreamingResponse(_sse(answer.events), media_type="text/event-stream")
-        return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
 
 
 async def _sse(events: list[dict[str, Any]]) -> AsyncIterator[str]:
@@ -71,33 +30,20 @@ async def _sse(events: list[dict[str, Any]]) -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="module")
-def fake_server() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(fake.app, log_level="warning", lifespan="off", ws="none", http="h11")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    fake.base_url = f"http://127.0.0.1:{port}/v1"
-    yield fake
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+def fake_server() -> Iterator[ScriptedServer]:
+    with serving(
+        ScriptedServer("/v1/chat/completions", _sse, _error("script exhausted")), root="/v1"
+    ) as fake:
+        yield fake
 
 
 @pytest.fixture
-def server(fake_server: FakeOpenAI) -> FakeOpenAI:
+def server(fake_server: ScriptedServer) -> ScriptedServer:
     fake_server.reset()
     return fake_server
 
 
-def _model(server: FakeOpenAI, **kwargs: Any) -> OpenAIModel:
+def _model(server: ScriptedServer, **kwargs: Any) -> OpenAIModel:
     kwargs.setdefault("retry_base_delay", 0.01)
     kwargs.setdefault("timeout", 5.0)
     return OpenAIModel("gpt-test", base_url=server.base_url, api_key="sk-test", **kwargs)
@@ -183,7 +129,7 @@ WEATHER = ToolInfo(
 # --- requests ---------------------------------------------------------------------------------
 
 
-async def test_request_body_has_messages_tools_and_options(server: FakeOpenAI) -> None:
+async def test_request_body_has_messages_tools_and_options(server: ScriptedServer) -> None:
     server.reset(_text("ok"))
     model = _model(server, temperature=0.5, max_tokens=100)
     history = [
@@ -235,7 +181,7 @@ async def test_request_body_has_messages_tools_and_options(server: FakeOpenAI) -
     await model.aclose()
 
 
-async def test_tool_choice_by_name_and_tool_options_without_tools(server: FakeOpenAI) -> None:
+async def test_tool_choice_by_name_and_tool_options_without_tools(server: ScriptedServer) -> None:
     server.reset(_text("a"), _text("b"))
     model = _model(server, tool_choice="weather", parallel_tool_calls=True, temperature=0.3)
     await model.generate([Message.user("q")], tools=[WEATHER])
@@ -250,13 +196,13 @@ async def test_tool_choice_by_name_and_tool_options_without_tools(server: FakeOp
 # --- generate ---------------------------------------------------------------------------------
 
 
-async def test_text_reply_with_usage(server: FakeOpenAI) -> None:
+async def test_text_reply_with_usage(server: ScriptedServer) -> None:
     server.reset(_text("Hello there", usage=(12, 4)))
     reply = await _model(server).generate([Message.user("hi")])
     assert reply == Message.assistant("Hello there", usage=Usage(input_tokens=12, output_tokens=4))
 
 
-async def test_reply_with_two_parallel_tool_calls(server: FakeOpenAI) -> None:
+async def test_reply_with_two_parallel_tool_calls(server: ScriptedServer) -> None:
     server.reset(
         _tool_calls(("c1", "weather", '{"city":"Paris"}'), ("c2", "weather", '{"city":"Rome"}'))
     )
@@ -269,7 +215,7 @@ async def test_reply_with_two_parallel_tool_calls(server: FakeOpenAI) -> None:
     assert reply.usage == Usage(input_tokens=3, output_tokens=5)
 
 
-async def test_refusal_becomes_the_content(server: FakeOpenAI) -> None:
+async def test_refusal_becomes_the_content(server: ScriptedServer) -> None:
     server.reset(_completion({"role": "assistant", "content": None, "refusal": "I can't help."}))
     reply = await _model(server).generate([Message.user("bad")])
     assert reply.content == "I can't help."
@@ -278,7 +224,7 @@ async def test_refusal_becomes_the_content(server: FakeOpenAI) -> None:
 # --- stream -----------------------------------------------------------------------------------
 
 
-async def test_stream_text_in_chunks_then_usage(server: FakeOpenAI) -> None:
+async def test_stream_text_in_chunks_then_usage(server: ScriptedServer) -> None:
     events = [
         _chunk({"role": "assistant", "content": ""}),
         _chunk({"content": "Hel"}),
@@ -299,7 +245,7 @@ async def test_stream_text_in_chunks_then_usage(server: FakeOpenAI) -> None:
     assert request["stream_options"] == {"include_usage": True}
 
 
-async def test_stream_tool_call_arguments_in_pieces_merge_by_index(server: FakeOpenAI) -> None:
+async def test_stream_tool_call_arguments_in_pieces_merge_by_index(server: ScriptedServer) -> None:
     events = [
         _chunk({"role": "assistant", "content": None}),
         _chunk(_call_delta(0, "", id="c1", name="weather")),
@@ -321,14 +267,14 @@ async def test_stream_tool_call_arguments_in_pieces_merge_by_index(server: FakeO
     assert merged.usage == Usage(input_tokens=9, output_tokens=2)
 
 
-async def test_stream_opening_is_retried(server: FakeOpenAI) -> None:
+async def test_stream_opening_is_retried(server: ScriptedServer) -> None:
     server.reset(_failure(503, "busy"), Scripted(events=[_chunk({"content": "ok"})]))
     chunks = [c async for c in _model(server).stream([Message.user("q")])]
     assert merge_chunks(chunks).content == "ok"
     assert len(server.requests) == 2
 
 
-async def test_error_event_mid_stream_is_a_model_error(server: FakeOpenAI) -> None:
+async def test_error_event_mid_stream_is_a_model_error(server: ScriptedServer) -> None:
     events = [_chunk({"content": "par"}), {"error": {"message": "overloaded mid-stream"}}]
     server.reset(Scripted(events=events))
     received: list[Message] = []
@@ -346,14 +292,14 @@ async def test_error_event_mid_stream_is_a_model_error(server: FakeOpenAI) -> No
 # --- retries and errors -----------------------------------------------------------------------
 
 
-async def test_429_twice_then_success_is_retried(server: FakeOpenAI) -> None:
+async def test_429_twice_then_success_is_retried(server: ScriptedServer) -> None:
     server.reset(_failure(429, "slow down"), _failure(429, "slow down"), _text("done"))
     reply = await _model(server, max_retries=2).generate([Message.user("q")])
     assert reply.content == "done"
     assert len(server.requests) == 3
 
 
-async def test_retry_after_header_is_honoured_within_the_cap(server: FakeOpenAI) -> None:
+async def test_retry_after_header_is_honoured_within_the_cap(server: ScriptedServer) -> None:
     server.reset(_failure(429, "slow down", **{"retry-after": "30"}), _text("done"))
     model = _model(server, retry_max_delay=0.05)
     started = time.monotonic()
@@ -361,7 +307,7 @@ async def test_retry_after_header_is_honoured_within_the_cap(server: FakeOpenAI)
     assert time.monotonic() - started < 5
 
 
-async def test_500_until_retries_run_out(server: FakeOpenAI) -> None:
+async def test_500_until_retries_run_out(server: ScriptedServer) -> None:
     server.reset(*(_failure(500, "internal trouble") for _ in range(3)))
     with pytest.raises(ModelError) as info:
         await _model(server, max_retries=2).generate([Message.user("q")])
@@ -370,7 +316,7 @@ async def test_500_until_retries_run_out(server: FakeOpenAI) -> None:
     assert len(server.requests) == 3
 
 
-async def test_400_fails_at_once_with_the_provider_message(server: FakeOpenAI) -> None:
+async def test_400_fails_at_once_with_the_provider_message(server: ScriptedServer) -> None:
     server.reset(_failure(400, "Invalid value for 'temperature'"), _text("never"))
     with pytest.raises(ModelError) as info:
         await _model(server, max_retries=3).generate([Message.user("q")])
@@ -379,7 +325,7 @@ async def test_400_fails_at_once_with_the_provider_message(server: FakeOpenAI) -
     assert len(server.requests) == 1
 
 
-async def test_timeout_is_a_model_error(server: FakeOpenAI) -> None:
+async def test_timeout_is_a_model_error(server: ScriptedServer) -> None:
     server.reset(Scripted(body={}, delay=1.0))
     with pytest.raises(ModelError, match="timed out") as info:
         await _model(server, timeout=0.2).generate([Message.user("q")])
@@ -452,7 +398,7 @@ def test_infer_without_spec_or_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- event loops and agents -------------------------------------------------------------------
 
 
-def test_same_model_from_two_event_loops(server: FakeOpenAI) -> None:
+def test_same_model_from_two_event_loops(server: ScriptedServer) -> None:
     server.reset(_text("one"), _text("two"))
     model = _model(server)
 
@@ -467,7 +413,7 @@ def test_same_model_from_two_event_loops(server: FakeOpenAI) -> None:
     assert first_client.is_closed() and second_client.is_closed()
 
 
-async def test_aclose_closes_the_loops_client(server: FakeOpenAI) -> None:
+async def test_aclose_closes_the_loops_client(server: ScriptedServer) -> None:
     server.reset(_text("one"), _text("two"))
     model = _model(server)
     await model.generate([Message.user("1")])
@@ -488,7 +434,7 @@ def weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-def test_agent_runs_a_tool_round_against_the_server(server: FakeOpenAI) -> None:
+def test_agent_runs_a_tool_round_against_the_server(server: ScriptedServer) -> None:
     server.reset(_tool_calls(("c1", "weather", '{"city": "Oslo"}')), _text("It is sunny in Oslo."))
     agent = plait.ChatModelAgent("forecaster", _model(server), tools=[weather])
     result = plait.Runner(agent).query_sync("Weather in Oslo?")
