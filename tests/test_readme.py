@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -43,13 +44,40 @@ def test_python_examples_in_the_docs_run() -> None:
     assert ran >= 1
 
 
-def test_demo_runs_and_says_it_is_scripted() -> None:
+def _demo(*args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_MODEL", "PLAIT_LOCAL_MODEL")}
     out = subprocess.run(
-        [sys.executable, "-m", "plait", "demo"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "plait", "demo", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, "COLUMNS": "200"},
     )
-    assert out.returncode == 0, out.stderr
-    assert "scripted model" in out.stdout
-    assert "transfer Router → WeatherAgent" in out.stdout
-    assert "answer: It is cloudy in Tokyo, 18°C." in out.stdout
-    assert "answer: 156 * 789 + 234 = 123318" in out.stdout
-    assert "answer: The capital of France is Paris." in out.stdout
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_the_scripted_demo_says_so_and_answers_from_its_tools() -> None:
+    out = _demo("--scripted")
+    assert "scripted model" in out
+    assert "transfer Router → WeatherAgent" in out
+    assert "answer: It is cloudy in Tokyo, 18°C." in out
+    assert "answer: 156 * 789 + 234 = 123318" in out
+    assert "answer: The capital of France is Paris." in out
+
+
+def test_the_demo_runs_offline_on_the_embedded_local_model() -> None:
+    out = _demo()
+    assert "embedded local model" in out and "loaded gemma-3-270m-q4_k_m.gguf" in out
+    weather, math, general = out.split("=== case ")[1:]
+    assert "transfer Router → WeatherAgent" in weather
+    assert '[WeatherAgent] calls get_weather({"city": "Tokyo"})' in weather
+    assert '"condition":"Cloudy"' in weather  # the tool really ran
+    assert "transfer Router → MathAgent" in math
+    assert '[MathAgent] calls calculator({"expression": "156 * 789 + 234"})' in math
+    assert "calculator → 123318" in math
+    for case in (weather, math, general):
+        answer = case.split("answer: ", 1)[1].splitlines()[0]
+        assert answer.strip() and answer != "None"
+    summary = re.search(r"summary: model local (\S+) · (\d+) model steps · (\d+) prompt", out)
+    assert summary is not None and int(summary.group(2)) >= 8

@@ -375,14 +375,6 @@ def test_infer_openai_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert isinstance(from_env, OpenAIModel) and from_env.model == "gpt-y"
 
 
-@pytest.mark.parametrize("spec", ["litellm:gpt-4o", "local"])
-def test_infer_other_providers_are_not_available(spec: str) -> None:
-    provider = spec.split(":")[0]
-    with pytest.raises(UsageError, match="not available in this version") as info:
-        infer(spec)
-    assert f"plait[{provider}]" in str(info.value)
-
-
 @pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai", "", "mistral:large"])
 def test_infer_bad_specs_name_the_expected_form(spec: str) -> None:
     with pytest.raises(UsageError, match='"openai:<model>"'):

@@ -17,10 +17,17 @@ app = typer.Typer(
 
 @app.command()
 def demo(
-    stream: bool = typer.Option(False, "--stream", help="Stream the model's replies."),
+    model: str | None = typer.Option(
+        None, "--model", help='A model spec such as "openai:gpt-4o-mini" (else PLAIT_MODEL).'
+    ),
+    scripted: bool = typer.Option(False, "--scripted", help="Replay scripted replies instead."),
+    stream: bool = typer.Option(True, "--stream/--no-stream", help="Stream the replies."),
 ) -> None:
-    """Run the demo: a router transfers three questions to weather and math specialists."""
-    raise typer.Exit(run_demo(streaming=stream))
+    """Run the demo: a router transfers three questions to weather and math specialists.
+
+    Without --model or PLAIT_MODEL it runs on the embedded local model, offline.
+    """
+    raise typer.Exit(run_demo(model=model, scripted=scripted, streaming=stream))
 
 
 @app.command()

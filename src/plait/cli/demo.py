@@ -1,70 +1,152 @@
-"""`plait demo`: the router example, printed event by event."""
+"""`plait demo`: the router example, streamed event by event.
+
+The model is, in order: `--scripted` (replies replayed from a script), a spec given with
+`--model` or `PLAIT_MODEL` (see `plait.models.infer`), or else the embedded `LocalModel`,
+which runs offline on the CPU.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from plait import AgentEvent, Runner
+from plait.errors import PlaitError, UsageError
 from plait.examples.router import QUERIES, build_router, scripted_models
+from plait.messages import Usage
+from plait.models import ChatModel
 from plait.stores import SqliteStore
 
 __all__ = ["run_demo"]
 
 
-async def _show(console: Console, event: AgentEvent) -> None:
-    who = event.agent_name
+@dataclass
+class _Tally:
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+async def _show(console: Console, event: AgentEvent, tally: _Tally) -> None:
+    who = escape(f"[{event.agent_name}]")
     if event.error is not None:
-        console.print(f"  [red]error[/red] [{who}] {type(event.error).__name__}: {event.error}")
+        console.print(f"  [red]error[/red] {who} {type(event.error).__name__}: {event.error}")
         return
     variant = event.message
     if variant is not None:
+        if variant.role == "assistant" and variant.stream is not None:
+            started = False
+            async for chunk in variant.stream:
+                if chunk.content:
+                    if not started:
+                        console.print(f"  [dim]{who}[/dim] ", end="")
+                        started = True
+                    console.print(f"[bold]{escape(chunk.content)}[/bold]", end="")
+            if started:
+                console.print()
         message = await variant.get_message()
+        if message.role == "assistant":
+            tally.steps += 1
+            if message.usage is not None:
+                tally.usage = tally.usage + message.usage
+            if message.content and variant.stream is None:
+                console.print(f"  [dim]{who}[/dim] [bold]{escape(message.content)}[/bold]")
         if message.role == "tool":
-            console.print(f"  [dim]\\[{who}][/dim] {variant.tool_name} → {message.content}")
+            console.print(f"  [dim]{who}[/dim] {variant.tool_name} → {escape(message.content)}")
         for tc in message.tool_calls:
-            console.print(f"  [dim]\\[{who}][/dim] calls [cyan]{tc.name}[/cyan]({tc.arguments})")
-        if message.role == "assistant" and message.content:
-            console.print(f"  [dim]\\[{who}][/dim] [bold]{message.content}[/bold]")
+            console.print(
+                f"  [dim]{who}[/dim] calls [cyan]{tc.name}[/cyan]({escape(tc.arguments)})"
+            )
     action = event.action
     if action is not None and action.transfer_to_agent is not None:
         target = action.transfer_to_agent.dest_agent_name
-        console.print(f"  [magenta]transfer[/magenta] {who} → {target}")
+        console.print(f"  [magenta]transfer[/magenta] {event.agent_name} → {target}")
     if action is not None and action.exit:
-        console.print(f"  [magenta]exit[/magenta] {who}")
+        console.print(f"  [magenta]exit[/magenta] {event.agent_name}")
 
 
-def run_demo(*, streaming: bool = False, console: Console | None = None) -> int:
-    """Run the router example on its three queries; return the exit code."""
-    console = console or Console()
+def _choose(console: Console, scripted: bool, spec: str | None) -> tuple[str, list[ChatModel]]:
+    """Return the model's label and the router, weather and math models."""
+    if scripted:
+        console.print(
+            "[yellow]plait demo — scripted model:[/yellow] the models' replies are replayed "
+            "from a script, no model is called. The agents, tools, transfers and runner are real."
+        )
+        return "scripted", list(scripted_models())
+    spec = spec or os.environ.get("PLAIT_MODEL") or None
+    if spec is not None and spec.strip().lower() != "local":
+        from plait.models import infer
+
+        model = infer(spec)
+        console.print(f"[yellow]plait demo — model {escape(spec)}[/yellow]")
+        return spec, [model, model, model]
+    from plait.models.local import LocalModel
+
+    local = LocalModel()
     console.print(
-        "[yellow]plait demo — scripted model:[/yellow] the models' replies are replayed from a "
-        "script, no model is called. The agents, tools, transfers and runner are real."
+        "[yellow]plait demo — embedded local model:[/yellow] Gemma 3 270M (a tiny base model) "
+        "on the CPU, offline, each step decoded under a grammar. It shows plait working end to "
+        "end; it is not an assistant. Set PLAIT_MODEL (e.g. openai:gpt-4o-mini) for real work."
     )
+    started = time.perf_counter()
+    with console.status("loading the local model…"):
+        local.load()
+    console.print(f"[dim]loaded {local.name} in {time.perf_counter() - started:.1f} s[/dim]")
+    return f"local {local.name}", [local, local, local]
+
+
+def run_demo(
+    *,
+    model: str | None = None,
+    scripted: bool = False,
+    streaming: bool = True,
+    console: Console | None = None,
+) -> int:
+    """Run the router example on its three queries; return the exit code."""
+    console = console or Console(soft_wrap=True)
+    started = time.perf_counter()
+    try:
+        label, (router, weather, math) = _choose(console, scripted, model)
+    except (UsageError, PlaitError) as exc:
+        console.print(f"[red]cannot start the demo:[/red] {escape(str(exc))}")
+        console.print('Run it on a scripted model instead with "plait demo --scripted".')
+        return 2
     values = {"user_id": "user123", "session_id": "session456"}
+    tally = _Tally()
 
     async def main(path: Path) -> int:
         failures = 0
         async with SqliteStore(path) as store:
             runner = Runner(
-                build_router(*scripted_models()), store=store, enable_streaming=streaming
+                build_router(router, weather, math), store=store, enable_streaming=streaming
             )
             for i, query in enumerate(QUERIES, 1):
                 console.print(f"\n[green]=== case {i}: {query}[/green]")
                 stream = runner.query(query, session_id="demo", session_values=values)
                 async for event in stream:
-                    await _show(console, event)
+                    await _show(console, event, tally)
                 result = await stream.collect()
                 failures += result.error is not None
-                console.print(f"  [green]answer:[/green] {result.final_output}")
+                console.print(f"  [green]answer:[/green] {escape(str(result.final_output))}")
             saved = json.loads(await store.get_session("demo") or b"{}")
         turns = sum(1 for author, _ in saved.get("messages", []) if author == "user")
         console.print(f"\n[dim]session 'demo': {turns} turns kept in SQLite ({path.name})[/dim]")
         return 1 if failures else 0
 
     with tempfile.TemporaryDirectory() as tmp:
-        return asyncio.run(main(Path(tmp) / "plait-demo.db"))
+        code = asyncio.run(main(Path(tmp) / "plait-demo.db"))
+    elapsed = time.perf_counter() - started
+    tokens = tally.usage
+    console.print(
+        f"[bold]summary:[/bold] model {escape(label)} · {tally.steps} model steps · "
+        f"{tokens.input_tokens} prompt + {tokens.output_tokens} generated tokens · "
+        f"{elapsed:.1f} s"
+    )
+    return code

