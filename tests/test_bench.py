@@ -6,19 +6,33 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_core_benchmark_runs_and_reports_every_figure() -> None:
+def _quick(script: str) -> dict[str, Any]:
+    """Run `bench/<script> --quick` and return the figures of its last line."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "core.py"), "--quick"],
+        [sys.executable, str(ROOT / "bench" / script), "--quick"],
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def test_core_benchmark_runs_and_reports_every_figure() -> None:
+    figures = _quick("core.py")
     for key in ("w1_us", "w2_us", "step_us", "w3_runs_per_s", "w5_chunks_per_s", "import_ms"):
         assert figures[key] > 0, key
+
+
+def test_local_model_benchmark_runs_and_reports_its_figures() -> None:
+    figures = _quick("local_model.py")
+    for key in ("load_s", "prompt_tok_s", "free_tok_s", "grammar_tok_s"):
+        assert figures[key] > 0, key
+    assert figures["tool_calls"]["queries"] == 2 and figures["routing"]["queries"] == 2

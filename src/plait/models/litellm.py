@@ -39,10 +39,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from plait.errors import ModelError, UsageError
-from plait.messages import Message, ToolCall
+from plait.errors import UsageError
+from plait.messages import Message
 from plait.models._sdk import SdkChatModel
-from plait.models.openai import _TOOL_ONLY_OPTIONS, _to_openai, _tool_choice, _tool_schema, _usage
+from plait.models.openai import _chat_request, _from_chunk, _from_completion
 from plait.tools.base import ToolInfo
 
 __all__ = ["LiteLLMModel"]
@@ -152,7 +152,7 @@ class LiteLLMModel(SdkChatModel):
     ) -> Message:
         """Return the model's reply to `messages`, offering `tools`."""
         response = await self._create(self._request(messages, tools, options))
-        return _from_response(response)
+        return _from_completion(response, self.provider)
 
     async def stream(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -181,15 +181,7 @@ class LiteLLMModel(SdkChatModel):
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
     ) -> dict[str, Any]:
-        request = self._merged(options)
-        request["messages"] = [_to_openai(m) for m in messages]
-        if tools:
-            request["tools"] = [_tool_schema(t) for t in tools]
-            if "tool_choice" in request:
-                request["tool_choice"] = _tool_choice(request["tool_choice"])
-        else:
-            for key in _TOOL_ONLY_OPTIONS:
-                request.pop(key, None)
+        request = _chat_request(self._merged(options), messages, tools)
         if self.base_url is not None:
             request["api_base"] = self.base_url
         if self._api_key is not None:
@@ -201,42 +193,3 @@ class LiteLLMModel(SdkChatModel):
         """Send `request` with plait's retries; raise `ModelError` when it fails."""
         acompletion = _import_litellm().acompletion
         return await self._send(lambda _: acompletion(**request))
-
-
-# --- conversion (litellm's objects are OpenAI-shaped, but may lack `refusal`) -----------------
-
-
-def _from_response(response: Any) -> Message:
-    """Convert a litellm `ModelResponse` (its first choice) to a plait message."""
-    if not response.choices:
-        raise ModelError("LiteLLM returned a response without choices")
-    reply = response.choices[0].message
-    calls = tuple(
-        ToolCall(id=tc.id, name=tc.function.name, arguments=tc.function.arguments)
-        for tc in reply.tool_calls or ()
-        if tc.type == "function"
-    )
-    text = reply.content or getattr(reply, "refusal", None) or ""
-    return Message.assistant(text, calls, usage=_usage(getattr(response, "usage", None)))
-
-
-def _from_chunk(chunk: Any) -> Message | None:
-    """Convert one litellm stream chunk to a plait chunk, or None when it carries nothing."""
-    text = ""
-    calls: tuple[ToolCall, ...] = ()
-    if chunk.choices:
-        delta = chunk.choices[0].delta
-        text = (delta.content or "") + (getattr(delta, "refusal", None) or "")
-        calls = tuple(
-            ToolCall(
-                id=tc.id or "",
-                name=(tc.function.name if tc.function else None) or "",
-                arguments=(tc.function.arguments if tc.function else None) or "",
-                index=tc.index,
-            )
-            for tc in delta.tool_calls or ()
-        )
-    usage = _usage(getattr(chunk, "usage", None))
-    if not text and not calls and usage is None:
-        return None
-    return Message(role="assistant", content=text, tool_calls=calls, usage=usage)

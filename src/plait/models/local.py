@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import codecs
 import contextlib
+import ctypes
 import importlib
 import json
 import math
@@ -47,7 +49,7 @@ from types import ModuleType
 from typing import Any
 
 from plait.agents.flow import TRANSFER_TOOL
-from plait.errors import ModelError, UsageError
+from plait.errors import ModelError, PlaitError, UsageError
 from plait.messages import Message, ToolCall, Usage, merge_chunks
 from plait.tools.base import ToolInfo
 
@@ -60,6 +62,8 @@ _ANSWER = "answer"
 _EXIT_TOOL = "exit"
 _AGENT_LINE = re.compile(r"- Agent name: (.+)\n\s+Agent description: (.+)")
 _REQUEST_TOKENS = 48  # the longest request scored, in tokens
+_TOP_TOKENS = 32  # how many likely tokens are tried against the grammar before all of them
+_TOKEN_DATA = [("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]  # llama_token_data
 _PREAMBLE = """\
 Below are logs of an assistant that works in steps. Each step is one JSON array on one \
 line: ["TOOL", {ARGUMENTS}] calls one of the listed tools with arguments that fit it, and \
@@ -134,24 +138,117 @@ def _import_llama_cpp() -> ModuleType:
 class _Engine:
     llama: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
-    grammars: dict[str, Any] = field(default_factory=dict)
+    grammars: dict[str, str] = field(default_factory=dict)
 
-    def grammar(self, schema: Mapping[str, Any], close: str = "") -> Any:
-        """Return the grammar of " " + a value of `schema` + `close` (compiled once)."""
-        text = json.dumps(schema, sort_keys=True)
-        grammar = self.grammars.get(text + close)
-        if grammar is None:
+    def rules(self, schema: Mapping[str, Any], close: str = "") -> str:
+        """Return the GBNF rules of " " + a value of `schema` + `close` (converted once)."""
+        key = json.dumps(schema, sort_keys=True) + close
+        rules = self.grammars.get(key)
+        if rules is None:
             llama_cpp = _import_llama_cpp()
-            rules = llama_cpp.llama_grammar.json_schema_to_gbnf(text)
+            rules = str(llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
             # The prompt ends just before a value the examples show after a space, so the
             # value starts with that space and the model sees the tokens it was shown; the
             # closing "]" of a step is the grammar's too, as the model writes it with the
             # value's last character in one token.
             ending = f" {json.dumps(close)}" if close else ""
             rules = rules.replace("root ::=", "value ::=", 1) + f'\nroot ::= " " value{ending}\n'
-            grammar = llama_cpp.LlamaGrammar.from_string(rules, verbose=False)
-            self.grammars[text + close] = grammar
-        return grammar
+            self.grammars[key] = rules
+        return rules
+
+    def feed(self, tokens: list[int]) -> None:
+        """Evaluate `tokens`, reusing the longest prefix the cache already holds."""
+        llama = self.llama
+        cached = llama.input_ids[: llama.n_tokens].tolist()
+        keep, limit = 0, min(len(cached), len(tokens) - 1)  # always evaluate one token
+        while keep < limit and cached[keep] == tokens[keep]:
+            keep += 1
+        llama_cpp = _import_llama_cpp()
+        memory = llama_cpp.llama_get_memory(llama.ctx)
+        if keep and llama_cpp.llama_memory_seq_rm(memory, 0, keep, -1):
+            llama.n_tokens = keep
+        else:
+            llama.reset()
+            keep = 0
+        llama.eval(tokens[keep:])
+
+    def logits(self) -> Any:
+        """Return the logits after the last evaluated token (a view; copy to keep)."""
+        import numpy as np
+
+        llama_cpp = _import_llama_cpp()
+        raw = llama_cpp.llama_get_logits(self.llama.ctx)
+        return np.ctypeslib.as_array(raw, shape=(self.llama.n_vocab(),))
+
+    def greedy(self, tokens: list[int], rules: str, max_tokens: int) -> Iterator[str]:
+        """Decode greedily under `rules` after `tokens`; yield the text of each token.
+
+        The grammar is checked against the most likely tokens first, one at a time, and
+        against the whole vocabulary only when none of them fits: the same tokens as
+        filtering the whole vocabulary at every step, several times faster.
+        """
+
+        llama_cpp = _import_llama_cpp()
+        llama = self.llama
+        vocab = llama_cpp.llama_model_get_vocab(llama.model)
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, rules.encode(), b"root")
+        if not sampler:
+            raise ModelError("LocalModel: llama.cpp rejected the step's grammar")
+        one = (llama_cpp.llama_token_data * 1)()
+        single = llama_cpp.llama_token_data_array(
+            data=ctypes.cast(one, llama_cpp.llama_token_data_p), size=1, selected=-1, sorted=False
+        )
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            self.feed(tokens)
+            for _ in range(max_tokens):
+                logits = self.logits()
+                token = self._first_allowed(sampler, logits, one, single)
+                if token is None:
+                    token = self._best_allowed(sampler, logits)
+                llama_cpp.llama_sampler_accept(sampler, token)
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    break
+                yield decoder.decode(llama.detokenize([token]))
+                llama.eval([token])
+            yield decoder.decode(b"", final=True)
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+
+    @staticmethod
+    def _first_allowed(sampler: Any, logits: Any, one: Any, single: Any) -> int | None:
+        """Return the most likely of the top tokens the grammar allows, if any."""
+        import numpy as np
+
+        llama_cpp = _import_llama_cpp()
+        top = np.argpartition(-logits, _TOP_TOKENS)[:_TOP_TOKENS]
+        for candidate in top[np.argsort(-logits[top])]:
+            one[0].id, one[0].logit, one[0].p = int(candidate), float(logits[candidate]), 0.0
+            single.size, single.selected = 1, -1
+            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(single))
+            if one[0].logit != -math.inf:
+                return int(candidate)
+        return None
+
+    def _best_allowed(self, sampler: Any, logits: Any) -> int:
+        """Return the most likely token the grammar allows, filtering the whole vocabulary."""
+        import numpy as np
+
+        llama_cpp = _import_llama_cpp()
+        count = len(logits)
+        data = (llama_cpp.llama_token_data * count)()
+        view = np.frombuffer(data, dtype=_TOKEN_DATA)
+        view["id"] = np.arange(count, dtype=np.int32)
+        view["logit"] = logits
+        view["p"] = 0.0
+        array = llama_cpp.llama_token_data_array(
+            data=ctypes.cast(data, llama_cpp.llama_token_data_p),
+            size=count,
+            selected=-1,
+            sorted=False,
+        )
+        llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
+        return int(np.argmax(view["logit"]))
 
 
 @contextlib.contextmanager
@@ -285,7 +382,7 @@ class LocalModel:
 
     def load(self) -> None:
         """Load the model now (blocking); later calls reuse it."""
-        _engine(self.path, self.n_ctx, self.n_threads)
+        self._engine()
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -305,9 +402,7 @@ class LocalModel:
         step = self._step(messages, tools, options.get("tool_choice"))
         max_tokens = int(options.get("max_tokens") or self.max_tokens)
         temperature = float(options.get("temperature", self.temperature))
-        if not await asyncio.to_thread(self._loaded):
-            await asyncio.to_thread(self.load)
-        engine = _engine(self.path, self.n_ctx, self.n_threads)
+        engine = await asyncio.to_thread(self._engine)  # loads (or assembles) off the loop
         decoded = ""
         answer = _AnswerText()
         usage = Usage()
@@ -321,8 +416,8 @@ class LocalModel:
                 yield Message(role="assistant", content=text)
         yield self._finish(step, decoded, answer, usage)
 
-    def _loaded(self) -> bool:
-        return (str(self.path), self.n_ctx, self.n_threads) in _ENGINES
+    def _engine(self) -> _Engine:
+        return _engine(self.path, self.n_ctx, self.n_threads)
 
     def _finish(self, step: _Step, decoded: str, answer: _AnswerText, usage: Usage) -> Message:
         """Turn the decoded JSON into the last chunk: the tool call, or the answer's tail."""
@@ -575,6 +670,8 @@ async def _decode(
             if kind == "done":
                 return
             if kind == "error":
+                if isinstance(value, PlaitError):
+                    raise value
                 raise ModelError(f"LocalModel failed: {value}") from value
             yield value
     finally:
@@ -594,7 +691,7 @@ def _completions(
     if len(names) == 1:
         chosen: str | None = names[0]
     elif step.scored:
-        chosen, spent = _best(llama, names, step)
+        chosen, spent = _best(engine, names, step)
         usage = usage + spent
     else:
         chosen = None
@@ -602,7 +699,7 @@ def _completions(
     choice = _enum_choice(value_schema)
     if chosen is not None and choice is not None:  # one enum argument: score its values
         key, values = choice
-        value, spent = _best(llama, values, step) if len(values) > 1 else (values[0], Usage())
+        value, spent = _best(engine, values, step) if len(values) > 1 else (values[0], Usage())
         yield "text", " " + json.dumps([chosen, {key: value}], ensure_ascii=False)
         yield "usage", usage + spent
         return
@@ -619,25 +716,35 @@ def _completions(
         yield "text", head
         prompt = step.prompt + head
         schema = step.options[chosen]
-    prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), add_bos=True))
+    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True)
+    prompt_tokens = len(tokens)
     if llama.n_ctx() - prompt_tokens < max_tokens:
         raise ModelError(
             f"LocalModel: the prompt takes {prompt_tokens} of the {llama.n_ctx()}-token "
             f"context, leaving less than max_tokens={max_tokens}; pass a larger n_ctx"
         )
+    rules = engine.rules(schema, "]" if chosen is not None else "")
     produced = 0
-    for chunk in llama.create_completion(
-        prompt,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        grammar=engine.grammar(schema, "]" if chosen is not None else ""),
-        stream=True,
-    ):
+    for text in _sample(engine, tokens, rules, max_tokens, temperature):
         produced += 1
-        text = chunk["choices"][0]["text"]
         if text:
             yield "text", text
-    yield "usage", usage + Usage(input_tokens=prompt_tokens, output_tokens=produced)
+    yield "usage", usage + Usage(input_tokens=len(tokens), output_tokens=produced)
+
+
+def _sample(
+    engine: _Engine, tokens: list[int], rules: str, max_tokens: int, temperature: float
+) -> Iterator[str]:
+    """Yield the text of each token decoded after `tokens` under `rules`."""
+    if temperature <= 0:
+        yield from engine.greedy(tokens, rules, max_tokens)
+        return
+    llama_cpp = _import_llama_cpp()
+    grammar = llama_cpp.LlamaGrammar.from_string(rules, verbose=False)
+    for chunk in engine.llama.create_completion(
+        tokens, max_tokens=max_tokens, temperature=temperature, grammar=grammar, stream=True
+    ):
+        yield chunk["choices"][0]["text"]
 
 
 def _enum_choice(schema: Any) -> tuple[str, list[str]] | None:
@@ -654,34 +761,32 @@ def _enum_choice(schema: Any) -> tuple[str, list[str]] | None:
     return key, list(values)
 
 
-def _best(llama: Any, options: Sequence[str], step: _Step) -> tuple[str, Usage]:
+def _best(engine: _Engine, options: Sequence[str], step: _Step) -> tuple[str, Usage]:
     """Return the option under whose label the request is most likely, and the tokens read."""
+    llama = engine.llama
     best, best_score, usage = options[0], -math.inf, Usage()
     request = llama.tokenize((" " + step.request).encode("utf-8"), add_bos=False)
     request = request[:_REQUEST_TOKENS] or llama.tokenize(b" ?", add_bos=False)
     for option in options:
         label = step.labels.get(option, option)
         prefix = llama.tokenize(f"{label}\nA request for {option}:".encode(), add_bos=True)
-        score = _log_likelihood(llama, prefix, request)
+        score = _log_likelihood(engine, prefix, request)
         usage = usage + Usage(input_tokens=len(prefix) + len(request))
         if score > best_score:
             best, best_score = option, score
     return best, usage
 
 
-def _log_likelihood(llama: Any, prefix: list[int], tokens: list[int]) -> float:
+def _log_likelihood(engine: _Engine, prefix: list[int], tokens: list[int]) -> float:
     """Return log P(tokens | prefix) under the model, reading one token at a time."""
     import numpy as np
 
-    llama_cpp = _import_llama_cpp()
-    vocab = llama.n_vocab()
-    llama.reset()
-    llama.eval(prefix)
+    engine.feed(prefix)
     total = 0.0
     for i, token in enumerate(tokens):
         if i:
-            llama.eval([tokens[i - 1]])
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(llama.ctx), shape=(vocab,))
+            engine.llama.eval([tokens[i - 1]])
+        logits = engine.logits()
         top = float(logits.max())
         total += float(logits[token]) - top - math.log(float(np.exp(logits - top).sum()))
     return total

@@ -150,16 +150,7 @@ class OpenAIModel(SdkChatModel):
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
     ) -> dict[str, Any]:
-        request = self._merged(options)
-        request["messages"] = [_to_openai(m) for m in messages]
-        if tools:
-            request["tools"] = [_tool_schema(t) for t in tools]
-            if "tool_choice" in request:
-                request["tool_choice"] = _tool_choice(request["tool_choice"])
-        else:
-            for key in _TOOL_ONLY_OPTIONS:
-                request.pop(key, None)
-        return request
+        return _chat_request(self._merged(options), messages, tools)
 
     async def _create(self, request: dict[str, Any]) -> Any:
         """Send `request` with plait's retries; raise `ModelError` when it fails."""
@@ -167,6 +158,21 @@ class OpenAIModel(SdkChatModel):
 
 
 # --- conversion -------------------------------------------------------------------------------
+
+
+def _chat_request(
+    request: dict[str, Any], messages: Sequence[Message], tools: Sequence[ToolInfo]
+) -> dict[str, Any]:
+    """Add the messages and tools to `request` (tool-only options only with tools)."""
+    request["messages"] = [_to_openai(m) for m in messages]
+    if tools:
+        request["tools"] = [_tool_schema(t) for t in tools]
+        if "tool_choice" in request:
+            request["tool_choice"] = _tool_choice(request["tool_choice"])
+    else:
+        for key in _TOOL_ONLY_OPTIONS:
+            request.pop(key, None)
+    return request
 
 
 def _to_openai(message: Message) -> dict[str, Any]:
@@ -208,19 +214,21 @@ def _usage(usage: CompletionUsage | None) -> Usage | None:
     return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
 
 
-def _from_completion(completion: ChatCompletion) -> Message:
-    """Convert a whole completion (its first choice) to a plait message."""
+def _from_completion(completion: ChatCompletion, provider: str = "OpenAI") -> Message:
+    """Convert a whole completion (its first choice) to a plait message.
+
+    Duck-typed enough for LiteLLM's OpenAI-shaped objects, which may lack `refusal`.
+    """
     if not completion.choices:
-        raise ModelError("OpenAI returned a completion without choices")
+        raise ModelError(f"{provider} returned a completion without choices")
     reply = completion.choices[0].message
     calls = tuple(
         ToolCall(id=tc.id, name=tc.function.name, arguments=tc.function.arguments)
         for tc in reply.tool_calls or ()
         if tc.type == "function"
     )
-    return Message.assistant(
-        reply.content or reply.refusal or "", calls, usage=_usage(completion.usage)
-    )
+    text = reply.content or getattr(reply, "refusal", None) or ""
+    return Message.assistant(text, calls, usage=_usage(getattr(completion, "usage", None)))
 
 
 def _from_chunk(chunk: ChatCompletionChunk) -> Message | None:
@@ -229,7 +237,7 @@ def _from_chunk(chunk: ChatCompletionChunk) -> Message | None:
     calls: tuple[ToolCall, ...] = ()
     if chunk.choices:
         delta = chunk.choices[0].delta
-        text = (delta.content or "") + (delta.refusal or "")
+        text = (delta.content or "") + (getattr(delta, "refusal", None) or "")
         calls = tuple(
             ToolCall(
                 id=tc.id or "",
@@ -239,7 +247,7 @@ def _from_chunk(chunk: ChatCompletionChunk) -> Message | None:
             )
             for tc in delta.tool_calls or ()
         )
-    usage = _usage(chunk.usage)
+    usage = _usage(getattr(chunk, "usage", None))
     if not text and not calls and usage is None:
         return None
     return Message(role="assistant", content=text, tool_calls=calls, usage=usage)
