@@ -44,16 +44,16 @@ def test_python_examples_in_the_docs_run() -> None:
     assert ran >= 1
 
 
-def _demo(*args: str) -> str:
+def _demo(*args: str, code: int = 0, **environ: str) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_MODEL", "PLAIT_LOCAL_MODEL")}
     out = subprocess.run(
         [sys.executable, "-m", "plait", "demo", *args],
         capture_output=True,
         text=True,
         check=False,
-        env={**env, "COLUMNS": "200"},
+        env={**env, "COLUMNS": "200", **environ},
     )
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == code, out.stdout + out.stderr
     return out.stdout
 
 
@@ -81,3 +81,9 @@ def test_the_demo_runs_offline_on_the_embedded_local_model() -> None:
         assert answer.strip() and answer != "None"
     summary = re.search(r"summary: model local (\S+) · (\d+) model steps · (\d+) prompt", out)
     assert summary is not None and int(summary.group(2)) >= 8
+
+
+def test_the_demo_explains_a_model_it_cannot_start(tmp_path: Path) -> None:
+    out = _demo(code=2, PLAIT_LOCAL_MODEL=str(tmp_path / "missing.gguf"))
+    assert "cannot start the demo" in out and "no GGUF file" in out
+    assert "plait demo --scripted" in out

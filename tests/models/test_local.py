@@ -178,3 +178,16 @@ def _call(name: str, args: dict[str, object]) -> object:
     from plait import ToolCall
 
     return ToolCall(id="c1", name=name, arguments=json.dumps(args))
+
+
+async def test_unsteered_one_grammar_admits_every_tool_and_an_answer(model: LocalModel) -> None:
+    free = LocalModel(model.path, steer=False)
+    tools = [get_weather.info(), calculator.info()]
+    reply = await free.generate([Message.user(QUERIES[0])], tools=tools)
+    if reply.tool_calls:  # whichever the model picks, it is one offered tool, valid arguments
+        (tc,) = reply.tool_calls
+        assert tc.name in {"get_weather", "calculator"}
+        assert isinstance(json.loads(tc.arguments), dict)
+    else:
+        assert reply.content.strip()
+    assert reply.usage is not None and reply.usage.output_tokens > 0
