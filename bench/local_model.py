@@ -73,9 +73,9 @@ def _value(expression: str) -> float | None:
 
 
 def _throughput(model: LocalModel) -> dict[str, float]:
-    from plait.models.local import _engine
+    from plait.models._llama import load_engine
 
-    llama = _engine(model.path, model.n_ctx, model.n_threads).llama
+    llama = load_engine(model.path, model.n_ctx, model.n_threads).llama
     import llama_cpp
 
     prompt = "The quick brown fox jumps over the lazy dog. " * 50
@@ -95,7 +95,7 @@ def _throughput(model: LocalModel) -> dict[str, float]:
         "A short story as JSON: ", max_tokens=40, temperature=0, grammar=grammar
     )
     grammar_rate = bound["usage"]["completion_tokens"] / (time.perf_counter() - start)
-    engine = _engine(model.path, model.n_ctx, model.n_threads)
+    engine = load_engine(model.path, model.n_ctx, model.n_threads)
     tokens = llama.tokenize(b"A short story as JSON: ", add_bos=True)
     start = time.perf_counter()
     produced = sum(1 for _ in engine.greedy(tokens, engine.rules(schema), 40))
