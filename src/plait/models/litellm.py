@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 from plait.errors import UsageError
 from plait.messages import Message
-from plait.models._sdk import SdkChatModel
-from plait.models.openai import _chat_request, _from_chunk, _from_completion
+from plait.models.openai import OpenAIModel, _chat_request
 from plait.tools.base import ToolInfo
 
 __all__ = ["LiteLLMModel"]
@@ -69,12 +68,13 @@ def _import_litellm() -> Any:
     return litellm
 
 
-class LiteLLMModel(SdkChatModel):
+class LiteLLMModel(OpenAIModel):
     """A chat model reached through `litellm.acompletion`, named "<provider>/<model>".
 
     Messages, tools and replies use the OpenAI chat format, which litellm translates for
-    each provider. litellm keeps its own HTTP clients (one per event loop), so the model
-    holds none and `aclose()` has nothing to close.
+    each provider, so everything but the transport is `OpenAIModel`'s. litellm keeps its
+    own HTTP clients (one per event loop), so the model holds none and `aclose()` has
+    nothing to close.
 
     Retries are plait's, with litellm's own turned off: HTTP 429, 5xx and connection
     errors are retried up to `max_retries` times with exponential backoff and full jitter
@@ -125,7 +125,7 @@ class LiteLLMModel(SdkChatModel):
             max_retries=max_retries,
             retry_base_delay=retry_base_delay,
             retry_max_delay=retry_max_delay,
-            options=dict(options),
+            **options,
         )
 
     @property
@@ -146,37 +146,6 @@ class LiteLLMModel(SdkChatModel):
     def _client(self) -> Any:
         """Return None: litellm holds the HTTP clients."""
         return None
-
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
-    ) -> Message:
-        """Return the model's reply to `messages`, offering `tools`."""
-        response = await self._create(self._request(messages, tools, options))
-        return _from_completion(response, self.provider)
-
-    async def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
-    ) -> AsyncIterator[Message]:
-        """Yield the reply in chunks: text deltas, tool-call deltas (by index), then usage.
-
-        Only opening the stream is retried; a failure after the first chunk raises
-        `ModelError`.
-        """
-        import openai
-
-        request = self._request(messages, tools, options)
-        request["stream"] = True
-        request["stream_options"] = {**request.get("stream_options", {}), "include_usage": True}
-        litellm_stream = await self._create(request)
-        try:
-            async for litellm_chunk in litellm_stream:
-                chunk = _from_chunk(litellm_chunk)
-                if chunk is not None:
-                    yield chunk
-        except openai.APIError as exc:
-            raise self._error(exc) from exc
-        finally:
-            await litellm_stream.aclose()
 
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]

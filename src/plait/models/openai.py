@@ -121,7 +121,7 @@ class OpenAIModel(SdkChatModel):
         """
         request = self._request(messages, tools, options)
         completion: ChatCompletion = await self._create(request)
-        return _from_completion(completion)
+        return _from_completion(completion, self.provider)
 
     async def stream(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -145,7 +145,9 @@ class OpenAIModel(SdkChatModel):
         except openai.APIError as exc:
             raise self._error(exc) from exc
         finally:
-            await sdk_stream.close()
+            # the SDK's stream closes with close(); LiteLLM's wrapper with aclose()
+            close = getattr(sdk_stream, "aclose", None) or sdk_stream.close
+            await close()
 
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
