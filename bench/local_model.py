@@ -1,16 +1,19 @@
 """The embedded LocalModel (Gemma 3 270M on the CPU): speed, and how often it gets steps right.
 
 Figures:
-  load            loading the GGUF file in-process (the first `LocalModel.load()`).
-  prompt tok/s    evaluating a ~500-token prompt with nothing cached.
-  free tok/s      decoding without a grammar.
-  grammar tok/s   decoding under a JSON-schema grammar (a bounded string), with llama.cpp's
-                  sampler chain and with plait's greedy decoder (likeliest tokens first).
+  load            starting the engine process and loading the GGUF file (`LocalModel.load()`).
+  prompt tok/s    evaluating a ~500-token prompt with nothing cached (engine in this process).
+  reuse           evaluating 8 new tokens after a 490-token prefix the cache holds.
+  free tok/s      greedy decoding without a grammar.
+  grammar tok/s   decoding under a JSON-schema grammar (a bounded string), likeliest tokens
+                  tried first.
+  score           scoring a request under two options' labels, side by side in one batch.
   tool calls      a ReAct agent with `get_weather` and `calculator` on the router example's
                   weather and math queries plus five more of the same kinds: right tool, right
                   arguments (the city; an expression that evaluates to the right number), and
                   a final answer after the result.
-  routing         a router with WeatherAgent and MathAgent on the same queries: right agent.
+  routing         the router example on the same queries: right agent (`bench/routing.py`
+                  measures held-out requests of three kinds, "neither" included).
   demo            `plait demo` end to end in a fresh process (model load included).
 
 Run: `python bench/local_model.py` (needs `pip install "plait[local]"`). Add `--no-demo` to
@@ -73,38 +76,44 @@ def _value(expression: str) -> float | None:
 
 
 def _throughput(model: LocalModel) -> dict[str, float]:
-    from plait.models._llama import load_engine
+    """Measure the engine itself, in this process (the model's steps run in a child one)."""
+    import numpy as np
 
-    llama = load_engine(model.path, model.n_ctx, model.n_threads).llama
-    import llama_cpp
+    from plait.models._llama import Engine
 
-    prompt = "The quick brown fox jumps over the lazy dog. " * 50
-    n_prompt = len(llama.tokenize(prompt.encode(), add_bos=True))
-    llama.reset()
-    start = time.perf_counter()
-    llama.create_completion(prompt, max_tokens=1, temperature=0)
-    prompt_rate = n_prompt / (time.perf_counter() - start)
-    llama.reset()
-    start = time.perf_counter()
-    free = llama.create_completion("Once upon a time", max_tokens=64, temperature=0)
-    free_rate = free["usage"]["completion_tokens"] / (time.perf_counter() - start)
-    schema = {"type": "object", "properties": {"story": {"type": "string", "maxLength": 400}}}
-    grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-    start = time.perf_counter()
-    bound = llama.create_completion(
-        "A short story as JSON: ", max_tokens=40, temperature=0, grammar=grammar
-    )
-    grammar_rate = bound["usage"]["completion_tokens"] / (time.perf_counter() - start)
-    engine = load_engine(model.path, model.n_ctx, model.n_threads)
-    tokens = llama.tokenize(b"A short story as JSON: ", add_bos=True)
-    start = time.perf_counter()
-    produced = sum(1 for _ in engine.greedy(tokens, engine.rules(schema), 40))
-    plait_rate = produced / (time.perf_counter() - start)
+    engine = Engine(str(model.path), model.n_ctx, model.n_threads, os.cpu_count() or 1)
+    try:
+        tokens = engine.tokenize("The quick brown fox jumps over the lazy dog. " * 50, True)
+        start = time.perf_counter()
+        engine.feed(tokens)
+        prompt_rate = len(tokens) / (time.perf_counter() - start)
+        start = time.perf_counter()
+        engine.feed(tokens[:-8] + engine.tokenize(" A cat sat on a mat.", False))
+        reuse_s = time.perf_counter() - start
+        engine.feed(engine.tokenize("Once upon a time", True))
+        start = time.perf_counter()
+        for _ in range(32):
+            engine.advance(int(np.argmax(engine.logits())))
+        free_rate = 32 / (time.perf_counter() - start)
+        schema = {"type": "object", "properties": {"story": {"type": "string", "maxLength": 400}}}
+        prompt = engine.tokenize("A short story as JSON:", True)
+        start = time.perf_counter()
+        produced = sum(1 for _ in engine.decode(prompt, 0, engine.rules(schema), 40, 0.0))
+        grammar_rate = produced / (time.perf_counter() - start)
+        labels = ["WeatherAgent: Provides weather information", "MathAgent: Does arithmetic"]
+        prefixes = [engine.tokenize(f"{label}\nA request for it:", True) for label in labels]
+        request = engine.tokenize(" What's the weather like in Tokyo?", False)
+        start = time.perf_counter()
+        engine.score(prefixes, request)
+        score_s = time.perf_counter() - start
+    finally:
+        engine.close()
     return {
         "prompt_tok_s": prompt_rate,
+        "reuse_s": reuse_s,
         "free_tok_s": free_rate,
         "grammar_tok_s": grammar_rate,
-        "plait_grammar_tok_s": plait_rate,
+        "score_s": score_s,
     }
 
 
@@ -195,9 +204,10 @@ def main() -> None:
     print(f"load: {figures['load_s']:.2f} s ({model!r})")
     figures.update(_throughput(model))
     print(
-        f"prompt: {figures['prompt_tok_s']:.0f} tok/s, free decoding: "
-        f"{figures['free_tok_s']:.1f} tok/s, under a grammar: {figures['grammar_tok_s']:.1f} "
-        f"tok/s (llama.cpp's sampler), {figures['plait_grammar_tok_s']:.1f} tok/s (plait's)"
+        f"prompt: {figures['prompt_tok_s']:.0f} tok/s, 8 new tokens after a kept prefix: "
+        f"{figures['reuse_s'] * 1000:.0f} ms, free decoding: {figures['free_tok_s']:.1f} tok/s, "
+        f"under a grammar: {figures['grammar_tok_s']:.1f} tok/s, scoring two options: "
+        f"{figures['score_s'] * 1000:.0f} ms"
     )
     calls = _tool_calls(model)
     figures["tool_calls"] = calls

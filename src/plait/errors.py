@@ -136,15 +136,22 @@ class AgentError(PlaitError):
 
 
 class ModelError(PlaitError):
-    """The model call failed; `agent_name`, and `status_code` when a provider answered."""
+    """The model call failed; `agent_name`, `status_code` when a provider answered, and
+    `fix` when there is one thing to do about it (such as a command to run)."""
 
     agent_name: str | None
     status_code: int | None
+    fix: str | None
 
     def __init__(
-        self, message: str, *, agent_name: str | None = None, status_code: int | None = None
+        self,
+        message: str,
+        *,
+        agent_name: str | None = None,
+        status_code: int | None = None,
+        fix: str | None = None,
     ) -> None:
-        super().__init__(message, agent_name=agent_name, status_code=status_code)
+        super().__init__(message, agent_name=agent_name, status_code=status_code, fix=fix)
 
 
 class ToolError(PlaitError):

@@ -495,6 +495,31 @@ def test_bad_configuration_is_a_usage_error() -> None:
         ChatModelAgent("", model)
 
 
+def test_a_spec_string_is_built_into_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from plait.models import OpenAIModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy")
+    agent = ChatModelAgent("a", "openai:gpt-4o-mini")
+    assert isinstance(agent.model, OpenAIModel)
+    assert agent.model.model == "gpt-4o-mini"
+
+
+def test_a_spec_that_cannot_be_built_names_the_agent_and_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(UsageError, match=r"^agent 'a': .*set OPENAI_API_KEY"):
+        ChatModelAgent("a", "openai:gpt-4o-mini")
+
+
+@pytest.mark.parametrize(("model", "shown"), [(42, "int 42"), (object(), "object <object")])
+def test_what_is_not_a_model_is_rejected_at_construction(model: object, shown: str) -> None:
+    with pytest.raises(UsageError, match=r"^agent 'a' needs a model") as info:
+        ChatModelAgent("a", model)  # type: ignore[arg-type]
+    assert f"not {shown}" in str(info.value)
+
+
 def test_plain_functions_are_accepted_as_tools() -> None:
     def double(n: int) -> int:
         """Double a number.

@@ -6,7 +6,14 @@ import pytest
 
 from plait import RunContext, Runner
 from plait.errors import InvalidToolArguments
-from plait.examples.router import QUERIES, build_router, calculator, scripted_models
+from plait.examples.router import (
+    QUERIES,
+    UNSUPPORTED,
+    build_router,
+    calculator,
+    routes_only,
+    scripted_models,
+)
 from plait.testing import ScriptedModel
 
 
@@ -36,3 +43,19 @@ async def test_the_calculator_refuses_anything_but_arithmetic() -> None:
         await calculator.call('{"expression": "__import__(\\"os\\")"}', ctx)
     with pytest.raises(InvalidToolArguments, match="expression: Field required"):
         await calculator.call("{}", ctx)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_routes_only_replaces_the_routers_own_answer_and_keeps_its_transfers(
+    streaming: bool,
+) -> None:
+    router_model, weather_model, math_model = scripted_models()
+    router = build_router(routes_only(router_model), weather_model, math_model)
+    runner = Runner(router, enable_streaming=streaming)
+    results = [runner.query_sync(q) for q in QUERIES]
+    assert [r.final_output for r in results] == [
+        "It is cloudy in Tokyo, 18°C.",
+        "156 * 789 + 234 = 123318",
+        UNSUPPORTED,
+    ]
+    assert results[2].events[-1].run_path == ("Router",)

@@ -452,12 +452,29 @@ def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         AnthropicModel("claude-test")
 
 
-async def test_missing_api_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
-    model = AnthropicModel("claude-test", base_url="http://127.0.0.1:9")
-    with pytest.raises(UsageError, match="api_key"):
-        await model.generate([Message.user("q")])
+def test_without_a_key_or_base_url_the_constructor_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UsageError, match="ANTHROPIC_API_KEY") as info:
+        AnthropicModel("claude-test")
+    assert "\n" not in str(info.value)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token")  # the SDK's other credential
+    assert AnthropicModel("claude-test").model == "claude-test"
+
+
+async def test_a_server_at_a_base_url_needs_no_key(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    server.reset(_text("hi"))
+    model = AnthropicModel("claude-test", base_url=server.base_url, timeout=5.0)
+    assert (await model.generate([Message.user("q")])).content == "hi"
+    sent = server.headers[0]
+    assert "no-key" in sent.get("x-api-key", "") + sent.get("authorization", "")  # by SDK version
+    await model.aclose()
 
 
 @pytest.mark.parametrize("kwargs", [{"max_tokens": 0}, {"timeout": 0}, {"max_retries": -1}])

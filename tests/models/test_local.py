@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -29,6 +31,18 @@ def _agent(model: LocalModel) -> ChatModelAgent:
         model,
         instruction="You answer weather and arithmetic questions. Use the tools.",
         tools=[get_weather, calculator],
+    )
+
+
+def _transfer_tool() -> ToolInfo:
+    return ToolInfo(
+        name="transfer_to_agent",
+        description="Transfer the conversation to another agent better suited to it.",
+        parameters={
+            "type": "object",
+            "properties": {"agent_name": {"type": "string", "enum": ["WeatherAgent", "MathAgent"]}},
+            "required": ["agent_name"],
+        },
     )
 
 
@@ -92,15 +106,7 @@ async def test_a_named_tool_choice_forces_that_tool(model: LocalModel) -> None:
 
 
 async def test_the_router_transfers_with_an_agent_name_from_the_enum(model: LocalModel) -> None:
-    transfer = ToolInfo(
-        name="transfer_to_agent",
-        description="Transfer the conversation to another agent better suited to it.",
-        parameters={
-            "type": "object",
-            "properties": {"agent_name": {"type": "string", "enum": ["WeatherAgent", "MathAgent"]}},
-            "required": ["agent_name"],
-        },
-    )
+    transfer = _transfer_tool()
     for query, agent in [(QUERIES[0], "WeatherAgent"), (QUERIES[1], "MathAgent")]:
         reply = await model.generate([Message.user(query)], tools=[transfer])
         (tc,) = reply.tool_calls
@@ -116,6 +122,35 @@ async def test_closing_a_stream_early_frees_the_model(model: LocalModel) -> None
     await stream.aclose()  # the worker stops at the next token and releases the model
     again = await model.generate(messages, tool_choice="none", max_tokens=12)
     assert again.usage is not None and again.usage.output_tokens <= 12
+
+
+async def test_a_crash_in_the_engine_is_a_model_error_and_the_next_step_recovers() -> None:
+    own = LocalModel(n_ctx=1536)  # an engine process of its own (n_ctx is part of its key)
+    own.load()
+    pid = own.engine_pid
+    assert pid is not None and pid != os.getpid()
+    stream = own.stream([Message.user("Tell me about the sea.")], tool_choice="none")
+    first = await anext(stream)
+    assert first.role == "assistant"
+    os.kill(pid, signal.SIGSEGV)  # what an instruction this CPU cannot run does
+    with pytest.raises(ModelError, match="killed by SIGSEGV during a step") as caught:
+        async for _ in stream:
+            pass
+    assert "GGML_NATIVE=OFF" in str(caught.value)
+    assert caught.value.fix is not None and "--force-reinstall" in caught.value.fix
+    again = await own.generate([Message.user("Hello there!")], tool_choice="none")
+    assert again.content and own.engine_pid not in (None, pid)
+
+
+async def test_a_router_answers_itself_when_no_agent_fits(model: LocalModel) -> None:
+    transfer = _transfer_tool()
+    system = Message.system(
+        "You are a router.\nAvailable other agents:\n- Agent name: WeatherAgent\n"
+        "  Agent description: Provides weather information for any location\n"
+        "- Agent name: MathAgent\n  Agent description: Performs mathematical calculations"
+    )
+    reply = await model.generate([system, Message.user(QUERIES[2])], tools=[transfer])
+    assert not reply.tool_calls and reply.content.strip()
 
 
 async def test_a_prompt_longer_than_the_context_is_a_model_error() -> None:

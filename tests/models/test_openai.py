@@ -16,7 +16,8 @@ import plait
 from plait import Message, ToolCall, Usage
 from plait.errors import ModelError, UsageError
 from plait.messages import merge_chunks
-from plait.models.openai import OpenAIModel, infer
+from plait.models import infer
+from plait.models.openai import OpenAIModel
 from plait.tools import ToolInfo
 from tests.models.scripted_server import Scripted, ScriptedServer, serving
 
@@ -354,10 +355,36 @@ def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         OpenAIModel("gpt-test")
 
 
-async def test_missing_api_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_key_or_base_url_the_constructor_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(UsageError, match="api_key"):
-        await OpenAIModel("gpt-test", base_url="http://127.0.0.1:9/v1").generate([])
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(UsageError, match="OPENAI_API_KEY") as info:
+        OpenAIModel("gpt-test")
+    assert "\n" not in str(info.value)
+    assert OpenAIModel("gpt-test", api_key="sk-given")._api_key == "sk-given"
+
+
+@pytest.mark.parametrize("how", ["argument", "variable"])
+async def test_a_server_at_a_base_url_needs_no_key(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    base_url: str | None = server.base_url
+    if how == "variable":
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        base_url = None
+    server.reset(_text("no key"), _text("a key"))
+    model = OpenAIModel("gpt-test", base_url=base_url, timeout=5.0)
+    assert (await model.generate([Message.user("q")])).content == "no key"
+    await model.aclose()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")  # a key that is set is sent
+    model = OpenAIModel("gpt-test", base_url=base_url, timeout=5.0)
+    assert (await model.generate([Message.user("q")])).content == "a key"
+    await model.aclose()
+    assert [h["authorization"] for h in server.headers] == ["Bearer no-key", "Bearer sk-env"]
 
 
 def test_infer_openai_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -373,18 +400,6 @@ def test_infer_openai_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("PLAIT_MODEL", "openai:gpt-y")
     from_env = infer()
     assert isinstance(from_env, OpenAIModel) and from_env.model == "gpt-y"
-
-
-@pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai", "", "mistral:large"])
-def test_infer_bad_specs_name_the_expected_form(spec: str) -> None:
-    with pytest.raises(UsageError, match='"openai:<model>"'):
-        infer(spec)
-
-
-def test_infer_without_spec_or_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PLAIT_MODEL", raising=False)
-    with pytest.raises(UsageError, match="PLAIT_MODEL"):
-        infer()
 
 
 # --- event loops and agents -------------------------------------------------------------------

@@ -6,7 +6,11 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from plait import ChatModelAgent, Runner
+from plait.errors import UsageError
+from plait.models import OpenAIModel
 from plait.prebuilt import DirectoryBackend, MemoryBackend, deep_agent
 from plait.prebuilt.deep import TODOS_KEY
 from plait.testing import ScriptedModel, call, reply
@@ -96,3 +100,14 @@ def test_the_general_purpose_sub_agent_shares_the_file_workspace() -> None:
     result, _ = _run(deep_agent("deep", model, backend=backend))
     assert result.final_output == "all done"  # type: ignore[attr-defined]
     assert backend.read("/out.txt") == "from the sub-agent"
+
+
+def test_a_spec_string_is_built_into_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy")
+    agent = deep_agent("deep", "openai:gpt-4o-mini")
+    assert isinstance(agent.model, OpenAIModel) and agent.model.model == "gpt-4o-mini"
+
+
+def test_what_is_not_a_model_names_the_deep_agent() -> None:
+    with pytest.raises(UsageError, match=r"^agent 'deep' needs a model"):
+        deep_agent("deep", 7)  # type: ignore[arg-type]

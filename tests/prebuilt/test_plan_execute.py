@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from plait import Runner, tool
-from plait.errors import ModelError
+from plait.errors import ModelError, UsageError
+from plait.models import OpenAIModel
 from plait.prebuilt import executor, plan_execute, planner, replanner
 from plait.prebuilt.plan_execute import EXECUTED_STEPS, PLAN
 from plait.testing import ScriptedModel, call, reply
@@ -92,3 +95,17 @@ def test_the_loop_is_bounded_by_max_iterations() -> None:
     result = Runner(agent).query_sync("q")
     assert result.error is None
     assert len([e for e in result.events if e.agent_name == "executor"]) == 3
+
+
+def test_each_builder_takes_a_spec_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy")
+    for agent in (planner("openai:gpt-4o-mini"), replanner("openai:gpt-4o-mini")):
+        assert isinstance(agent.model, OpenAIModel)  # type: ignore[attr-defined]
+    assert isinstance(executor("openai:gpt-4o-mini").model, OpenAIModel)
+
+
+def test_what_is_not_a_model_names_the_agent() -> None:
+    with pytest.raises(UsageError, match=r"^agent 'planner' needs a model"):
+        planner(object())  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^agent 'checker' needs a model"):
+        replanner(1.5, name="checker")  # type: ignore[arg-type]

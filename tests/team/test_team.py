@@ -172,6 +172,15 @@ def test_summary_inheritance_makes_one_model_call() -> None:
     assert result.usage.output_tokens == 7
 
 
+def test_the_summary_model_may_be_a_spec_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    from plait.models import OpenAIModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy")
+    assert isinstance(Inherit.summary("openai:gpt-4o-mini").model, OpenAIModel)
+    with pytest.raises(UsageError, match=r"^Inherit\.summary needs a model"):
+        Inherit.summary(3)  # type: ignore[arg-type]
+
+
 def test_an_unknown_member_name_is_told_to_the_model() -> None:
     a, _ = _agent("a", _to("nobody"), reply("I'll do it myself"))
     b, _ = _agent("b")

@@ -34,6 +34,7 @@ from plait.events import (
 )
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
+from plait.models.spec import resolve_model
 from plait.tools.base import Tool, ToolInfo, ToolResult
 from plait.tools.function import FunctionTool
 
@@ -103,6 +104,9 @@ class ChatModelAgent:
     """A ReAct agent: it calls its model, runs the tools the model asks for, and repeats
     until the model answers without tool calls.
 
+    The model is a `ChatModel` or a spec string such as "openai:gpt-4o-mini", built with
+    `plait.models.infer` when the agent is made.
+
     Options:
         instruction: the system message; `{key}` is filled from session values, `{key?}` is
             optional, `{{key}}` is a literal `{key}`; other braces (JSON) are left alone.
@@ -123,7 +127,7 @@ class ChatModelAgent:
     def __init__(
         self,
         name: str,
-        model: ChatModel,
+        model: ChatModel | str,
         *,
         description: str = "",
         instruction: str = "",
@@ -141,14 +145,12 @@ class ChatModelAgent:
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
-        if model is None:
-            raise UsageError(f"agent '{name}' needs a model")
         if max_iterations < 1:
             raise UsageError(f"agent '{name}': max_iterations must be at least 1")
         if tool_errors not in ("model", "raise"):
             raise UsageError(f"agent '{name}': tool_errors must be 'model' or 'raise'")
         self.name = name
-        self.model = model
+        self.model = resolve_model(model, owner=f"agent '{name}'")
         self.description = description
         self.instruction = instruction
         self.output_key = output_key

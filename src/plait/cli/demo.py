@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from rich.markup import escape
 
 from plait import AgentEvent, Runner
 from plait.errors import PlaitError, UsageError
-from plait.examples.router import QUERIES, build_router, scripted_models
+from plait.examples.router import QUERIES, build_router, routes_only, scripted_models
 from plait.messages import Usage
 from plait.models import ChatModel
 from plait.stores import SqliteStore
@@ -72,34 +73,49 @@ async def _show(console: Console, event: AgentEvent, tally: _Tally) -> None:
         console.print(f"  [magenta]exit[/magenta] {event.agent_name}")
 
 
-def _choose(console: Console, scripted: bool, spec: str | None) -> tuple[str, list[ChatModel]]:
-    """Return the model's label and the router, weather and math models."""
+def _choose(
+    console: Console, scripted: bool, spec: str | None
+) -> tuple[str, list[ChatModel], Callable[[], str]]:
+    """Return the model's label, the router, weather and math models, and a speed note."""
     if scripted:
         console.print(
             "[yellow]plait demo — scripted model:[/yellow] the models' replies are replayed "
             "from a script, no model is called. The agents, tools, transfers and runner are real."
         )
-        return "scripted", list(scripted_models())
+        return "scripted", list(scripted_models()), str
     spec = spec or os.environ.get("PLAIT_MODEL") or None
     if spec is not None and spec.strip().lower() != "local":
         from plait.models import infer
 
         model = infer(spec)
         console.print(f"[yellow]plait demo — model {escape(spec)}[/yellow]")
-        return spec, [model, model, model]
+        return spec, [model, model, model], str
     from plait.models.local import LocalModel
 
     local = LocalModel()
     console.print(
         "[yellow]plait demo — embedded local model:[/yellow] Gemma 3 270M (a tiny base model) "
         "on the CPU, offline, each step decoded under a grammar. It shows plait working end to "
-        "end; it is not an assistant. Set PLAIT_MODEL (e.g. openai:gpt-4o-mini) for real work."
+        "end; it is not an assistant: the Router only routes, and says what it can help with "
+        "when a request is for neither specialist. Set PLAIT_MODEL (e.g. openai:gpt-4o-mini) "
+        "for real work."
     )
     started = time.perf_counter()
     with console.status("loading the local model…"):
         local.load()
     console.print(f"[dim]loaded {local.name} in {time.perf_counter() - started:.1f} s[/dim]")
-    return f"local {local.name}", [local, local, local]
+
+    def speed() -> str:
+        stats = local.stats
+        if not stats.seconds:
+            return ""
+        return (
+            f" · model {stats.evaluated} tokens evaluated + {stats.decoded} decoded in "
+            f"{stats.seconds:.1f} s ({(stats.evaluated + stats.decoded) / stats.seconds:.0f} "
+            "tokens/s)"
+        )
+
+    return f"local {local.name}", [routes_only(local), local, local], speed
 
 
 def run_demo(
@@ -113,7 +129,7 @@ def run_demo(
     console = console or Console(soft_wrap=True)
     started = time.perf_counter()
     try:
-        label, (router, weather, math) = _choose(console, scripted, model)
+        label, (router, weather, math), speed = _choose(console, scripted, model)
     except (UsageError, PlaitError) as exc:
         console.print(f"[red]cannot start the demo:[/red] {escape(str(exc))}")
         console.print('Run it on a scripted model instead with "plait demo --scripted".')
@@ -147,6 +163,6 @@ def run_demo(
     console.print(
         f"[bold]summary:[/bold] model {escape(label)} · {tally.steps} model steps · "
         f"{tokens.input_tokens} prompt + {tokens.output_tokens} generated tokens · "
-        f"{elapsed:.1f} s"
+        f"{elapsed:.1f} s{escape(speed())}"
     )
     return code

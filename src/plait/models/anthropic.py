@@ -63,6 +63,11 @@ class AnthropicModel(SdkChatModel):
     `parallel_tool_calls=False` sets `disable_parallel_tool_use`. Constructor `**options`
     are defaults for every call; per-call options override them and `None` removes one.
     Reported input tokens include cache reads and writes.
+
+    The API key is `api_key`, else `ANTHROPIC_API_KEY` (or `ANTHROPIC_AUTH_TOKEN`). Without
+    one the constructor raises a `UsageError` naming `ANTHROPIC_API_KEY`, unless a base URL is
+    set (`base_url` or `ANTHROPIC_BASE_URL`): a compatible server may need no key, so it is
+    sent a placeholder.
     """
 
     def __init__(
@@ -83,7 +88,7 @@ class AnthropicModel(SdkChatModel):
         Args:
             model: The model name, e.g. "claude-sonnet-4-5".
             base_url: The API root (without "/v1"); the SDK default when None.
-            api_key: The API key; the SDK reads `ANTHROPIC_API_KEY` when None.
+            api_key: The API key; `ANTHROPIC_API_KEY` when None (see above).
             max_tokens: The default cap on output tokens (the API requires one).
             timeout: Seconds allowed for each network operation of a request.
             max_retries: How many times a retryable failure is retried.
@@ -105,6 +110,8 @@ class AnthropicModel(SdkChatModel):
         )
 
     provider = "Anthropic"
+    key_variables = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+    base_url_variable = "ANTHROPIC_BASE_URL"
 
     def _sdk(self) -> ModuleType:
         return _import_anthropic()
@@ -112,7 +119,10 @@ class AnthropicModel(SdkChatModel):
     def _new_client(self, sdk: ModuleType) -> AsyncAnthropic:
         try:
             client: AsyncAnthropic = sdk.AsyncAnthropic(
-                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+                api_key=self._client_api_key(),
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
             )
         except sdk.AnthropicError as exc:
             raise UsageError(f"AnthropicModel cannot create its client: {exc}") from exc

@@ -110,7 +110,8 @@ class LiteLLMModel(OpenAIModel):
             model: The litellm model name, e.g. "openai/gpt-4o-mini" or "anthropic/...".
             api_base: The API root of the provider; litellm's default for it when None.
             api_key: The API key; litellm reads the provider's variable (e.g.
-                `ANTHROPIC_API_KEY`) when None.
+                `ANTHROPIC_API_KEY`) when None, at call time: a missing key is the
+                provider's error then, not the constructor's.
             timeout: Seconds allowed for a request.
             max_retries: How many times a retryable failure is retried.
             retry_base_delay: The backoff of the first retry, doubled on every retry.
@@ -146,6 +147,9 @@ class LiteLLMModel(OpenAIModel):
     def _client(self) -> Any:
         """Return None: litellm holds the HTTP clients."""
         return None
+
+    def _check_api_key(self) -> None:
+        """Check nothing: which key a model needs is litellm's to know, at call time."""
 
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]

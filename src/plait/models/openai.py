@@ -1,16 +1,17 @@
 """OpenAI chat models (and OpenAI-compatible servers) through the official `openai` SDK.
 
 ```python
-model = OpenAIModel("gpt-4o-mini", temperature=0)
-model = infer("openai:gpt-4o-mini")  # reads OPENAI_API_KEY and OPENAI_BASE_URL
+model = OpenAIModel("gpt-4o-mini", temperature=0)  # reads OPENAI_API_KEY
+model = OpenAIModel("llama3", base_url="http://localhost:8080/v1")  # a server that needs no key
 ```
+
+`plait.models.infer("openai:gpt-4o-mini")` builds one from a spec (and `OPENAI_BASE_URL`).
 
 The `openai` package is imported on first use; install it with `pip install "plait[openai]"`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from plait.errors import ModelError, UsageError
 from plait.messages import Message, ToolCall, Usage
 from plait.models._sdk import SdkChatModel
-from plait.models.base import ChatModel
 from plait.tools.base import ToolInfo
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-__all__ = ["OpenAIModel", "infer"]
+__all__ = ["OpenAIModel"]
 
 _INSTALL = 'pip install "plait[openai]"'
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
@@ -60,6 +60,11 @@ class OpenAIModel(SdkChatModel):
     `tool_choice` and `parallel_tool_calls` are sent only when tools are offered. A
     `tool_choice` of "auto", "none" or "required" passes through; another string names
     the tool to force. Message `name`s are not sent (OpenAI restricts their characters).
+
+    The API key is `api_key`, else `OPENAI_API_KEY`. Without either the constructor raises a
+    `UsageError` naming `OPENAI_API_KEY`, unless a base URL is set (`base_url` or
+    `OPENAI_BASE_URL`): a local OpenAI-compatible server often needs no key, so it is sent
+    a placeholder.
     """
 
     def __init__(
@@ -79,7 +84,7 @@ class OpenAIModel(SdkChatModel):
         Args:
             model: The model name, e.g. "gpt-4o-mini".
             base_url: The API root of a compatible server; the SDK default when None.
-            api_key: The API key; the SDK reads `OPENAI_API_KEY` when None.
+            api_key: The API key; `OPENAI_API_KEY` when None (see above).
             timeout: Seconds allowed for each network operation of a request.
             max_retries: How many times a retryable failure is retried.
             retry_base_delay: The backoff of the first retry, doubled on every retry.
@@ -98,6 +103,8 @@ class OpenAIModel(SdkChatModel):
         )
 
     provider = "OpenAI"
+    key_variables = ("OPENAI_API_KEY",)
+    base_url_variable = "OPENAI_BASE_URL"
 
     def _sdk(self) -> ModuleType:
         return _import_openai()
@@ -105,7 +112,10 @@ class OpenAIModel(SdkChatModel):
     def _new_client(self, sdk: ModuleType) -> AsyncOpenAI:
         try:
             client: AsyncOpenAI = sdk.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+                api_key=self._client_api_key(),
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
             )
         except sdk.OpenAIError as exc:
             raise UsageError(f"OpenAIModel cannot create its client: {exc}") from exc
@@ -253,52 +263,3 @@ def _from_chunk(chunk: ChatCompletionChunk) -> Message | None:
     if not text and not calls and usage is None:
         return None
     return Message(role="assistant", content=text, tool_calls=calls, usage=usage)
-
-
-# --- infer ------------------------------------------------------------------------------------
-
-
-def infer(spec: str | None = None) -> ChatModel:
-    """Build a model from a spec such as "openai:gpt-4o-mini".
-
-    Specs: "openai:<model>" (reads `OPENAI_API_KEY`, `OPENAI_BASE_URL`),
-    "anthropic:<model>" (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`), "litellm:<model>"
-    (LiteLLM's own variables) and "local" or "local:<path to a GGUF file>" (the embedded
-    model; `PLAIT_LOCAL_MODEL` names a file too).
-
-    Args:
-        spec: A spec as above; when None, the `PLAIT_MODEL` environment variable.
-
-    Raises:
-        UsageError: The spec is missing or malformed, or its provider is not available.
-    """
-    if spec is None:
-        spec = os.environ.get("PLAIT_MODEL")
-        if not spec:
-            raise UsageError(
-                'no model given: pass a spec like "openai:gpt-4o-mini" or set PLAIT_MODEL'
-            )
-    provider, sep, name = spec.strip().partition(":")
-    provider = provider.strip().lower()
-    if provider == "anthropic" and sep:
-        from plait.models.anthropic import infer_anthropic
-
-        return infer_anthropic(name.strip())
-    if provider == "litellm" and sep and name.strip():
-        from plait.models.litellm import LiteLLMModel
-
-        return LiteLLMModel(name.strip())
-    if provider == "local":
-        from plait.models.local import LocalModel
-
-        return LocalModel(name.strip() or None)
-    if provider != "openai" or not sep or not name.strip():
-        raise UsageError(
-            f'bad model spec {spec!r}: expected "openai:<model>", "anthropic:<model>", '
-            '"litellm:<model>" or "local", e.g. "openai:gpt-4o"'
-        )
-    return OpenAIModel(
-        name.strip(),
-        api_key=os.environ.get("OPENAI_API_KEY") or None,
-        base_url=os.environ.get("OPENAI_BASE_URL") or None,
-    )

@@ -14,6 +14,7 @@ from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.context import RunContext
 from plait.models.base import ChatModel
+from plait.models.spec import resolve_model
 from plait.prebuilt.filesystem import FileBackend, MemoryBackend, filesystem_tools
 from plait.tools.base import Tool, ToolInfo
 from plait.tools.function import tool
@@ -95,7 +96,7 @@ class _TaskTool:
 
 def deep_agent(
     name: str,
-    model: ChatModel,
+    model: ChatModel | str,
     *,
     description: str = "",
     instruction: str = DEEP_INSTRUCTION,
@@ -113,7 +114,10 @@ def deep_agent(
     "general-purpose" sub-agent with the same model, instruction and tools (unless
     `general_purpose=False`), the file tools over `backend` (an in-memory workspace by
     default; a `DirectoryBackend(root)` never touches anything outside `root`), and `tools`.
+    `model` is a `ChatModel` or a spec string such as "openai:gpt-4o-mini"; the agent and its
+    general-purpose sub-agent share it.
     """
+    model = resolve_model(model, owner=f"agent '{name}'")
     files = filesystem_tools(backend if backend is not None else MemoryBackend())
     base_tools: list[Any] = [*tools, *files]
     if todos:

@@ -4,7 +4,8 @@ replanner either revises the remaining plan or responds to the user.
 `plan_execute(planner, executor, replanner)` is `Sequential[planner, Loop[executor,
 replanner]]`. The three agents share the session values `user_input`, `plan`
 (`{"steps": [...]}`), `executed_step` and `executed_steps` (`[{"step", "result"}]`).
-`planner(model)`, `executor(model, tools)` and `replanner(model)` build them from a model.
+`planner(model)`, `executor(model, tools)` and `replanner(model)` build them from a model
+(a `ChatModel` or a spec string such as "openai:gpt-4o-mini").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from plait.errors import ModelError, PlaitError
 from plait.events import AgentAction, AgentEvent, BreakLoopAction
 from plait.messages import Message
 from plait.models.base import ChatModel
+from plait.models.spec import resolve_model
 from plait.tools.base import Tool, ToolInfo
 
 __all__ = [
@@ -105,10 +107,12 @@ def _user_text(messages: Sequence[Message]) -> str:
 class _Deciding:
     """An agent that makes one model call which must call one of its tools."""
 
-    def __init__(self, name: str, model: ChatModel, tools: Sequence[ToolInfo], instruction: str):
+    def __init__(
+        self, name: str, model: ChatModel | str, tools: Sequence[ToolInfo], instruction: str
+    ):
         self.name = name
         self.description = ""
-        self.model = model
+        self.model = resolve_model(model, owner=f"agent '{name}'")
         self.instruction = instruction
         self._tools = tuple(tools)
 
@@ -187,14 +191,14 @@ class _Replanner(_Deciding):
 
 
 def planner(
-    model: ChatModel, *, instruction: str = PLANNER_INSTRUCTION, name: str = "planner"
+    model: ChatModel | str, *, instruction: str = PLANNER_INSTRUCTION, name: str = "planner"
 ) -> Agent:
     """Build a planner: one model call that must call `plan(steps)`."""
     return _Planner(name, model, [PLAN_TOOL], instruction)
 
 
 def replanner(
-    model: ChatModel, *, instruction: str = REPLANNER_INSTRUCTION, name: str = "replanner"
+    model: ChatModel | str, *, instruction: str = REPLANNER_INSTRUCTION, name: str = "replanner"
 ) -> Agent:
     """Build a replanner: one model call that must call `plan(steps)` or `respond(response)`."""
     return _Replanner(name, model, [PLAN_TOOL, RESPOND_TOOL], instruction)
@@ -212,7 +216,7 @@ def _executor_input(instruction: str, input: AgentInput, ctx: RunContext) -> lis
 
 
 def executor(
-    model: ChatModel,
+    model: ChatModel | str,
     tools: Sequence[Tool | Callable[..., Any]] = (),
     *,
     instruction: str = EXECUTOR_INSTRUCTION,

@@ -7,6 +7,7 @@ from typing import Any
 
 from plait.messages import Message
 from plait.models.base import ChatModel
+from plait.models.spec import resolve_model
 
 __all__ = ["Inherit", "InheritPolicy"]
 
@@ -21,10 +22,10 @@ SUMMARY_PROMPT = (
 class InheritPolicy:
     """How the history is handed to the next member (the handoff message comes after it)."""
 
-    def __init__(self, kind: str, n: int = 0, model: ChatModel | None = None) -> None:
+    def __init__(self, kind: str, n: int = 0, model: ChatModel | str | None = None) -> None:
         self.kind = kind
         self.n = n
-        self.model = model
+        self.model = None if model is None else resolve_model(model, owner=f"Inherit.{kind}")
 
     def __repr__(self) -> str:
         if self.kind == "last_n":
@@ -77,8 +78,8 @@ class Inherit:
         return InheritPolicy("last_n", n=n)
 
     @staticmethod
-    def summary(model: ChatModel | None = None) -> InheritPolicy:
-        """Condense the history with one model call."""
+    def summary(model: ChatModel | str | None = None) -> InheritPolicy:
+        """Condense the history with one model call (`model`: a `ChatModel` or a spec)."""
         return InheritPolicy("summary", model=model)
 
 
