@@ -62,6 +62,8 @@ class EngineProcess:
         self._stdout: IO[bytes] | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=20)
         self._ids = 0
+        self._current: tuple[int, threading.Event] | None = None  # the step running now
+        self._write = threading.Lock()
         self._doing = "starting"
 
     @property
@@ -95,26 +97,43 @@ class EngineProcess:
                 }
             )
             self._doing = "during a step"
-            cancelled = False
-            while True:
-                message = self._receive()
-                if stop.is_set() and not cancelled:
-                    self._send({"op": "cancel", "id": step_id})
-                    cancelled = True
-                if "text" in message:
-                    if not cancelled:
-                        yield "text", message["text"]
-                elif "usage" in message:
-                    if not cancelled:
-                        yield "usage", message["usage"]
-                elif "done" in message:
-                    self.stats.steps += 1
-                    self.stats.evaluated += message["evaluated"]
-                    self.stats.decoded += message["decoded"]
-                    self.stats.seconds += message["seconds"]
-                    return
-                else:
-                    raise ModelError(f"LocalModel: {message.get('error')}")
+            self._current = (step_id, stop)
+            try:
+                yield from self._results(step_id, stop)
+            finally:
+                self._current = None
+
+    def cancel(self, stop: threading.Event) -> None:
+        """Stop the step that `stop` belongs to now, if it runs (from any thread).
+
+        The engine sees it between chunks of the prompt or between tokens.
+        """
+        current = self._current
+        if current is not None and current[1] is stop:
+            with contextlib.suppress(ModelError):
+                self._send({"op": "cancel", "id": current[0]})
+
+    def _results(self, step_id: int, stop: threading.Event) -> Iterator[tuple[str, Any]]:
+        cancelled = False
+        while True:
+            message = self._receive()
+            if stop.is_set() and not cancelled:
+                self._send({"op": "cancel", "id": step_id})
+                cancelled = True
+            if "text" in message:
+                if not cancelled:
+                    yield "text", message["text"]
+            elif "usage" in message:
+                if not cancelled:
+                    yield "usage", message["usage"]
+            elif "done" in message:
+                self.stats.steps += 1
+                self.stats.evaluated += message["evaluated"]
+                self.stats.decoded += message["decoded"]
+                self.stats.seconds += message["seconds"]
+                return
+            else:
+                raise ModelError(f"LocalModel: {message.get('error')}")
 
     def close(self) -> None:
         """Stop the engine process (it exits when its stdin closes)."""
@@ -176,11 +195,14 @@ class EngineProcess:
                 self._stderr.append(line.decode("utf-8", "replace").rstrip())
 
     def _send(self, message: dict[str, Any]) -> None:
-        assert self._proc is not None and self._proc.stdin is not None
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise ModelError("LocalModel: the engine process is not running")
         try:
-            self._proc.stdin.write(json.dumps(message).encode() + b"\n")
-            self._proc.stdin.flush()
-        except OSError:
+            with self._write:
+                proc.stdin.write(json.dumps(message).encode() + b"\n")
+                proc.stdin.flush()
+        except (OSError, ValueError):
             raise self._crashed() from None
 
     def _receive(self) -> dict[str, Any]:

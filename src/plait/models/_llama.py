@@ -20,7 +20,7 @@ import ctypes
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +36,16 @@ _SCORE_SEQS = 8  # sequences 7..14 score options side by side
 _SCORE_BASE = 1 + _PREFIX_SLOTS + _SCORE_SEQS  # sequence 15: their common beginning
 _N_SEQ = _SCORE_BASE + 1
 _N_BATCH = 512
+_FEED_CHUNK = 128  # prompt tokens evaluated between two looks at a cancel
 _LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
 
 
 class EngineFailure(Exception):
     """llama.cpp refused something (a file it cannot load, a grammar, a full cache)."""
+
+
+class Cancelled(Exception):
+    """The step was cancelled while its prompt was evaluated."""
 
 
 @dataclass
@@ -95,6 +100,7 @@ class Engine:
         self._grammars: dict[str, str] = {}
         self._rng = np.random.default_rng()
         self.evaluated = 0  # tokens evaluated, for the figures
+        self.stop: Callable[[], bool] = lambda: False  # checked between chunks of a prompt
 
     def close(self) -> None:
         """Free the context and the model."""
@@ -125,9 +131,9 @@ class Engine:
 
     # --- evaluation -----------------------------------------------------------------------
 
-    def _decode(self, entries: Sequence[tuple[int, int, int, bool]]) -> None:
-        for start in range(0, len(entries), _N_BATCH):
-            chunk = entries[start : start + _N_BATCH]
+    def _decode(self, entries: Sequence[tuple[int, int, int, bool]], step: int = _N_BATCH) -> None:
+        for start in range(0, len(entries), step):
+            chunk = entries[start : start + step]
             self._batch.fill(chunk)
             code = llama_cpp.llama_decode(self.ctx, self._batch.raw)
             if code == 1:  # no room in the cache: drop the kept prefixes and try once more
@@ -169,8 +175,13 @@ class Engine:
             reuse = 0
         rest = tokens[reuse:]
         last = len(rest) - 1
-        self._decode([(t, reuse + i, 0, i == last) for i, t in enumerate(rest)])
-        self._seqs[0] = list(tokens)
+        entries = [(t, reuse + i, 0, i == last) for i, t in enumerate(rest)]
+        self._seqs[0] = list(tokens[:reuse])
+        for start in range(0, len(entries), _FEED_CHUNK):  # a cancel is seen between chunks
+            if self.stop():
+                raise Cancelled
+            self._decode(entries[start : start + _FEED_CHUNK])
+            self._seqs[0] = list(tokens[: reuse + start + _FEED_CHUNK])
         if keep > 0 and not any(self._seqs[s][:keep] == tokens[:keep] for s in self._lru):
             self._keep(tokens[:keep])
 

@@ -145,7 +145,7 @@ class _Refused(Exception):
 
 
 def _serve(requests: queue.Queue[dict[str, Any] | None], out: IO[str], cancelled: set[int]) -> None:
-    from plait.models._llama import Engine, EngineFailure
+    from plait.models._llama import Cancelled, Engine, EngineFailure
 
     def send(message: dict[str, Any]) -> None:
         out.write(json.dumps(message, ensure_ascii=False) + "\n")
@@ -170,15 +170,19 @@ def _serve(requests: queue.Queue[dict[str, Any] | None], out: IO[str], cancelled
                     raise _Refused("no model loaded")
                 step_id = request["id"]
                 started, evaluated = time.perf_counter(), engine.evaluated
+                engine.stop = lambda step_id=step_id: step_id in cancelled
                 steps = run_step(
                     engine, request["step"], request["max_tokens"], request["temperature"]
                 )
                 decoded = 0
-                for kind, value in steps:
-                    if step_id in cancelled:
-                        break
-                    send({kind: value})
-                    decoded = value[1] if kind == "usage" else decoded + 1
+                try:
+                    for kind, value in steps:
+                        if step_id in cancelled:
+                            break
+                        send({kind: value})
+                        decoded = value[1] if kind == "usage" else decoded + 1
+                except Cancelled:
+                    pass
                 cancelled.discard(step_id)
                 send(
                     {

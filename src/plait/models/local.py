@@ -532,4 +532,6 @@ async def _decode(
             else:
                 yield value
     finally:
-        stop.set()
+        if not stop.is_set():
+            stop.set()
+            engine.cancel(stop)
