@@ -54,7 +54,7 @@ def _demo(*args: str, code: int = 0, **environ: str) -> str:
         env={**env, "COLUMNS": "200", **environ},
     )
     assert out.returncode == code, out.stdout + out.stderr
-    return out.stdout
+    return out.stdout + out.stderr
 
 
 def test_the_scripted_demo_says_so_and_answers_from_its_tools() -> None:

@@ -131,8 +131,11 @@ def run_demo(
     try:
         label, (router, weather, math), speed = _choose(console, scripted, model)
     except (UsageError, PlaitError) as exc:
-        console.print(f"[red]cannot start the demo:[/red] {escape(str(exc))}")
-        console.print('Run it on a scripted model instead with "plait demo --scripted".')
+        message = " ".join(str(exc).split())
+        Console(stderr=True, soft_wrap=True).print(
+            f"[red]cannot start the demo:[/red] {escape(message)} "
+            '(or run it on a scripted model: "plait demo --scripted")'
+        )
         return 2
     values = {"user_id": "user123", "session_id": "session456"}
     tally = _Tally()
