@@ -142,7 +142,7 @@ class _RoutesOnly:
         chunks = self.model.stream(messages, tools=tools, **options)
         try:
             async for chunk in chunks:
-                if chunk.content and not chunk.tool_calls:  # an answer: stop it here
+                if not chunk.tool_calls:  # the start of an answer: stop it here
                     break
                 yield chunk
             else:
@@ -161,6 +161,8 @@ def routes_only(model: ChatModel, reply: str = UNSUPPORTED) -> ChatModel:
     """Wrap a router's model so that its own answers are replaced by `reply`.
 
     Its transfers are kept: the model still decides whether a request is for a specialist.
+    A streamed step is taken for an answer at its first chunk without tool calls (a tool
+    call streams as one chunk, as `LocalModel` and `ScriptedModel` do), and stopped there.
     """
     return _RoutesOnly(model, reply)
 

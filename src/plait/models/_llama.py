@@ -36,7 +36,7 @@ _SCORE_SEQS = 8  # sequences 7..14 score options side by side
 _SCORE_BASE = 1 + _PREFIX_SLOTS + _SCORE_SEQS  # sequence 15: their common beginning
 _N_SEQ = _SCORE_BASE + 1
 _N_BATCH = 512
-_FEED_CHUNK = 128  # prompt tokens evaluated between two looks at a cancel
+_FEED_CHUNK = 256  # prompt tokens evaluated between two looks at a cancel
 _LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
 
 

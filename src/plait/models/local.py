@@ -248,6 +248,8 @@ class LocalModel:
     ) -> AsyncIterator[Message]:
         """Yield the next step: an answer's text as it is decoded, or one whole tool call.
 
+        An answer starts with an empty chunk as soon as answering is chosen (before the
+        prompt is evaluated), as a provider's first delta does; a tool call is one chunk.
         The last chunk carries the usage (prompt and decoded tokens).
         """
         step = self._step(messages, tools, options.get("tool_choice"))
@@ -256,12 +258,16 @@ class LocalModel:
         engine = await asyncio.to_thread(self._engine)  # assembles the weights off the loop
         decoded = ""
         answer = _AnswerText()
+        announced = False
         usage = Usage()
         async for piece in _decode(engine, step, max_tokens, temperature):
             if isinstance(piece, Usage):
                 usage = piece
                 continue
             decoded += piece
+            if not announced and _after(decoded, "[", f'"{_ANSWER}"', ",") is not None:
+                announced = True  # an answer: say so before its prompt is even evaluated
+                yield Message(role="assistant", content="")
             text = answer.feed(decoded)
             if text:
                 yield Message(role="assistant", content=text)
