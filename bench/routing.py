@@ -21,7 +21,8 @@ from plait.examples.router import build_router
 from plait.models import LocalModel
 
 KINDS = ("weather", "math", "neither")
-HELD_OUT = [
+# Requests the router's scoring was tuned on (the first set measured, then used for tuning).
+TUNED = [
     ("weather", "What's the temperature in Beijing right now?"),
     ("weather", "Is it snowing in Oslo?"),
     ("weather", "Will it rain in Paris this weekend?"),
@@ -42,6 +43,29 @@ HELD_OUT = [
     ("neither", "Translate 'thank you' into Spanish"),
     ("neither", "What year did World War II end?"),
     ("neither", "Write a haiku about autumn"),
+]
+# Written before any tuning on TUNED and never used to choose anything.
+HELD_OUT = [
+    ("weather", "Is it going to be foggy in San Francisco tomorrow morning?"),
+    ("weather", "What's the UV index in Madrid today?"),
+    ("weather", "How cold will it get in Moscow tonight?"),
+    ("weather", "Do I need sunscreen in Dubai this afternoon?"),
+    ("weather", "Is there a heatwave in Athens?"),
+    ("weather", "What will the weather be like in Berlin on Saturday?"),
+    ("weather", "Is it humid in Bangkok right now?"),
+    ("math", "What is 48 divided by 6?"),
+    ("math", "Add 123 and 456"),
+    ("math", "What's 15 times 15?"),
+    ("math", "Compute 2 * (7 + 3)"),
+    ("math", "How much is 1000 minus 1?"),
+    ("math", "What do you get if you multiply 12 by 11?"),
+    ("math", "Calculate 81 / 9 + 4"),
+    ("neither", "Who discovered penicillin?"),
+    ("neither", "Give me a synonym for happy"),
+    ("neither", "What's a good name for a cat?"),
+    ("neither", "How many continents are there?"),
+    ("neither", "Tell me about the Eiffel Tower"),
+    ("neither", "What is the meaning of life?"),
 ]
 _AGENTS = {"WeatherAgent": "weather", "MathAgent": "math"}
 _TOOLS = {"transfer_to_agent", "exit"}
