@@ -5,15 +5,18 @@ tools) on `LocalModel`, and the run's first step tells where it went: a transfer
 specialist, or the Router answering itself ("neither"). Prints the confusion table, how many
 were routed right, and how many "neither" requests reached a specialist's tool (goal: none).
 
-None of these requests was used to choose the router's scoring examples or its answer bias.
+None of the held-out requests was used to choose the router's scoring examples, its answer
+labels or its head start for answering.
 
-Run: `python bench/routing.py` (needs `pip install "plait[local]"`). Prints a final JSON line.
+Run: `python bench/routing.py` (needs `pip install "plait[local]"`); `--tuned` runs the requests
+the scoring was tuned on instead. Prints a final JSON line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 
 from plait import Runner
@@ -89,13 +92,14 @@ async def _route(model: LocalModel, query: str) -> tuple[str, list[str]]:
 
 
 def main() -> None:
-    """Route every held-out request and print the table."""
+    """Route every held-out request (or, with --tuned, every tuned one) and print the table."""
+    requests = TUNED if "--tuned" in sys.argv[1:] else HELD_OUT
     model = LocalModel()
     model.load()
     table = {(k, r): 0 for k in KINDS for r in KINDS}
     neither_tools = 0
     started = time.perf_counter()
-    for kind, query in HELD_OUT:
+    for kind, query in requests:
         routed, tools = asyncio.run(_route(model, query))
         table[(kind, routed)] = table.get((kind, routed), 0) + 1
         neither_tools += kind == "neither" and bool(tools)
@@ -104,14 +108,14 @@ def main() -> None:
     print(f"\nrequest \\ routed to  {'  '.join(f'{k:>8}' for k in KINDS)}")
     for kind in KINDS:
         print(f"{kind:20} {'  '.join(f'{table[(kind, r)]:>8}' for r in KINDS)}")
-    print(f"\nrouted right: {right}/{len(HELD_OUT)}")
+    print(f"\nrouted right: {right}/{len(requests)}")
     print(f'"neither" requests that reached a specialist\'s tool: {neither_tools}')
     print(f"wall time: {time.perf_counter() - started:.1f} s")
     print(
         json.dumps(
             {
                 "right": right,
-                "total": len(HELD_OUT),
+                "total": len(requests),
                 "neither_tool_calls": neither_tools,
                 "table": {f"{k}->{r}": n for (k, r), n in table.items()},
             }

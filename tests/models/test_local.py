@@ -124,6 +124,23 @@ async def test_closing_a_stream_early_frees_the_model(model: LocalModel) -> None
     assert again.usage is not None and again.usage.output_tokens <= 12
 
 
+async def test_a_later_step_evaluates_only_what_follows_the_kept_beginning() -> None:
+    own = LocalModel(n_ctx=1280)  # an engine of its own, so the figures are this test's
+    tools = [get_weather.info()]
+    system = Message.system("You answer weather questions. Use the tools.")
+    first = await own.generate([system, Message.user("Is it raining in Paris?")], tools=tools)
+    other = Message.system("You do arithmetic. Use the tools.")  # another agent's prompt
+    await own.generate([other, Message.user("What is 2 + 2?")], tools=[calculator.info()])
+    before = own.stats.evaluated
+    again = await own.generate([system, Message.user("Is it raining in Oslo?")], tools=tools)
+    assert first.usage is not None and again.usage is not None
+    # the examples, instruction and tools (hundreds of tokens) come from the kept beginning,
+    # although another agent's prompt was evaluated in between
+    assert again.usage.input_tokens > 300
+    assert own.stats.evaluated - before < 40
+    assert [tc.name for tc in again.tool_calls] == ["get_weather"]
+
+
 async def test_a_crash_in_the_engine_is_a_model_error_and_the_next_step_recovers() -> None:
     own = LocalModel(n_ctx=1536)  # an engine process of its own (n_ctx is part of its key)
     own.load()

@@ -119,20 +119,26 @@ def _best(
     """Return the choice under whose label the request is likeliest, and the tokens read.
 
     Each choice is scored by log P(request | its label): the option that best explains the
-    request wins (noisy-channel scoring). All choices are evaluated in one batch.
+    request wins (noisy-channel scoring). An option with several labels takes its best one.
+    Every label is evaluated in one batch.
     """
-    labels: dict[str, str] = step["labels"]
+    labels: dict[str, str | list[str]] = step["labels"]
     request = engine.tokenize(" " + step["request"], False)[:_REQUEST_TOKENS]
     request = request or engine.tokenize(" ?", False)
     options = [enum[1] if enum is not None else name for name, enum in candidates]
     # A choice that includes answering is shown worked examples of routing first.
     examples = step["route_examples"] if _ANSWER in options else ""
-    prefixes = [
-        engine.tokenize(f"{examples}{labels.get(o, o)}\nA request for {o}:", True) for o in options
-    ]
-    scores = engine.score(prefixes, request)
+    owners: list[int] = []  # which option each prefix scores
+    prefixes: list[list[int]] = []
+    for i, option in enumerate(options):
+        texts = labels.get(option, option)
+        for text in [texts] if isinstance(texts, str) else texts:
+            owners.append(i)
+            prefixes.append(engine.tokenize(f"{examples}{text}\nA request for {option}:", True))
     bias: dict[str, float] = step["bias"]
-    scores = [score + bias.get(o, 0.0) for score, o in zip(scores, options, strict=True)]
+    scores = [-math.inf] * len(options)
+    for owner, score in zip(owners, engine.score(prefixes, request), strict=True):
+        scores[owner] = max(scores[owner], score + bias.get(options[owner], 0.0))
     best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
     read = sum(len(p) + len(request) - 1 for p in prefixes)
     if not math.isfinite(scores[best]):
@@ -183,7 +189,7 @@ def _serve(requests: queue.Queue[dict[str, Any] | None], out: IO[str], cancelled
                         decoded = value[1] if kind == "usage" else decoded + 1
                 except Cancelled:
                     pass
-                cancelled.discard(step_id)
+                cancelled.difference_update([i for i in cancelled if i <= step_id])
                 send(
                     {
                         "done": step_id,

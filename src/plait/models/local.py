@@ -59,7 +59,13 @@ _EXIT_TOOL = "exit"
 # answering itself by scoring each option's label after these worked examples; answering
 # gets a head start, measured on requests of each kind (bench/routing.py).
 _ANSWER_LABEL = "answer: general questions no agent is for"
-_ANSWER_BIAS = 2.0
+# Answering is scored under each of these labels and takes its best.
+_ANSWER_LABELS = [
+    _ANSWER_LABEL,
+    "answer: trivia, history and people",
+    "answer: chit-chat, jokes, writing and translation",
+]
+_ANSWER_BIAS = 0.75
 _ROUTE_EXAMPLES = f"""\
 CookingAgent: Gives recipes and cooking advice
 A request for CookingAgent: How long should I boil an egg?
@@ -149,7 +155,7 @@ class _Step:
     options: dict[str, Any]  # name -> the schema of its value (_ANSWER: the answer string)
     scored: bool  # choose among several options by scoring (else one grammar admits all)
     request: str  # what the options are scored against: the user's latest request
-    labels: dict[str, str]  # option or enum value -> the text it is scored under
+    labels: dict[str, str | list[str]]  # option or enum value -> the text(s) it is scored under
     route_examples: str = _ROUTE_EXAMPLES  # shown before the labels when answering is an option
     bias: dict[str, float] = field(default_factory=lambda: {_ANSWER: _ANSWER_BIAS})
 
@@ -309,9 +315,11 @@ class LocalModel:
         options = {name: _bounded(offered[name].parameters, self.string_chars) for name in names}
         if answer:
             options[_ANSWER] = _sentence(self.answer_chars)
-        labels = {t.name: f"{t.name}: {_one_line(t.description)}" for t in tools}
+        labels: dict[str, str | list[str]] = {
+            t.name: f"{t.name}: {_one_line(t.description)}" for t in tools
+        }
         labels.update(_agent_labels(messages))
-        labels[_ANSWER] = _ANSWER_LABEL
+        labels[_ANSWER] = _ANSWER_LABELS
         prompt, keep = _render(messages, tools)
         return _Step(prompt, keep, options, self.steer, _request(messages), labels)
 
