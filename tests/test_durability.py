@@ -130,15 +130,17 @@ async def test_a_paused_turn_joins_the_session_when_resumed() -> None:
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
 
 
-async def test_a_corrupt_session_is_refused() -> None:
+async def test_a_corrupt_session_is_refused_as_the_runs_error() -> None:
     store = MemoryStore()
     await store.put_session("s", b"not a session")
-    with pytest.raises(CheckpointCorrupt, match="not a plait session"):
-        await (
-            Runner(ChatModelAgent("A", ScriptedModel([])), store=store)
-            .query("x", session_id="s")
-            .collect()
-        )
+    result = await (
+        Runner(ChatModelAgent("A", ScriptedModel([])), store=store)
+        .query("x", session_id="s")
+        .collect()
+    )
+    assert isinstance(result.error, CheckpointCorrupt)
+    assert "not a plait session" in str(result.error)
+    assert await store.get_session("s") == b"not a session"  # left as it was
 
 
 # --- cancel ----------------------------------------------------------------------------------
@@ -226,7 +228,8 @@ _WORKER = textwrap.dedent(
         result = await stream.collect()
         error = str(result.error) if result.error else None
         interrupts = [c.id for c in result.interrupts]
-        print(json.dumps({"final": result.final_output, "error": error, "interrupts": interrupts}))
+        print(json.dumps({"final": result.final_output, "error": error, "interrupts": interrupts,
+                          "checkpoint": result.checkpoint_id}))
         await store.close()
 
     asyncio.run(main())
@@ -283,18 +286,19 @@ def test_kill_9_mid_run_then_resume_from_the_last_step(kind: str, tmp_path: Path
     )
     assert log.read_text().split() == ["1", "2", "3", "3", "4"]
     assert resumed["final"] is None and len(resumed["interrupts"]) == 1  # type: ignore[arg-type]
+    assert resumed["checkpoint"] not in (None, "job-1")  # the pause is a new checkpoint
     done = _finish(
         _worker(
             tmp_path,
             kind,
             where,
             "resume",
-            "job-1",
+            str(resumed["checkpoint"]),
             str(log),
             env={**env, "SKIP": "5", "VALUE": "yes"},
         )
     )
-    assert done == {"final": "finished", "error": None, "interrupts": []}
+    assert done == {"final": "finished", "error": None, "interrupts": [], "checkpoint": None}
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])

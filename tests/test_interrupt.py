@@ -118,7 +118,7 @@ def test_targets_resume_one_of_two_parallel_interrupts_without_rerunning_finishe
     assert _tool_texts(first.events) == ["A: ok A (state {'item': 'A'})"]
     (again,) = first.interrupts  # B pauses again with a fresh id
     assert again.info == {"approve": "B"} and again.id != ids["B"]
-    assert first.checkpoint_id == paused.checkpoint_id
+    assert first.checkpoint_id not in (None, paused.checkpoint_id)  # every pause: a new one
     second = runner.resume_sync(first.checkpoint_id, {again.id: "ok B"})
     assert _tool_texts(second.events) == ["B: ok B (state {'item': 'B'})"]
     assert second.final_output == "both approved"

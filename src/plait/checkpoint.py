@@ -1,28 +1,47 @@
-"""Checkpoints: the versioned JSON a paused run is saved as, and how a resume is prepared.
+"""Checkpoints: the one place a run is encoded to and decoded from its saved form.
 
-A checkpoint holds the run's root input, the history recorded so far, session values and
-team state, whether it streamed, every pending interrupt (id, address, info), and what each
-part of the run saved along the interrupt paths. It is plain JSON (never pickle) with a
-format version; bytes that are not a plait checkpoint are a `CheckpointCorrupt`.
+A checkpoint is versioned JSON (never pickle), validated against one schema before anything
+is claimed: the run's root input, the history recorded so far, session values, team state
+and each agent's own state, whether it streamed, every pending interrupt (id, address,
+info), the typed resume record of each component along the paths to them, the run's
+budgets and counters, and a metadata slot (trace context and the like). Bytes that are not a
+valid plait checkpoint are a `CheckpointCorrupt` naming what is wrong; version 1 checkpoints
+are migrated when read.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from plait._json import load_plain, to_json
-from plait.agents.flow import dump_history, load_history
-from plait.context import Paused, Resume, RunContext, safe_point_reason
-from plait.errors import CheckpointCorrupt, ResumeError, UsageError
-from plait.events import InterruptCtx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from plait._json import to_json
+from plait.context import RunSnapshot
+from plait.errors import CheckpointCorrupt, ResumeError, SerializationError, UsageError
+from plait.events import AgentAction, HandoffLog, InterruptCtx
+from plait.history import as_records, whole_messages
 from plait.messages import Message
 
-__all__ = ["FORMAT", "VERSION", "Checkpoint", "UNSET"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Checkpoint",
+    "DoneCall",
+    "FlowRecord",
+    "GraphRecord",
+    "Lease",
+    "NestedRecord",
+    "ParallelRecord",
+    "ReactRecord",
+    "SequenceRecord",
+    "SwarmRecord",
+    "UNSET",
+]
 
 FORMAT = "plait.checkpoint"
-VERSION = 1
+VERSION = 2
 
 
 class _Unset:
@@ -32,86 +51,297 @@ class _Unset:
 
 UNSET: Any = _Unset()
 
+Pairs = list[tuple[str, Message]]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DoneCall(_Record):
+    """A tool call that finished before the round paused, by its position in the round."""
+
+    index: int
+    content: str
+    action: AgentAction | None = None
+
+
+class ReactRecord(_Record):
+    """A ReAct agent: its model input so far and where its loop stands."""
+
+    kind: Literal["react"] = "react"
+    messages: list[Message]
+    calls_made: int
+    phase: Literal["tools", "model"]
+    done: list[DoneCall] = []
+
+
+class SequenceRecord(_Record):
+    """A sequence or loop: the running child, its run path, and the loop's iteration."""
+
+    kind: Literal["sequence"] = "sequence"
+    index: int
+    path: list[str]
+    iteration: int = 0
+
+
+class ParallelRecord(_Record):
+    """A parallel workflow: the children not finished, and each lane's history."""
+
+    kind: Literal["parallel"] = "parallel"
+    pending: list[str]
+    lanes: dict[str, Pairs]
+
+
+class FlowRecord(_Record):
+    """A transfer flow: the agents transferred to, in order, from the entry agent."""
+
+    kind: Literal["flow"] = "flow"
+    chain: list[str]
+
+
+class SwarmRecord(_Record):
+    """A swarm: the active member, its run path, the handoffs so far and the guard window."""
+
+    kind: Literal["swarm"] = "swarm"
+    active: str
+    path: list[str]
+    handoffs: int
+    window: list[str]
+    messages: list[Message] | None = None  # the active member's input, when it was handed one
+
+
+class NestedRecord(_Record):
+    """An agent run as a tool: the child's own input and history."""
+
+    kind: Literal["nested"] = "nested"
+    input: list[Message]
+    history: Pairs
+
+
+class GraphRecord(_Record):
+    """A state graph: its state, the next nodes, the step count and finished work."""
+
+    kind: Literal["graph"] = "graph"
+    data: dict[str, Any]
+
+
+AnyRecord = Annotated[
+    ReactRecord
+    | SequenceRecord
+    | ParallelRecord
+    | FlowRecord
+    | SwarmRecord
+    | NestedRecord
+    | GraphRecord,
+    Field(discriminator="kind"),
+]
+
+
+class _Located(_Record):
+    address: str
+    record: AnyRecord
+
+
+class _Interrupt(_Record):
+    id: str
+    address: str
+    info: Any = None
+
+
+class _Budget(_Record):
+    key: str
+    team: str
+    max_steps: int | None
+    max_tokens: int | None
+    steps: int
+    tokens: int
+
+
+class Lease(_Record):
+    """Who runs a running checkpoint, and until when (a Unix time) it holds it."""
+
+    owner: str
+    until: float
+
+
+class _Document(_Record):
+    format: Literal["plait.checkpoint"]
+    version: Literal[2]
+    agent: str
+    session_id: str | None
+    session_turn: Pairs | None
+    running: bool
+    lease: Lease | None = None
+    streaming: bool
+    root_input: list[Message]
+    history: Pairs
+    session_values: dict[str, Any]
+    state: dict[str, Any]
+    local: dict[str, dict[str, Any]]
+    interrupts: list[_Interrupt]
+    records: list[_Located]
+    user_states: dict[str, Any]
+    answers: dict[str, list[Any]]
+    budgets: list[_Budget] = []
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    transfers: int = 0
+    handoffs: list[HandoffLog] = []
+    metadata: dict[str, Any] = {}
+
 
 class Checkpoint:
-    """A decoded checkpoint."""
+    """A decoded, validated checkpoint."""
 
-    def __init__(self, data: dict[str, Any], checkpoint_id: str) -> None:
+    def __init__(self, doc: _Document, checkpoint_id: str) -> None:
         self.checkpoint_id = checkpoint_id
-        self.data = data
+        self._doc = doc
         self.interrupts = tuple(
-            InterruptCtx(id=i["id"], address=i["address"], info=i.get("info"))
-            for i in data["interrupts"]
+            InterruptCtx(id=i.id, address=i.address, info=i.info) for i in doc.interrupts
         )
+
+    @property
+    def agent(self) -> str:
+        """Return the name of the root agent the run belongs to."""
+        return self._doc.agent
+
+    @property
+    def session_id(self) -> str | None:
+        """Return the session the paused turn belongs to, if any."""
+        return self._doc.session_id
+
+    @property
+    def session_turn(self) -> Pairs:
+        """Return the messages the paused session turn added so far, with their authors."""
+        return list(self._doc.session_turn or [])
+
+    @property
+    def running(self) -> bool:
+        """Whether this is the step checkpoint of a run that had not paused."""
+        return self._doc.running
+
+    @property
+    def lease(self) -> Lease | None:
+        """Return who holds this running checkpoint, and until when."""
+        return self._doc.lease
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the saved run streamed model output."""
+        return self._doc.streaming
+
+    @property
+    def root_input(self) -> list[Message]:
+        """Return the messages the saved run started with."""
+        return list(self._doc.root_input)
+
+    @property
+    def handoffs(self) -> list[HandoffLog]:
+        """Return the handoffs the saved run made before it was saved."""
+        return list(self._doc.handoffs)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Return the checkpoint's metadata slot."""
+        return dict(self._doc.metadata)
 
     @staticmethod
     def encode(
-        ctx: RunContext,
+        snapshot: RunSnapshot,
         interrupts: tuple[InterruptCtx, ...],
         *,
         agent_name: str,
         session_id: str | None,
-        session_turn: Any = None,
+        session_turn: Pairs | None = None,
         running: bool = False,
+        lease: Lease | None = None,
+        handoffs: list[HandoffLog] | None = None,
     ) -> bytes:
-        """Encode a paused run; a value that is not JSON is a `SerializationError` naming it."""
-        paused: Paused = ctx._run.paused
-        parts = {
-            "format": json.dumps(FORMAT),
-            "version": str(VERSION),
-            "agent": json.dumps(agent_name),
-            "session_id": json.dumps(session_id),
-            "session_turn": to_json(session_turn, Any, root="session turn"),
-            "running": json.dumps(running),
-            "streaming": json.dumps(ctx.enable_streaming),
-            "root_input": to_json(list(ctx.root_input), list[Message], root="root_input"),
-            "history": to_json(dump_history(ctx.history), Any, root="history"),
-            "session_values": to_json(ctx.session_values, Any, root="session_values"),
-            "state": to_json(ctx.state, Any, root="state"),
-            "local": to_json(ctx._run.local, Any, root="local state"),
-            "interrupts": to_json(
-                [{"id": i.id, "address": i.address, "info": i.info} for i in interrupts],
-                Any,
-                root="interrupt info",
-            ),
-            "states": to_json(paused.states, Any, root="agent state"),
-            "user_states": to_json(paused.user_states, Any, root="interrupt state"),
-            "answers": to_json(paused.answers, Any, root="resume data"),
-        }
-        return ("{" + ",".join(f'"{k}":{v}' for k, v in parts.items()) + "}").encode()
+        """Encode a saved run; a value that is not JSON is a `SerializationError` naming it."""
+        doc = _Document.model_construct(
+            format=FORMAT,
+            version=VERSION,
+            agent=agent_name,
+            session_id=session_id,
+            session_turn=session_turn,
+            running=running,
+            lease=lease,
+            streaming=snapshot.enable_streaming,
+            root_input=list(snapshot.root_input),
+            history=whole_messages(snapshot.history),
+            session_values=snapshot.session_values,
+            state=snapshot.state,
+            local=snapshot.local,
+            interrupts=[
+                _Interrupt.model_construct(id=i.id, address=i.address, info=i.info)
+                for i in interrupts
+            ],
+            records=[
+                _Located.model_construct(address=address, record=record)
+                for (address, _), record in snapshot.records.items()
+            ],
+            user_states=snapshot.user_states,
+            answers=snapshot.answers,
+            budgets=[
+                _Budget.model_construct(
+                    key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk
+                )
+                for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
+            ],
+            model_calls=snapshot.model_calls,
+            input_tokens=snapshot.tokens[0],
+            output_tokens=snapshot.tokens[1],
+            transfers=snapshot.transfers,
+            handoffs=handoffs or [],
+            metadata=snapshot.metadata,
+        )
+        try:
+            return doc.model_dump_json(warnings="error").encode()
+        except Exception:
+            _name_unencodable(snapshot, interrupts)
+            raise
 
     @classmethod
     def decode(cls, raw: bytes, checkpoint_id: str) -> Checkpoint:
-        """Decode checkpoint bytes, refusing anything that is not a plait checkpoint."""
+        """Decode and validate checkpoint bytes, refusing anything that is not a valid plait
+        checkpoint with a `CheckpointCorrupt` that names the first problem."""
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise CheckpointCorrupt(f"checkpoint '{checkpoint_id}' is not JSON: {exc}") from None
+        except RecursionError:
+            raise CheckpointCorrupt(
+                f"checkpoint '{checkpoint_id}' is nested too deeply to be a plait checkpoint"
+            ) from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise CheckpointCorrupt(f"checkpoint '{checkpoint_id}' is not a plait checkpoint")
-        if data.get("version") != VERSION:
+        version = data.get("version")
+        if version == 1:
+            data = _migrate_v1(data, checkpoint_id)
+        elif version != VERSION:
             raise CheckpointCorrupt(
-                f"checkpoint '{checkpoint_id}' has format version {data.get('version')!r}; "
-                f"this plait reads version {VERSION}"
+                f"checkpoint '{checkpoint_id}' has format version {version!r}; "
+                f"this plait reads versions 1 and {VERSION}"
             )
         try:
-            checkpoint = cls(data, checkpoint_id)
-            load_plain(list[Message], data["root_input"])
-            load_history(data["history"])
-        except Exception as exc:
+            doc = _Document.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(top)"
             raise CheckpointCorrupt(
-                f"checkpoint '{checkpoint_id}' is damaged: {type(exc).__name__}: {exc}"
+                f"checkpoint '{checkpoint_id}' is damaged at {where}: {first['msg']}"
             ) from None
-        return checkpoint
-
-    @property
-    def pending(self) -> tuple[InterruptCtx, ...]:
-        """Return the interrupts waiting for a person (not the runner's own safe points)."""
-        return tuple(i for i in self.interrupts if safe_point_reason(i) is None)
+        except RecursionError:
+            raise CheckpointCorrupt(
+                f"checkpoint '{checkpoint_id}' is nested too deeply to be a plait checkpoint"
+            ) from None
+        return cls(doc, checkpoint_id)
 
     def targets(self, targets: Mapping[str, Any] | None, value: Any) -> dict[str, Any]:
         """Check resume data against the pending interrupts; return {interrupt id: data}."""
-        pending = {i.id for i in self.pending}
+        pending = {i.id for i in self.interrupts}
         if targets is not None and value is not UNSET:
             raise UsageError("resume takes targets= or value=, not both")
         if value is not UNSET:
@@ -130,20 +360,87 @@ class Checkpoint:
             )
         return targets
 
-    def restore(self, ctx: RunContext, targets: dict[str, Any]) -> None:
-        """Put the saved run back into `ctx` and arm the resume data for `targets`."""
-        data = self.data
-        ctx.history.extend(load_history(data["history"]))
-        ctx.state.update(data["state"])
-        ctx._run.local.update(data.get("local") or {})
-        answers: dict[str, list[Any]] = {k: list(v) for k, v in data["answers"].items()}
+    def snapshot(self) -> RunSnapshot:
+        """Return the saved run, ready for `RunContext.restore`."""
+        doc = self._doc
+        return RunSnapshot(
+            root_input=tuple(doc.root_input),
+            history=as_records(doc.history),
+            session_values=dict(doc.session_values),
+            state=dict(doc.state),
+            local={k: dict(v) for k, v in doc.local.items()},
+            enable_streaming=doc.streaming,
+            records={(r.address, r.record.kind): r.record for r in doc.records},
+            user_states=dict(doc.user_states),
+            answers={k: list(v) for k, v in doc.answers.items()},
+            budgets={
+                b.key: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens) for b in doc.budgets
+            },
+            model_calls=doc.model_calls,
+            tokens=(doc.input_tokens, doc.output_tokens),
+            transfers=doc.transfers,
+            metadata=dict(doc.metadata),
+        )
+
+    def answers(self, targets: dict[str, Any]) -> dict[str, list[Any]]:
+        """Return what each interrupted point's `interrupt()` returns on resume, in order."""
+        answers = {k: list(v) for k, v in self._doc.answers.items()}
         for interrupt in self.interrupts:
             if interrupt.id in targets:
                 answers.setdefault(interrupt.address, []).append(targets[interrupt.id])
-        ctx._run.resume = Resume(dict(data["states"]), dict(data["user_states"]), answers)
+        return answers
 
-    @property
-    def root_input(self) -> list[Message]:
-        """Return the messages the paused run started with."""
-        messages: list[Message] = load_plain(list[Message], self.data["root_input"])
-        return messages
+
+def _name_unencodable(snapshot: RunSnapshot, interrupts: tuple[InterruptCtx, ...]) -> None:
+    """Raise a `SerializationError` naming the first part of the run that is not JSON."""
+    parts: list[tuple[str, Any]] = [
+        ("session_values", snapshot.session_values),
+        ("state", snapshot.state),
+        ("local state", snapshot.local),
+        ("interrupt info", [i.info for i in interrupts]),
+        ("interrupt state", snapshot.user_states),
+        ("resume data", snapshot.answers),
+        ("metadata", snapshot.metadata),
+    ]
+    parts += [(f"state of {a} ({k})", r) for (a, k), r in snapshot.records.items()]
+    for root, value in parts:
+        to_json(value, Any, root=root)
+    raise SerializationError("the run's state cannot be encoded as JSON", path="")
+
+
+def _migrate_v1(data: dict[str, Any], checkpoint_id: str) -> dict[str, Any]:
+    """Turn a version 1 checkpoint into version 2 (component states became typed records)."""
+    try:
+        states = data.pop("states")
+        records = [_v1_record(key, state) for key, state in states.items()]
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise CheckpointCorrupt(
+            f"checkpoint '{checkpoint_id}' (version 1) is damaged: {type(exc).__name__}: {exc}"
+        ) from None
+    return {**data, "version": VERSION, "records": records}
+
+
+def _v1_record(key: str, state: dict[str, Any]) -> dict[str, Any]:
+    address, _, part = key.partition("#")
+    record: dict[str, Any]
+    if part == "flow":
+        record = {"kind": "flow", "chain": state["chain"]}
+    elif part == "swarm":
+        record = {"kind": "swarm", **state}
+    elif "calls_made" in state:
+        calls = {c["id"]: i for i, c in enumerate(state["messages"][-1].get("tool_calls", []))}
+        done = [
+            {"index": calls[cid], "content": d["content"], "action": d.get("action")}
+            for cid, d in state["done"].items()
+        ]
+        record = {"kind": "react", **state, "done": done}
+        record.setdefault("phase", "tools")
+    elif "index" in state:
+        record = {"kind": "sequence", **state}
+    elif "lanes" in state:
+        record = {"kind": "parallel", "pending": state["paused"], "lanes": state["lanes"]}
+    elif "input" in state:
+        record = {"kind": "nested", **state}
+    else:
+        record = {"kind": "graph", "data": state}
+    return {"address": address, "record": record}

@@ -1,13 +1,43 @@
-"""The run context: what a tool, node or agent can see of the run it is part of."""
+"""The run context and the run kernel: how one run enters agents, pauses, saves and charges.
+
+A run's life, in one place:
+
+    Runner ──► enter(root) ──► agent.run ──► model call ─► tool calls ─► safe point ─┐
+                 ▲   │            │                          │              │ step: save│
+                 │   │            └─ enter(child) …          │ interrupt()  └───────────┘
+                 │   └─ a pause signal becomes ONE pause event ◄─┘
+                 │                     │
+                 │            Runner saves a checkpoint (a new id) ─► RunResult
+                 └──────── resume: records restored, each taken once by its component
+
+`enter` is the only entry into an agent: it sets the current context for every step of the
+agent (so `plait.interrupt()` and `plait.run_context()` see the agent's own context) and turns
+the pause signal into the agent's pause event. `call_in` does the same for one tool or node
+call. This module is the only one that raises or catches the pause signal.
+
+Components keep a typed resume record in the run state while they work (`save_state`); a
+pause or a step save snapshots every record at once, so saving a step never unwinds the
+stack. Budgets (model calls, tokens, transfers) live in the run state and are saved with it.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from contextvars import ContextVar
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from plait.errors import MaxStepsExceeded, PlaitError, TokenBudgetExceeded, UsageError
+from plait.errors import (
+    AgentError,
+    MaxDepthExceeded,
+    MaxHandoffsExceeded,
+    MaxStepsExceeded,
+    PlaitError,
+    TokenBudgetExceeded,
+    UsageError,
+)
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -17,40 +47,81 @@ from plait.events import (
     InterruptInfo,
     MessageVariant,
 )
+from plait.history import HistoryRecord
 from plait.messages import Message, Usage
 
-__all__ = ["RunContext", "run_context"]
+if TYPE_CHECKING:
+    from plait.agent import Agent, AgentInput
+
+__all__ = [
+    "Budget",
+    "IdSource",
+    "Paused",
+    "RunContext",
+    "RunHooks",
+    "call_in",
+    "enter",
+    "is_pause",
+    "raise_pause",
+    "run_context",
+]
+
+_T = TypeVar("_T")
+
+Emit = Callable[[AgentEvent], None]
+SaveKind = Literal["step", "cancel"]
+Saver = Callable[[SaveKind, "RunContext"], Awaitable["AgentEvent | None"]]
 
 
-class _RunState:
-    """State shared by every agent of one run."""
+class IdSource:
+    """Where a run gets its ids (interrupts, checkpoints) and timestamps.
 
-    __slots__ = (
-        "cancel_requested",
-        "durability",
-        "enable_streaming",
-        "input_tokens",
-        "local",
-        "model_calls",
-        "output_tokens",
-        "paused",
-        "resume",
-        "session_values",
-        "state",
-    )
+    Replace it (`Runner(ids=...)`) to make them deterministic, as a durable-execution engine
+    replaying a run must.
+    """
 
-    def __init__(self, session_values: dict[str, Any], enable_streaming: bool) -> None:
-        self.session_values = session_values
-        self.state: dict[str, Any] = {}
-        self.enable_streaming = enable_streaming
-        self.model_calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.paused = Paused()
-        self.resume: Resume | None = None
-        self.cancel_requested = False
-        self.durability = "exit"
-        self.local: dict[str, dict[str, Any]] = {}  # each agent's own state, by agent name
+    def new_id(self) -> str:
+        """Return a fresh unique id."""
+        return uuid.uuid4().hex
+
+    def now(self) -> datetime:
+        """Return the current time (timezone-aware UTC)."""
+        return datetime.now(UTC)
+
+
+class RunHooks:
+    """The seams of a run: override any of these to observe it (tracing, serving, metrics).
+
+    Each is called synchronously at the point it names; a hook must not raise.
+    """
+
+    def agent_entered(self, ctx: RunContext) -> None:
+        """An agent starts (or resumes) running in `ctx`."""
+
+    def agent_exited(self, ctx: RunContext, error: PlaitError | None) -> None:
+        """An agent finished, paused or failed (`error`)."""
+
+    def model_called(
+        self, ctx: RunContext, reply: Message | None, error: PlaitError | None
+    ) -> None:
+        """A model call of agent `ctx.agent_name` returned `reply` (or failed)."""
+
+    def tool_called(self, ctx: RunContext, content: Any, error: PlaitError | None) -> None:
+        """A tool call (`ctx.tool_name`, `ctx.tool_call_id`) returned `content` (or failed)."""
+
+    def paused(
+        self, ctx: RunContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
+    ) -> None:
+        """The run paused and was saved under `checkpoint_id`."""
+
+    def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
+        """The run was resumed from `checkpoint_id`."""
+
+    def step_saved(self, ctx: RunContext, checkpoint_id: str) -> None:
+        """A step checkpoint of the running run was written."""
+
+    def budget_charged(self, ctx: RunContext, usage: Usage | None) -> None:
+        """A model call was counted towards the run's totals and budgets."""
 
 
 class Budget:
@@ -67,55 +138,114 @@ class Budget:
 
 
 class Paused:
-    """What the parts of a run save when it pauses, keyed by their address."""
+    """What `interrupt()` calls left for the checkpoint: their states and earlier answers."""
 
-    __slots__ = ("answers", "states", "user_states")
+    __slots__ = ("answers", "user_states")
 
     def __init__(self) -> None:
-        self.states: dict[str, Any] = {}  # component state (agent, workflow, agent tool)
         self.user_states: dict[str, Any] = {}  # the `state=` given to interrupt()
         self.answers: dict[str, list[Any]] = {}  # values interrupt() already returned
 
 
-class Resume:
-    """What a resumed run restores; each entry is taken once."""
+class _RunState:
+    """State shared by every agent of one run; all of it is saved with a checkpoint."""
 
-    __slots__ = ("answers", "states", "user_states")
+    __slots__ = (
+        "budgets",
+        "cancel_requested",
+        "durability",
+        "enable_streaming",
+        "frames",
+        "hooks",
+        "ids",
+        "input_tokens",
+        "local",
+        "max_transfers",
+        "metadata",
+        "model_calls",
+        "output_tokens",
+        "paused",
+        "restored",
+        "resume_answers",
+        "resume_user_states",
+        "saver",
+        "session_values",
+        "state",
+        "transfers",
+    )
 
-    def __init__(
-        self,
-        states: dict[str, Any],
-        user_states: dict[str, Any],
-        answers: dict[str, list[Any]],
-    ) -> None:
-        self.states = states
-        self.user_states = user_states
-        self.answers = answers
+    def __init__(self, session_values: dict[str, Any], enable_streaming: bool) -> None:
+        self.session_values = session_values
+        self.state: dict[str, Any] = {}
+        self.local: dict[str, dict[str, Any]] = {}  # each agent's own state, by agent name
+        self.enable_streaming = enable_streaming
+        self.durability = "exit"
+        self.cancel_requested = False
+        self.model_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.transfers = 0
+        self.max_transfers: int | None = None
+        self.budgets: dict[str, Budget] = {}  # by the address of the team that set them
+        self.frames: dict[tuple[str, str], Any] = {}  # live resume records: (address, kind)
+        self.restored: dict[tuple[str, str], Any] = {}  # records of a resumed checkpoint
+        self.paused = Paused()
+        self.resume_user_states: dict[str, Any] = {}
+        self.resume_answers: dict[str, list[Any]] = {}
+        self.ids = IdSource()
+        self.hooks: tuple[RunHooks, ...] = ()
+        self.saver: Saver | None = None
+        self.metadata: dict[str, Any] = {}
 
 
 class InterruptSignal(BaseException):
     """Raised by `interrupt()` to pause the run; a `BaseException`, so `except Exception`
-    in a tool cannot swallow it."""
+    in a tool cannot swallow it. Only this module raises and catches it."""
 
     def __init__(self, contexts: tuple[InterruptCtx, ...]) -> None:
         super().__init__(contexts)
         self.contexts = contexts
 
 
-SAFE_POINT = "plait.safe_point"
+class RunSnapshot:
+    """Everything a checkpoint holds of a run, as Python objects (encoded by
+    `plait.checkpoint`)."""
 
+    __slots__ = (
+        "answers",
+        "budgets",
+        "enable_streaming",
+        "history",
+        "local",
+        "metadata",
+        "model_calls",
+        "records",
+        "root_input",
+        "session_values",
+        "state",
+        "tokens",
+        "transfers",
+        "user_states",
+    )
 
-def safe_point_reason(ctx: InterruptCtx) -> str | None:
-    """Return "cancel" or "step" for a pause the runner made at a safe point, else None."""
-    info = ctx.info
-    if isinstance(info, dict) and len(info) == 1 and SAFE_POINT in info:
-        return str(info[SAFE_POINT])
-    return None
-
-
-# One recorded message of the run's history: (author agent name, message variant).
-HistoryRecord = tuple[str, MessageVariant]
-Emit = Callable[[AgentEvent], None]
+    def __init__(self, **fields: Any) -> None:
+        self.root_input: tuple[Message, ...] = ()
+        self.history: list[HistoryRecord] = []
+        self.session_values: dict[str, Any] = {}
+        self.state: dict[str, Any] = {}
+        self.local: dict[str, dict[str, Any]] = {}
+        self.enable_streaming = False
+        self.records: dict[tuple[str, str], Any] = {}  # (address, kind) -> record
+        self.user_states: dict[str, Any] = {}
+        self.answers: dict[str, list[Any]] = {}
+        # team key -> (team, max_steps, max_tokens, steps, tokens)
+        self.budgets: dict[str, tuple[str, int | None, int | None, int, int]] = {}
+        self.model_calls = 0
+        self.tokens = (0, 0)  # (input, output)
+        self.transfers = 0
+        self.metadata: dict[str, Any] = {}
+        for name, value in fields.items():
+            setattr(self, name, value)
 
 
 class RunContext:
@@ -170,8 +300,10 @@ class RunContext:
         self._emit: Emit | None = None
         self._model_messages: list[Message] | None = None
         self._answered: list[Any] | None = None
-        self._budgets: tuple[Budget, ...] = ()
+        self._budgets: tuple[str, ...] = ()  # addresses of the teams whose budgets apply
         self._teams: tuple[tuple[str, int, int | None], ...] = ()  # (name, level, max_depth)
+
+    # --- building contexts ---------------------------------------------------------------
 
     @classmethod
     def root(
@@ -194,6 +326,26 @@ class RunContext:
             address=f"agent:{agent_name}",
         )
 
+    def configure(
+        self,
+        *,
+        durability: str = "exit",
+        ids: IdSource | None = None,
+        hooks: Sequence[RunHooks] = (),
+        max_transfers: int | None = None,
+        saver: Saver | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Set the run-wide options (the runner does this once, at the start of a run)."""
+        run = self._run
+        run.durability = durability
+        run.ids = ids if ids is not None else run.ids
+        run.hooks = tuple(hooks)
+        run.max_transfers = max_transfers
+        run.saver = saver
+        if metadata is not None:
+            run.metadata = metadata
+
     def nested(self, agent_name: str, messages: Sequence[Message]) -> RunContext:
         """Return the context of an agent run as a tool of this one: one level deeper, with
         its own input and history, sharing the run's session values, state and usage."""
@@ -209,10 +361,11 @@ class RunContext:
         ctx._budgets, ctx._teams = self._budgets, self._teams
         return ctx
 
-    def fork(self) -> RunContext:
-        """Return a copy with its own history lane (for a branch running in parallel)."""
+    def fork(self, history: Sequence[HistoryRecord] | None = None) -> RunContext:
+        """Return a copy with its own history lane (for a branch running in parallel);
+        `history` replaces what the lane starts with."""
         ctx = self._copy(self.agent_name, self.run_path, self.address)
-        ctx._history = list(self._history)
+        ctx._history = list(self._history if history is None else history)
         return ctx
 
     def _copy(self, agent_name: str, run_path: tuple[str, ...], address: str) -> RunContext:
@@ -227,98 +380,6 @@ class RunContext:
         )
         ctx._budgets, ctx._teams = self._budgets, self._teams
         return ctx
-
-    @property
-    def session_values(self) -> dict[str, Any]:
-        """Return the run's session values (shared by every agent of the run)."""
-        return self._run.session_values
-
-    @property
-    def state(self) -> dict[str, Any]:
-        """Return the team-shared state of the run."""
-        return self._run.state
-
-    @property
-    def root_input(self) -> tuple[Message, ...]:
-        """Return the messages this run (or this agent-as-tool run) started with."""
-        return self._root_input
-
-    @property
-    def usage(self) -> Usage:
-        """Return the tokens spent by every model call of the run so far."""
-        run = self._run
-        return Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens)
-
-    @property
-    def model_calls(self) -> int:
-        """Return how many model calls the run has made so far."""
-        return self._run.model_calls
-
-    def record_model_call(self, usage: Usage | None) -> None:
-        """Count one model call and its usage towards the run's totals and team budgets.
-
-        Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
-        """
-        run = self._run
-        run.model_calls += 1
-        tokens = 0
-        if usage is not None:
-            run.input_tokens += usage.input_tokens
-            run.output_tokens += usage.output_tokens
-            tokens = usage.input_tokens + usage.output_tokens
-        for budget in self._budgets:
-            budget.steps += 1
-            budget.tokens += tokens
-            if budget.max_tokens is not None and budget.tokens > budget.max_tokens:
-                raise TokenBudgetExceeded(
-                    f"team '{budget.team}' spent {budget.tokens} tokens, over its "
-                    f"total_token_budget={budget.max_tokens}",
-                    team=budget.team,
-                    limit=budget.max_tokens,
-                )
-
-    def check_steps(self) -> None:
-        """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""
-        for budget in self._budgets:
-            if budget.max_steps is not None and budget.steps >= budget.max_steps:
-                raise MaxStepsExceeded(
-                    f"team '{budget.team}' reached total_max_steps={budget.max_steps} model calls",
-                    team=budget.team,
-                    limit=budget.max_steps,
-                )
-
-    @property
-    def local_state(self) -> dict[str, Any]:
-        """Return this agent's own state: kept across its turns, not shared with others."""
-        return self._run.local.setdefault(self.agent_name, {})
-
-    def send_action(self, action: AgentAction) -> None:
-        """Attach `action` to the event of the tool call this context belongs to."""
-        if self._actions is None:
-            raise UsageError(
-                "send_action() works inside a tool call; a custom agent yields an AgentEvent "
-                "with the action instead"
-            )
-        self._actions.append(action)
-
-    @property
-    def enable_streaming(self) -> bool:
-        """Whether model output streams in this run."""
-        return self._run.enable_streaming
-
-    @property
-    def history(self) -> list[HistoryRecord]:
-        """Return the messages recorded so far in this part of the run, with their authors."""
-        return self._history
-
-    @property
-    def model_messages(self) -> list[Message]:
-        """Return the calling agent's current model input (inside a tool; else empty)."""
-        return self._model_messages if self._model_messages is not None else []
-
-    def break_loop(self) -> None:
-        """Ask the enclosing `LoopAgent` to stop after the current sub-agent finishes."""
-        self.send_action(AgentAction(break_loop=BreakLoopAction(from_agent=self.agent_name)))
 
     def for_agent(
         self, name: str, *, run_path: tuple[str, ...] | None = None, address: str | None = None
@@ -352,75 +413,171 @@ class RunContext:
         ctx._teams = self._teams
         return ctx
 
-    def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
-        """Pause the run here, or return the data this point was resumed with."""
-        run = self._run
-        answered = self._answered
-        if answered is None:
-            answered = self._answered = []
-        resume = run.resume
-        if resume is not None:
-            queue = resume.answers.get(self.address)
-            if queue:
-                value = queue.pop(0)
-                answered.append(value)
-                return value
-        run.paused.user_states[self.address] = state
-        run.paused.answers[self.address] = list(answered)
-        ctx = InterruptCtx(id=uuid.uuid4().hex, address=self.address, info=info)
-        raise InterruptSignal((ctx,))
+    def for_team(
+        self,
+        team: str,
+        *,
+        max_depth: int | None,
+        max_steps: int | None,
+        max_tokens: int | None,
+    ) -> RunContext:
+        """Return the context a team runs its members in: its nesting level checked against
+        every enclosing team's `max_depth`, its budget (kept in the run state) applied."""
+        level = self._teams[-1][1] + 1 if self._teams else 1
+        for outer, outer_level, limit in self._teams:
+            if limit is not None and level - outer_level + 1 > limit:
+                raise MaxDepthExceeded(
+                    f"team '{team}' runs {level - outer_level + 1} levels of teams deep in "
+                    f"team '{outer}', over its max_depth={limit}",
+                    team=outer,
+                    limit=limit,
+                )
+        inner = self._copy(self.agent_name, self.run_path, self.address)
+        inner._teams = (*self._teams, (team, level, max_depth))
+        if max_steps is not None or max_tokens is not None:
+            key = f"{self.address}|{team}"
+            if key not in self._run.budgets:
+                self._run.budgets[key] = Budget(team, max_steps, max_tokens)
+            inner._budgets = (*self._budgets, key)
+        return inner
+
+    # --- what the run holds ----------------------------------------------------------------
 
     @property
-    def cancel_requested(self) -> bool:
-        """Whether the run was asked to stop at its next safe point."""
-        return self._run.cancel_requested
+    def session_values(self) -> dict[str, Any]:
+        """Return the run's session values (shared by every agent of the run)."""
+        return self._run.session_values
 
-    def safe_point(self) -> str | None:
-        """At a safe point, return why to stop here: "cancel", "step" or None (go on)."""
+    @property
+    def state(self) -> dict[str, Any]:
+        """Return the team-shared state of the run."""
+        return self._run.state
+
+    @property
+    def root_input(self) -> tuple[Message, ...]:
+        """Return the messages this run (or this agent-as-tool run) started with."""
+        return self._root_input
+
+    @property
+    def usage(self) -> Usage:
+        """Return the tokens spent by every model call of the run so far."""
         run = self._run
-        if run.cancel_requested:
-            return "cancel"
-        return "step" if run.durability == "step" else None
+        return Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens)
 
-    def safe_point_event(self, reason: str) -> AgentEvent:
-        """Pause here for `reason` ("cancel" or "step"); the runner saves and acts on it."""
-        marker = InterruptCtx(id=uuid.uuid4().hex, address=self.address, info={SAFE_POINT: reason})
-        return self.pause_event((marker,))
+    @property
+    def model_calls(self) -> int:
+        """Return how many model calls the run has made so far."""
+        return self._run.model_calls
 
-    def interrupt_state(self) -> Any:
-        """Return the `state` saved by the interrupt at this point, when resumed."""
-        resume = self._run.resume
-        return None if resume is None else resume.user_states.get(self.address)
+    @property
+    def local_state(self) -> dict[str, Any]:
+        """Return this agent's own state: kept across its turns, not shared with others."""
+        return self._run.local.setdefault(self.agent_name, {})
 
-    def save_state(self, state: Any, part: str = "") -> None:
-        """Save this component's state (JSON-able) for the checkpoint of a pausing run.
+    @property
+    def all_local_state(self) -> dict[str, dict[str, Any]]:
+        """Return every agent's own state, by agent name (what a session keeps)."""
+        return self._run.local
 
-        `part` tells apart several components at one address (a flow and its first agent).
+    @property
+    def enable_streaming(self) -> bool:
+        """Whether model output streams in this run."""
+        return self._run.enable_streaming
+
+    @property
+    def history(self) -> list[HistoryRecord]:
+        """Return the messages recorded so far in this part of the run, with their authors."""
+        return self._history
+
+    @property
+    def model_messages(self) -> list[Message]:
+        """Return the calling agent's current model input (inside a tool; else empty)."""
+        return self._model_messages if self._model_messages is not None else []
+
+    def set_model_messages(self, messages: list[Message]) -> None:
+        """Make `messages` the current model input that tools of this agent see."""
+        self._model_messages = messages
+
+    @property
+    def ids(self) -> IdSource:
+        """Return the run's source of ids and timestamps."""
+        return self._run.ids
+
+    @property
+    def hooks(self) -> tuple[RunHooks, ...]:
+        """Return the hooks observing this run."""
+        return self._run.hooks
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Return the run's metadata: saved with every checkpoint (trace context and the like)."""
+        return self._run.metadata
+
+    # --- budgets ----------------------------------------------------------------------------
+
+    def record_model_call(self, usage: Usage | None) -> None:
+        """Count one model call and its usage towards the run's totals and team budgets.
+
+        Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
         """
-        key = f"{self.address}#{part}" if part else self.address
-        self._run.paused.states[key] = state
+        run = self._run
+        run.model_calls += 1
+        tokens = 0
+        if usage is not None:
+            run.input_tokens += usage.input_tokens
+            run.output_tokens += usage.output_tokens
+            tokens = usage.input_tokens + usage.output_tokens
+        for hook in run.hooks:
+            hook.budget_charged(self, usage)
+        for key in self._budgets:
+            budget = run.budgets[key]
+            budget.steps += 1
+            budget.tokens += tokens
+            if budget.max_tokens is not None and budget.tokens > budget.max_tokens:
+                raise TokenBudgetExceeded(
+                    f"team '{budget.team}' spent {budget.tokens} tokens, over its "
+                    f"total_token_budget={budget.max_tokens}",
+                    team=budget.team,
+                    limit=budget.max_tokens,
+                )
 
-    def take_state(self, part: str = "") -> Any:
-        """Return (once) the state saved here when the run paused, if this run resumes it."""
-        resume = self._run.resume
-        if resume is None:
-            return None
-        return resume.states.pop(f"{self.address}#{part}" if part else self.address, None)
+    def check_steps(self) -> None:
+        """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""
+        for key in self._budgets:
+            budget = self._run.budgets[key]
+            if budget.max_steps is not None and budget.steps >= budget.max_steps:
+                raise MaxStepsExceeded(
+                    f"team '{budget.team}' reached total_max_steps={budget.max_steps} model calls",
+                    team=budget.team,
+                    limit=budget.max_steps,
+                )
 
-    def pause_event(self, contexts: Sequence[InterruptCtx]) -> AgentEvent:
-        """Build this agent's event announcing that it paused on `contexts`."""
-        info = InterruptInfo(contexts=tuple(contexts))
-        return self.event(action=AgentAction(interrupted=info))
+    def count_transfer(self) -> None:
+        """Count one transfer between agents; raise `MaxHandoffsExceeded` past the runner's
+        `max_transfers`."""
+        run = self._run
+        run.transfers += 1
+        if run.max_transfers is not None and run.transfers > run.max_transfers:
+            raise MaxHandoffsExceeded(
+                f"the run transferred between agents {run.transfers} times, over the runner's "
+                f"max_transfers={run.max_transfers}",
+                limit=run.max_transfers,
+            )
 
-    def emit(self, event: AgentEvent) -> bool:
-        """Pass an event up from inside a tool (an agent run as a tool forwards its events).
+    # --- tools ------------------------------------------------------------------------------
 
-        Return False when the caller does not take events from this tool.
-        """
-        if self._emit is None:
-            return False
-        self._emit(event)
-        return True
+    def send_action(self, action: AgentAction) -> None:
+        """Attach `action` to the event of the tool call this context belongs to."""
+        if self._actions is None:
+            raise UsageError(
+                "send_action() works inside a tool call; a custom agent yields an AgentEvent "
+                "with the action instead"
+            )
+        self._actions.append(action)
+
+    def break_loop(self) -> None:
+        """Ask the enclosing `LoopAgent` to stop after the current sub-agent finishes."""
+        self.send_action(AgentAction(break_loop=BreakLoopAction(from_agent=self.agent_name)))
 
     def take_action(self) -> AgentAction | None:
         """Return the actions sent during this tool call, merged into one (or None)."""
@@ -432,6 +589,142 @@ class RunContext:
             merged = merged.merge(action)
         actions.clear()
         return merged
+
+    def set_emit(self, emit: Emit | None) -> None:
+        """Let tools called from this context pass events up through `emit`."""
+        self._emit = emit
+
+    def emit(self, event: AgentEvent) -> bool:
+        """Pass an event up from inside a tool (an agent run as a tool forwards its events).
+
+        Return False when the caller does not take events from this tool.
+        """
+        if self._emit is None:
+            return False
+        self._emit(event)
+        return True
+
+    # --- pausing, resuming and saving -------------------------------------------------------
+
+    def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
+        """Pause the run here, or return the data this point was resumed with."""
+        run = self._run
+        answered = self._answered
+        if answered is None:
+            answered = self._answered = []
+        queue = run.resume_answers.get(self.address)
+        if queue:
+            value = queue.pop(0)
+            answered.append(value)
+            return value
+        run.paused.user_states[self.address] = state
+        run.paused.answers[self.address] = list(answered)
+        raise InterruptSignal((InterruptCtx(id=run.ids.new_id(), address=self.address, info=info),))
+
+    def interrupt_state(self) -> Any:
+        """Return the `state` saved by the interrupt at this point, when resumed."""
+        return self._run.resume_user_states.get(self.address)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether the run was asked to stop at its next safe point."""
+        return self._run.cancel_requested
+
+    def request_cancel(self) -> None:
+        """Ask the run to stop at its next safe point."""
+        self._run.cancel_requested = True
+
+    async def safe_point(self) -> AgentEvent | None:
+        """Call between two steps of work, with this component's record up to date.
+
+        With `durability="step"` the run's checkpoint is written here (the run goes on).
+        When the run was asked to stop, it is saved and the event ending it is returned:
+        yield it and return.
+        """
+        run = self._run
+        if run.cancel_requested:
+            if run.saver is None:
+                from plait.errors import RunCancelled
+
+                return self.event(error=RunCancelled("the run was cancelled"))
+            return await run.saver("cancel", self)
+        if run.durability == "step" and run.saver is not None:
+            await run.saver("step", self)
+        return None
+
+    def save_state(self, kind: str, record: Any) -> None:
+        """Keep this component's resume record (or a function returning it) in the run
+        state; every pause and step save includes it until `drop_state`."""
+        self._run.frames[(self.address, kind)] = record
+
+    def drop_state(self, kind: str) -> None:
+        """Forget this component's record: it finished its work."""
+        self._run.frames.pop((self.address, kind), None)
+
+    def take_state(self, kind: str, tp: type[_T]) -> _T | None:
+        """Return (once) the record of type `tp` this component saved when the run was saved,
+        if this run resumes it; it stays this component's record until changed or dropped."""
+        record = self._run.restored.pop((self.address, kind), None)
+        if record is None:
+            return None
+        if not isinstance(record, tp):
+            from plait.errors import ResumeError
+
+            raise ResumeError(
+                f"the checkpoint holds a {type(record).__name__} at '{self.address}', where "
+                f"this run has a component expecting {tp.__name__}; the agents changed"
+            )
+        self._run.frames[(self.address, kind)] = record
+        return record
+
+    def snapshot(self) -> RunSnapshot:
+        """Return what a checkpoint holds of this run (call it on the root context)."""
+        run = self._run
+        records = {k: (v() if callable(v) else v) for k, v in run.frames.items()}
+        budgets = {
+            k: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens)
+            for k, b in run.budgets.items()
+        }
+        return RunSnapshot(
+            root_input=self._root_input,
+            history=list(self._history),
+            session_values=run.session_values,
+            state=run.state,
+            local=run.local,
+            enable_streaming=run.enable_streaming,
+            records=records,
+            user_states=dict(run.paused.user_states),
+            answers={k: list(v) for k, v in run.paused.answers.items()},
+            budgets=budgets,
+            model_calls=run.model_calls,
+            tokens=(run.input_tokens, run.output_tokens),
+            transfers=run.transfers,
+            metadata=run.metadata,
+        )
+
+    def restore(self, snapshot: RunSnapshot, answers: dict[str, list[Any]]) -> None:
+        """Put a saved run back into this (root) context, with `answers` for its interrupts."""
+        run = self._run
+        self._history.extend(snapshot.history)
+        run.state.update(snapshot.state)
+        run.local.update(snapshot.local)
+        run.restored = dict(snapshot.records)
+        run.resume_user_states = dict(snapshot.user_states)
+        run.resume_answers = answers
+        for key, (team, max_steps, max_tokens, steps, tokens) in snapshot.budgets.items():
+            budget = run.budgets[key] = Budget(team, max_steps, max_tokens)
+            budget.steps, budget.tokens = steps, tokens
+        run.model_calls = snapshot.model_calls
+        run.input_tokens, run.output_tokens = snapshot.tokens
+        run.transfers = snapshot.transfers
+        run.metadata.update(snapshot.metadata)
+
+    # --- events -----------------------------------------------------------------------------
+
+    def pause_event(self, contexts: Sequence[InterruptCtx]) -> AgentEvent:
+        """Build this agent's event announcing that it paused on `contexts`."""
+        info = InterruptInfo(contexts=tuple(contexts))
+        return self.event(action=AgentAction(interrupted=info))
 
     def event(
         self,
@@ -468,3 +761,94 @@ def run_context() -> RunContext:
     if ctx is None:
         raise UsageError("run_context() is only available while a plait run is executing")
     return ctx
+
+
+# --- the kernel: entering agents, calling tools, pausing ----------------------------------
+
+
+class Interrupted:
+    """What `call_in` returns when the call paused: the interrupts it raised."""
+
+    __slots__ = ("contexts",)
+
+    def __init__(self, contexts: tuple[InterruptCtx, ...]) -> None:
+        self.contexts = contexts
+
+
+class _Agentish(Protocol):
+    name: str
+
+    def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]: ...
+
+
+async def enter(
+    agent: Agent | _Agentish, agent_input: AgentInput, ctx: RunContext
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run `agent` in `ctx`: the one way into an agent.
+
+    Every step of the agent runs with `ctx` as the current context; a pause raised out of it
+    becomes its pause event, and an exception its error event.
+    """
+    hooks = ctx._run.hooks
+    for hook in hooks:
+        hook.agent_entered(ctx)
+    error: PlaitError | None = None
+    events = agent.run(agent_input, ctx)
+    try:
+        while True:
+            token = _current.set(ctx)
+            try:
+                event = await anext(events)
+            except StopAsyncIteration:
+                return
+            except InterruptSignal as signal:
+                yield ctx.pause_event(signal.contexts)
+                return
+            except Exception as exc:
+                error = AgentError.wrap(exc, ctx.agent_name)
+                yield ctx.event(error=error)
+                return
+            finally:
+                _current.reset(token)
+            error = event.error if event.error is not None else error
+            yield event
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        for hook in hooks:
+            hook.agent_exited(ctx, error)
+
+
+async def call_in(
+    ctx: RunContext, fn: Callable[..., Awaitable[_T]], *args: Any
+) -> _T | Interrupted:
+    """Await `fn(*args)` with `ctx` as the current context (a tool or node call); a pause
+    raised inside is returned as `Interrupted`."""
+    token = _current.set(ctx)
+    try:
+        return await fn(*args)
+    except InterruptSignal as signal:
+        return Interrupted(signal.contexts)
+    finally:
+        _current.reset(token)
+
+
+def raise_pause(contexts: Sequence[InterruptCtx]) -> None:
+    """Pause the tool or node call running now on `contexts` (an agent run as a tool whose
+    child paused passes the child's interrupts up this way)."""
+    raise InterruptSignal(tuple(contexts))
+
+
+def is_pause(event: AgentEvent, depth: int) -> bool:
+    """Whether `event` announces a pause of this lane (not of an agent run as a tool)."""
+    return (
+        event.depth == depth and event.action is not None and event.action.interrupted is not None
+    )
+
+
+async def drain(events: AsyncIterator[AgentEvent]) -> AsyncGenerator[AgentEvent, None]:
+    """Yield `events`, closing them when the consumer stops early."""
+    async with aclosing(events) as stream:  # type: ignore[type-var]
+        async for event in stream:
+            yield event

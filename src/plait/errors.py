@@ -19,7 +19,8 @@ PlaitError
 ├── CheckpointNotFound
 ├── CheckpointCorrupt
 ├── SerializationError          names the path to the value that could not be encoded
-├── ResumeError                 bad resume targets, or a checkpoint already resumed
+├── ResumeError                 bad resume targets, a live run's checkpoint, a changed agent
+│   └── CheckpointAlreadyResumed  resumed before (a new pause has a new id)
 └── RunCancelled
 ```
 
@@ -52,6 +53,7 @@ __all__ = [
     "PlaitError",
     "RepetitiveHandoffError",
     "ResumeError",
+    "CheckpointAlreadyResumed",
     "RunCancelled",
     "SerializationError",
     "StoreError",
@@ -243,6 +245,10 @@ class SerializationError(PlaitError):
 
 class ResumeError(PlaitError):
     """A resume was rejected: unknown interrupt ids, a scalar for several, or already resumed."""
+
+
+class CheckpointAlreadyResumed(ResumeError):
+    """The checkpoint was resumed before: a run that paused again did so under a new id."""
 
 
 class RunCancelled(PlaitError):

@@ -1,11 +1,19 @@
-"""`Runner`: run an agent, stream its events, collect them, pause and resume."""
+"""`Runner`: run an agent, stream its events, collect them, pause and resume.
+
+The runner owns the edges of a run: it builds the root context, enters the root agent,
+saves a checkpoint when the run pauses (always under a new id) or at each step
+(`durability="step"`, under the run's own id, held by a lease while the run lives), retires
+a resumed checkpoint for good, and writes the session turn when the run finishes.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import functools
-import uuid
+import os
+import socket
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
@@ -13,17 +21,25 @@ from typing import Any, Literal, TypeVar
 
 from plait.agent import Agent, AgentInput
 from plait.agents.flow import can_transfer, run_flow
-from plait.checkpoint import UNSET, Checkpoint
-from plait.context import InterruptSignal, Resume, RunContext, _current, safe_point_reason
+from plait.checkpoint import UNSET, Checkpoint, Lease
+from plait.context import IdSource, RunContext, RunHooks, SaveKind, enter
 from plait.errors import (
-    AgentError,
+    CheckpointAlreadyResumed,
     CheckpointNotFound,
     PlaitError,
     ResumeError,
     RunCancelled,
     UsageError,
 )
-from plait.events import AgentEvent, HandoffLog, InterruptCtx, InterruptInfo, RunResult
+from plait.events import (
+    AgentAction,
+    AgentEvent,
+    HandoffLog,
+    InterruptCtx,
+    InterruptInfo,
+    RunResult,
+)
+from plait.history import history_for
 from plait.messages import Message
 from plait.session import SessionTurn
 from plait.stores.base import GuardedStore, Store
@@ -34,6 +50,10 @@ __all__ = ["EventFilter", "RunStream", "Runner"]
 EventFilter = Callable[[AgentEvent], bool]
 _T = TypeVar("_T")
 
+# Owners of the leases held by runs alive in this process ("host:pid:token").
+_HOST = socket.gethostname()
+_LIVE: set[str] = set()
+
 
 class Runner:
     """Runs an agent: `run`/`query` stream events; `*_sync` collect them; `resume` continues
@@ -42,8 +62,12 @@ class Runner:
     `store` keeps checkpoints of paused runs (default: an in-memory store owned by this
     runner, so a pause can be resumed in this process; use `SqliteStore`, `PostgresStore` or
     `RedisStore` to resume elsewhere or later). `event_filter(event)` returns True to keep an
-    event for the caller. Errors inside a run never raise out of the runner: they are the
-    last event (and `RunResult.error`). Nothing bound to an event loop is kept between runs.
+    event for the caller. `max_transfers` bounds the transfers between agents of one run
+    (`MaxHandoffsExceeded` past it). `lease` is how long (seconds) a running run's step
+    checkpoint stays held after its last step. `ids` replaces the source of ids and
+    timestamps; `hooks` observe the run's seams. Errors inside a run never raise out of the
+    runner: they are the last event (and `RunResult.error`). Nothing bound to an event loop
+    is kept between runs.
     """
 
     def __init__(
@@ -56,11 +80,19 @@ class Runner:
         durability: Literal["exit", "step"] = "exit",
         checkpoint_ttl: float | None = None,
         session_ttl: float | None = None,
+        max_transfers: int | None = 20,
+        lease: float = 60.0,
+        ids: IdSource | None = None,
+        hooks: Sequence[RunHooks] = (),
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
         if durability not in ("exit", "step"):
             raise UsageError("durability must be 'exit' or 'step'")
+        if max_transfers is not None and max_transfers < 0:
+            raise UsageError("max_transfers must be 0 or more, or None")
+        if not lease > 0:
+            raise UsageError("lease must be a positive number of seconds")
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
         self._store = GuardedStore(self.store)  # failures become StoreError
@@ -69,6 +101,10 @@ class Runner:
         self.durability = durability
         self.checkpoint_ttl = checkpoint_ttl
         self.session_ttl = session_ttl
+        self.max_transfers = max_transfers
+        self.lease = lease
+        self.ids = ids if ids is not None else IdSource()
+        self.hooks = tuple(hooks)
         self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
 
     def cancel(self, checkpoint_id: str) -> bool:
@@ -95,38 +131,13 @@ class Runner:
 
         With `session_id`, the run continues that conversation (its history and values) and
         the turn is added to it when the run finishes. If the run pauses, it is saved under
-        `checkpoint_id` (a fresh id when None; `stream.checkpoint_id` tells it).
+        `checkpoint_id` (a fresh id when None; `stream.checkpoint_id` tells it); an id that
+        holds a paused run is refused.
         """
-        if isinstance(messages, str | Message):
-            raise UsageError("Runner.run takes a list of messages; use query(text) for one text")
-        messages = tuple(messages)
-        if session_id is not None:
-            prepare = functools.partial(self._prepare_session, session_id, messages, session_values)
-            return RunStream(self, None, None, checkpoint_id, prepare, resuming=False)
-        ctx = self._root_context(messages, session_values, self.enable_streaming)
-        return RunStream(self, self._start(ctx), ctx, checkpoint_id)
-
-    def _root_context(
-        self, messages: Sequence[Message], values: Mapping[str, Any] | None, streaming: bool
-    ) -> RunContext:
-        ctx = RunContext.root(
-            self.agent.name,
-            messages,
-            session_values=dict(values) if values is not None else None,
-            enable_streaming=streaming,
-        )
-        ctx._run.durability = self.durability
-        return ctx
-
-    async def _prepare_session(
-        self, session_id: str, messages: tuple[Message, ...], values: Mapping[str, Any] | None
-    ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn]:
-        turn = await SessionTurn.load(self._store, session_id, messages)
-        merged = {**turn.values, **(values or {})}
-        ctx = self._root_context(turn.input_for(self.agent.name), merged, self.enable_streaming)
-        ctx.state.update(turn.state)
-        ctx._run.local.update(turn.local)
-        return self._start(ctx), ctx, turn
+        messages = _check_messages(messages)
+        values = dict(session_values) if session_values is not None else None
+        prepare = functools.partial(self._prepare_run, messages, session_id, checkpoint_id, values)
+        return RunStream(self, checkpoint_id, prepare, resumed_from=None)
 
     def query(
         self,
@@ -137,6 +148,8 @@ class Runner:
         session_values: Mapping[str, Any] | None = None,
     ) -> RunStream:
         """Start a run on one user message."""
+        if not isinstance(text, str):
+            raise UsageError(f"query takes a text, got {type(text).__name__}")
         return self.run(
             [Message.user(text)],
             session_id=session_id,
@@ -155,108 +168,121 @@ class Runner:
 
         `targets` maps interrupt ids to the data each `interrupt()` returns; `value=` is the
         data when exactly one interrupt is pending. Interrupts not targeted pause again with
-        fresh ids. A rejected resume (unknown checkpoint or id, a value for several
-        interrupts, already resumed) raises when iterated and leaves the checkpoint as it was.
+        fresh ids. A run that pauses again is saved under a new checkpoint id; the resumed
+        one is done for good. A rejected resume (unknown checkpoint or id, a value for
+        several interrupts, already resumed, held by a live run) raises when iterated and
+        leaves the checkpoint as it was.
         """
-        prepare = functools.partial(self._prepare, checkpoint_id, targets, value)
-        return RunStream(self, None, None, checkpoint_id, prepare)
+        prepare = functools.partial(self._prepare_resume, checkpoint_id, targets, value)
+        return RunStream(self, checkpoint_id, prepare, resumed_from=checkpoint_id)
+
+    def _context(
+        self, messages: Sequence[Message], values: dict[str, Any] | None, streaming: bool
+    ) -> RunContext:
+        ctx = RunContext.root(
+            self.agent.name, messages, session_values=values, enable_streaming=streaming
+        )
+        return ctx
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         if can_transfer(self.agent):
             return run_flow(self.agent, ctx)
-        agent_input = AgentInput(messages=ctx.root_input, enable_streaming=ctx.enable_streaming)
-        return self.agent.run(agent_input, ctx)  # an interrupt() raised out of it: RunStream
+        messages = history_for(self.agent.name, ctx.root_input, ctx.history)
+        agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
+        return enter(self.agent, agent_input, ctx)
 
-    async def _prepare(
+    async def _prepare_run(
+        self,
+        messages: tuple[Message, ...],
+        session_id: str | None,
+        checkpoint_id: str | None,
+        values: dict[str, Any] | None,
+    ) -> Prepared:
+        if checkpoint_id is not None:
+            record = await self._store.get_checkpoint(checkpoint_id)
+            if record is not None and record.status != "done":
+                raise UsageError(
+                    f"checkpoint id '{checkpoint_id}' holds a run that is {record.status}; "
+                    "resume it, or start this run under another id"
+                )
+        if session_id is None:
+            return (
+                self._start(ctx := self._context(messages, values, self.enable_streaming)),
+                ctx,
+                None,
+            )
+        turn = await SessionTurn.load(self._store, session_id, messages)
+        merged = {**turn.values, **(values or {})}
+        ctx = self._context(turn.input_for(self.agent.name), merged, self.enable_streaming)
+        ctx.state.update(turn.state)
+        ctx.all_local_state.update(turn.local)
+        return self._start(ctx), ctx, turn
+
+    async def _prepare_resume(
         self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
-    ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]:
+    ) -> Prepared:
         record = await self._store.get_checkpoint(checkpoint_id)
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
-        checkpoint = Checkpoint.decode(record.data, checkpoint_id)
-        by_id = checkpoint.targets(targets, value)  # check first …
+        checkpoint = Checkpoint.decode(record.data, checkpoint_id)  # validated whole …
+        by_id = checkpoint.targets(targets, value)
         if record.status != "pending":
-            raise ResumeError(
-                f"checkpoint '{checkpoint_id}' was already resumed (it is {record.status})"
+            raise CheckpointAlreadyResumed(
+                f"checkpoint '{checkpoint_id}' was already resumed (it is {record.status}); "
+                "a run that paused again did so under a new checkpoint id"
             )
-        if checkpoint.data["agent"] != self.agent.name:
+        if checkpoint.agent != self.agent.name:
             raise ResumeError(
-                f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.data['agent']}', "
+                f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "
                 f"not '{self.agent.name}'"
             )
-        if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim second
+        _check_lease(checkpoint)
+        if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim last
             raise ResumeError(f"checkpoint '{checkpoint_id}' is being resumed by someone else")
-        return self._reenter(checkpoint, by_id)
-
-    def _reenter(
-        self, checkpoint: Checkpoint, by_id: dict[str, Any]
-    ) -> tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]:
-        """Rebuild the run from a checkpoint and start it again where it stopped."""
-        data = checkpoint.data
-        ctx = self._root_context(
-            checkpoint.root_input, dict(data["session_values"]), bool(data["streaming"])
+        ctx = self._context(
+            checkpoint.root_input, checkpoint.snapshot().session_values, checkpoint.streaming
         )
-        checkpoint.restore(ctx, by_id)
+        ctx.restore(checkpoint.snapshot(), checkpoint.answers(by_id))
         turn = None
-        if data["session_id"] is not None:
-            turn = SessionTurn(
-                data["session_id"], [], {}, [], SessionTurn.load_turn(data["session_turn"] or [])
-            )
-        return self._start(ctx), ctx, turn
-
-    async def _save(
-        self,
-        ctx: RunContext,
-        interrupts: tuple[InterruptCtx, ...],
-        checkpoint_id: str,
-        turn: SessionTurn | None,
-        *,
-        running: bool = False,
-    ) -> bytes:
-        if turn is not None:
-            await turn.settle()
-        data = Checkpoint.encode(
-            ctx,
-            interrupts,
-            agent_name=self.agent.name,
-            session_id=turn.session_id if turn is not None else None,
-            session_turn=turn.dump_turn() if turn is not None else None,
-            running=running,
-        )
-        await self._store.put_checkpoint(checkpoint_id, data, ttl=self.checkpoint_ttl)
-        return data
-
-    async def _finish(self, checkpoint_id: str) -> None:
-        record = await self._store.get_checkpoint(checkpoint_id)
-        if record is not None:
-            await self._store.put_checkpoint(
-                checkpoint_id, record.data, status="done", ttl=self.checkpoint_ttl
-            )
+        if checkpoint.session_id is not None:
+            turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
+        for hook in self.hooks:
+            hook.resumed(ctx, checkpoint_id)
+        return self._start(ctx), ctx, turn, checkpoint.handoffs
 
     def run_sync(
         self,
         messages: Sequence[Message],
         *,
+        session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Run to the end in a new event loop and return the `RunResult` (never raises)."""
-        return _run_in_new_loop(
-            lambda: self.run(
-                messages, checkpoint_id=checkpoint_id, session_values=session_values
-            ).collect()
+        stream = self.run(
+            messages,
+            session_id=session_id,
+            checkpoint_id=checkpoint_id,
+            session_values=session_values,
         )
+        return _run_in_new_loop(stream.collect)
 
     def query_sync(
         self,
         text: str,
         *,
+        session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Run one user message to the end in a new event loop and return the `RunResult`."""
+        if not isinstance(text, str):
+            raise UsageError(f"query_sync takes a text, got {type(text).__name__}")
         return self.run_sync(
-            [Message.user(text)], checkpoint_id=checkpoint_id, session_values=session_values
+            [Message.user(text)],
+            session_id=session_id,
+            checkpoint_id=checkpoint_id,
+            session_values=session_values,
         )
 
     def resume_sync(
@@ -267,7 +293,70 @@ class Runner:
         value: Any = UNSET,
     ) -> RunResult:
         """Resume in a new event loop and return the `RunResult` (a rejected resume raises)."""
-        return _run_in_new_loop(lambda: self.resume(checkpoint_id, targets, value=value).collect())
+        return _run_in_new_loop(self.resume(checkpoint_id, targets, value=value).collect)
+
+
+def _weak_saver(stream: RunStream) -> Callable[[SaveKind, RunContext], Awaitable[Any]]:
+    """The stream's safe-point saver, without a reference cycle between run and stream (so
+    dropping an unfinished stream closes its run at once)."""
+    ref = weakref.ref(stream)
+
+    async def save(kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        stream = ref()
+        if stream is None:
+            return None
+        return await stream._save_at_safe_point(kind, ctx)
+
+    return save
+
+
+def _check_messages(messages: Any) -> tuple[Message, ...]:
+    if isinstance(messages, str | Message):
+        raise UsageError("Runner.run takes a list of messages; use query(text) for one text")
+    try:
+        items = tuple(messages)
+    except TypeError:
+        raise UsageError(
+            f"Runner.run takes a list of messages, got {type(messages).__name__}"
+        ) from None
+    for index, item in enumerate(items):
+        if not isinstance(item, Message):
+            shown = repr(item)[:100]
+            raise UsageError(
+                f"Runner.run takes a list of Message; item {index} is {shown} "
+                "(build one with Message.user(text))"
+            )
+    return items
+
+
+def _check_lease(checkpoint: Checkpoint) -> None:
+    """Refuse to resume the step checkpoint of a run that is still alive."""
+    lease = checkpoint.lease
+    if not checkpoint.running or lease is None or lease.until <= time.time():
+        return
+    host, _, rest = lease.owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host == _HOST:
+        if pid == str(os.getpid()):
+            if lease.owner not in _LIVE:
+                return  # this process's run has ended
+        elif pid.isdigit() and not _pid_alive(int(pid)):
+            return  # the process that ran it is gone
+    raise ResumeError(
+        f"checkpoint '{checkpoint.checkpoint_id}' is held by a run that is still going "
+        f"({lease.owner}, lease for {lease.until - time.time():.0f} s more); resume it once "
+        "that run has stopped"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _run_in_new_loop(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
@@ -281,7 +370,10 @@ def _run_in_new_loop(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     )
 
 
-Prepared = tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]
+Prepared = (
+    tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]
+    | tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None, list[HandoffLog]]
+)
 Prepare = Callable[[], Awaitable[Prepared]]
 
 
@@ -297,19 +389,17 @@ class RunStream:
     def __init__(
         self,
         runner: Runner,
-        agent_events: AsyncIterator[AgentEvent] | None,
-        ctx: RunContext | None,
         checkpoint_id: str | None,
-        prepare: Prepare | None = None,
+        prepare: Prepare,
         *,
-        resuming: bool = True,
+        resumed_from: str | None,
     ) -> None:
         self._runner = runner
         self._filter = runner.event_filter
-        self._ctx = ctx
-        self._agent_events = agent_events
-        self._prepare = prepare
-        self._resuming = prepare is not None and resuming
+        self._ctx: RunContext | None = None
+        self._agent_events: AsyncIterator[AgentEvent] | None = None
+        self._prepare: Prepare | None = prepare
+        self._resumed_from = resumed_from
         self._turn: SessionTurn | None = None
         self._held: AgentEvent | None = None
         self._events: list[AgentEvent] = []
@@ -317,18 +407,25 @@ class RunStream:
         self._error: PlaitError | None = None
         self._interrupts: tuple[InterruptCtx, ...] = ()
         self._paused = False
-        self._checkpoint_id = checkpoint_id
+        self._checkpoint_id = checkpoint_id  # the run's own id: its step saves go here
+        self._pause_id: str | None = None  # where it paused (a new id after a resume)
+        self._saved_steps = False
+        self._earlier_handoffs: list[HandoffLog] = []
         self._handoffs: list[HandoffLog] = []
         self._finished = False
         self._cancel = False
+        self._owner = f"{_HOST}:{os.getpid()}:{runner.ids.new_id()}"
         if checkpoint_id is not None:
             runner._active[checkpoint_id] = self
 
     @property
     def checkpoint_id(self) -> str:
-        """Return the id a pause or cancel of this run is saved under (made on first use)."""
+        """Return the id this run is saved under: where it paused or was cancelled, else
+        the id its step checkpoints (and a first pause) use (made on first use)."""
+        if self._pause_id is not None:
+            return self._pause_id
         if self._checkpoint_id is None:
-            self._checkpoint_id = uuid.uuid4().hex
+            self._checkpoint_id = self._runner.ids.new_id()
             self._runner._active[self._checkpoint_id] = self
         return self._checkpoint_id
 
@@ -343,7 +440,7 @@ class RunStream:
         """Stop at the next safe point (after a model call, or after the tools in flight)."""
         self._cancel = True
         if self._ctx is not None:
-            self._ctx._run.cancel_requested = True
+            self._ctx.request_cancel()
 
     def __aiter__(self) -> RunStream:
         return self
@@ -372,15 +469,43 @@ class RunStream:
         prepare, self._prepare = self._prepare, None
         assert prepare is not None
         try:
-            self._agent_events, self._ctx, self._turn = await prepare()
+            prepared = await prepare()
+        except PlaitError as exc:
+            if self._resumed_from is not None:
+                self._finish()
+                raise  # a rejected resume raises, and leaves the checkpoint as it was
+            self._fail_at_start(exc)
+            return
         except BaseException:
             self._finish()
             raise
+        self._agent_events, self._ctx, self._turn = prepared[0], prepared[1], prepared[2]
+        if len(prepared) == 4:
+            self._earlier_handoffs = list(prepared[3])
+        self._ctx.configure(
+            durability=self._runner.durability,
+            ids=self._runner.ids,
+            hooks=self._runner.hooks,
+            max_transfers=self._runner.max_transfers,
+            saver=_weak_saver(self),
+        )
+        _LIVE.add(self._owner)
         if self._cancel:
-            self._ctx._run.cancel_requested = True
+            self._ctx.request_cancel()
+
+    def _fail_at_start(self, exc: PlaitError) -> None:
+        """A run that could not start (its session could not be read) ends with the error."""
+        ctx = self._runner._context((), None, False)
+        self._ctx = ctx
+
+        async def failed() -> AsyncIterator[AgentEvent]:
+            yield ctx.event(error=exc)
+
+        self._agent_events = failed()
 
     def _finish(self) -> None:
         self._finished = True
+        _LIVE.discard(self._owner)
         if self._checkpoint_id is not None:
             self._runner._active.pop(self._checkpoint_id, None)
 
@@ -389,40 +514,30 @@ class RunStream:
             raise StopAsyncIteration
         if self._prepare is not None:
             await self._start()
-        while True:
-            ctx = self._ctx
-            assert ctx is not None and self._agent_events is not None
-            token = _current.set(ctx)
-            try:
-                event = await self._agent_events.__anext__()
-            except StopAsyncIteration:
-                failure = await self._completed()
-                if failure is None:
-                    raise
-                event = ctx.event(error=failure)  # the run ended but its records were not kept
-            except InterruptSignal as signal:  # a custom root agent called interrupt()
-                event = ctx.pause_event(signal.contexts)
-            except Exception as exc:
-                event = ctx.event(error=AgentError.wrap(exc, ctx.agent_name))
-            except BaseException:
-                self._finish()
+        ctx = self._ctx
+        assert ctx is not None and self._agent_events is not None
+        try:
+            event = await anext(self._agent_events)
+        except StopAsyncIteration:
+            failure = await self._completed()
+            if failure is None:
                 raise
-            finally:
-                _current.reset(token)
-            if event.depth == 0 and event.action is not None and event.action.interrupted:
-                paused = await self._pause(event, ctx)
-                if paused is None:
-                    continue  # a step checkpoint: the run goes on from it
-                event = paused
-            self._note(event)
-            if self._turn is not None:
-                self._turn.note(event)
-            if event.error is not None or self._paused:
-                await self.aclose()
-            return event
+            event = ctx.event(error=failure)  # the run ended but its records were not kept
+        except BaseException:
+            self._finish()
+            raise
+        action = event.action
+        if event.depth == 0 and action is not None and action.interrupted and event.error is None:
+            event = await self._pause(event, ctx)
+        self._note(event)
+        if self._turn is not None:
+            self._turn.note(event)
+        if event.error is not None or self._paused:
+            await self.aclose()
+        return event
 
     async def _completed(self) -> PlaitError | None:
-        """The run finished: write its session turn and retire a resumed checkpoint."""
+        """The run finished: write its session turn and retire its checkpoints."""
         self._finish()
         try:
             await self._keep_records()
@@ -432,69 +547,102 @@ class RunStream:
 
     async def _keep_records(self) -> None:
         runner = self._runner
-        if self._turn is not None and self._error is None and self._ctx is not None:
-            ctx = self._ctx
+        ctx = self._ctx
+        if self._turn is not None and self._error is None and ctx is not None:
             await self._turn.save(
                 runner._store,
                 ctx.session_values,
-                self._handoffs,
+                [*self._earlier_handoffs, *self._handoffs],
                 runner.session_ttl,
                 ctx.state,
-                ctx._run.local,
+                ctx.all_local_state,
             )
-        if self._checkpoint_id is not None and (self._resuming or runner.durability == "step"):
-            await runner._finish(self._checkpoint_id)
+        if self._resumed_from is not None or self._saved_steps:
+            await self._retire(self._checkpoint_id)
 
-    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent | None:
-        """Save the checkpoint of a pause; return the event reporting it (None: step on)."""
+    async def _retire(self, checkpoint_id: str | None) -> None:
+        """Mark a checkpoint done for good (it stays readable until its TTL)."""
+        if checkpoint_id is None:
+            return
+        store = self._runner._store
+        record = await store.get_checkpoint(checkpoint_id)
+        if record is not None and record.status != "done":
+            await store.put_checkpoint(
+                checkpoint_id, record.data, status="done", ttl=self._runner.checkpoint_ttl
+            )
+
+    def _new_pause_id(self) -> str:
+        """A pause after a resume is saved under a new id; a first pause under the run's."""
+        if self._resumed_from is not None:
+            self._pause_id = self._runner.ids.new_id()
+        else:
+            self._pause_id = self.checkpoint_id
+        return self._pause_id
+
+    async def _write(
+        self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
+    ) -> None:
+        runner, ctx, turn = self._runner, self._ctx, self._turn
+        assert ctx is not None
+        if turn is not None:
+            await turn.settle()
+        lease = None
+        if running:
+            lease = Lease(owner=self._owner, until=time.time() + runner.lease)
+        data = Checkpoint.encode(
+            ctx.snapshot(),
+            interrupts,
+            agent_name=runner.agent.name,
+            session_id=turn.session_id if turn is not None else None,
+            session_turn=list(turn.turn) if turn is not None else None,
+            running=running,
+            lease=lease,
+            handoffs=[*self._earlier_handoffs, *self._handoffs],
+        )
+        await runner._store.put_checkpoint(checkpoint_id, data, ttl=runner.checkpoint_ttl)
+
+    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
+        """Save the checkpoint of a pause (a new one); return the event reporting it."""
         assert event.action is not None and event.action.interrupted is not None
         contexts = event.action.interrupted.contexts
-        reasons = {safe_point_reason(c) for c in contexts}
-        step = reasons == {"step"}
         try:
-            await self._runner._save(ctx, contexts, self.checkpoint_id, self._turn, running=step)
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, contexts, running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
+        except PlaitError as exc:
+            self._pause_id = None
+            return ctx.event(error=exc)
+        self._paused = True
+        for hook in ctx.hooks:
+            hook.paused(ctx, contexts, checkpoint_id)
+        info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
+        return dataclasses.replace(
+            event, action=dataclasses.replace(event.action, interrupted=info)
+        )
+
+    async def _save_at_safe_point(self, kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        """Write a step checkpoint (the run goes on), or stop a cancelled run with one."""
+        try:
+            if kind == "step":
+                await self._write(self.checkpoint_id, (), running=True)
+                self._saved_steps = True
+                for hook in ctx.hooks:
+                    hook.step_saved(ctx, self.checkpoint_id)
+                return None
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, (), running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
         except PlaitError as exc:
             return ctx.event(error=exc)
-        if step:
-            await self._step_on(ctx)
-            return None
         self._paused = True
-        shown = tuple(c for c in contexts if safe_point_reason(c) is None)
-        info = InterruptInfo(contexts=shown or contexts, checkpoint_id=self.checkpoint_id)
-        action = dataclasses.replace(event.action, interrupted=info)
-        error = None
-        if not shown:
-            error = RunCancelled(
-                f"the run was cancelled at a safe point; resume checkpoint "
-                f"'{self.checkpoint_id}' to continue"
-            )
-        return dataclasses.replace(event, action=action, error=error)
-
-    async def _step_on(self, ctx: RunContext) -> None:
-        """Continue a run from the step checkpoint it has just written.
-
-        The run is rebuilt from what it saved, exactly as a resume from the store would,
-        but from memory: the checkpoint's bytes need not be read back.
-        """
-        aclose = getattr(self._agent_events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        runner = self._runner
-        new_ctx = runner._root_context(ctx.root_input, None, ctx.enable_streaming)
-        run, old = new_ctx._run, ctx._run
-        run.session_values = old.session_values
-        run.state = old.state
-        new_ctx.history.extend(ctx.history)
-        paused = old.paused
-        answers = {k: list(v) for k, v in paused.answers.items()}
-        run.resume = Resume(dict(paused.states), dict(paused.user_states), answers)
-        run.model_calls, run.input_tokens, run.output_tokens = (
-            old.model_calls,
-            old.input_tokens,
-            old.output_tokens,
+        error = RunCancelled(
+            f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
+            "to continue"
         )
-        run.cancel_requested = old.cancel_requested
-        self._agent_events, self._ctx = runner._start(new_ctx), new_ctx
+        info = InterruptInfo(contexts=(), checkpoint_id=checkpoint_id)
+        return ctx.event(action=AgentAction(interrupted=info), error=error)
 
     async def aclose(self) -> None:
         """Stop the run: cancel what is in flight and close every stream."""

@@ -1,10 +1,12 @@
 """Sessions: a conversation's history and values, kept in a store between turns.
 
 A session is JSON: the messages of every finished turn with their authors ("user" for the
-caller's messages), the session values, and the handoffs. A new turn starts from it: the
-caller's and the root agent's own messages verbatim, other agents' messages rewritten "For
-context" (as after a transfer). A turn that fails leaves the session unchanged; a turn that
-pauses is added when its resumed run finishes.
+caller's messages), the session values, team state, each agent's own state and the
+handoffs. A new turn starts from it: the caller's and the root agent's own messages
+verbatim, other agents' messages rewritten "For context" (as after a transfer). A turn that
+fails leaves the session unchanged; a turn that pauses is added when its resumed run
+finishes. A turn is appended to the session as it is when the turn ends, so turns that run
+at the same time are all kept.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from plait._json import dump_plain, load_plain, to_json
-from plait.agents.flow import rewrite_message
 from plait.errors import CheckpointCorrupt
 from plait.events import AgentEvent, HandoffLog
+from plait.history import rewrite_message
 from plait.messages import Message
 from plait.stores.base import SessionStore
 
@@ -25,6 +27,33 @@ __all__ = ["SessionTurn"]
 FORMAT = "plait.session"
 VERSION = 1
 USER = "user"
+
+
+class _Saved:
+    """A decoded session."""
+
+    def __init__(self, data: dict[str, Any] | None = None) -> None:
+        data = data or {}
+        self.messages: list[tuple[str, Message]] = [
+            (a, load_plain(Message, m)) for a, m in data.get("messages", [])
+        ]
+        self.values: dict[str, Any] = dict(data.get("values") or {})
+        self.state: dict[str, Any] = dict(data.get("state") or {})
+        self.local: dict[str, Any] = dict(data.get("local") or {})
+        self.handoffs: list[HandoffLog] = load_plain(list[HandoffLog], data.get("handoffs", []))
+
+
+def _decode(session_id: str, raw: bytes | None) -> _Saved:
+    if raw is None:
+        return _Saved()
+    try:
+        data = json.loads(raw)
+        assert data["format"] == FORMAT and data["version"] == VERSION
+        return _Saved(data)
+    except Exception as exc:
+        raise CheckpointCorrupt(
+            f"session '{session_id}' is not a plait session: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 class SessionTurn:
@@ -54,21 +83,17 @@ class SessionTurn:
         cls, store: SessionStore, session_id: str, new_messages: Sequence[Message]
     ) -> SessionTurn:
         """Read the session (empty if there is none) and start a turn with `new_messages`."""
-        raw = await store.get_session(session_id)
+        saved = _decode(session_id, await store.get_session(session_id))
         turn = [(USER, m) for m in new_messages]
-        if raw is None:
-            return cls(session_id, [], {}, [], turn)
-        try:
-            data = json.loads(raw)
-            assert data["format"] == FORMAT and data["version"] == VERSION
-            prior = [(a, load_plain(Message, m)) for a, m in data["messages"]]
-            handoffs = load_plain(list[HandoffLog], data["handoffs"])
-        except Exception as exc:
-            raise CheckpointCorrupt(
-                f"session '{session_id}' is not a plait session: {type(exc).__name__}: {exc}"
-            ) from None
-        state, local = dict(data.get("state") or {}), dict(data.get("local") or {})
-        return cls(session_id, prior, dict(data["values"]), handoffs, turn, state, local)
+        return cls(
+            session_id,
+            saved.messages,
+            saved.values,
+            saved.handoffs,
+            turn,
+            saved.state,
+            saved.local,
+        )
 
     def input_for(self, agent_name: str) -> list[Message]:
         """Return the root input of the turn for `agent_name`."""
@@ -99,24 +124,21 @@ class SessionTurn:
         state: dict[str, Any] | None = None,
         local: dict[str, Any] | None = None,
     ) -> None:
-        """Append the turn to the session and write it (committed before returning)."""
+        """Append the turn to the session as it is now, and write it (committed before
+        returning)."""
         await self.settle()
-        messages = [[a, dump_plain(m, Message)] for a, m in [*self.prior, *self.turn]]
-        text = (
-            f'{{"format":"{FORMAT}","version":{VERSION},'
-            f'"messages":{to_json(messages, Any, root="session messages")},'
-            f'"values":{to_json(values, Any, root="session_values")},'
-            f'"state":{to_json(state or {}, Any, root="state")},'
-            f'"local":{to_json(local or {}, Any, root="local state")},'
-            f'"handoffs":{to_json([*self.handoffs, *handoffs], list[HandoffLog])}}}'
-        )
+        saved = _decode(self.session_id, await store.get_session(self.session_id))
+        messages = [[a, dump_plain(m, Message)] for a, m in [*saved.messages, *self.turn]]
+        merged = {**saved.values, **values}
+        to_json(merged, Any, root="session_values")  # names a value that is not JSON
+        document = {
+            "format": FORMAT,
+            "version": VERSION,
+            "messages": messages,
+            "values": merged,
+            "state": {**saved.state, **(state or {})},
+            "local": {**saved.local, **(local or {})},
+            "handoffs": [dump_plain(h, HandoffLog) for h in [*saved.handoffs, *handoffs]],
+        }
+        text = to_json(document, Any, root="session")
         await store.put_session(self.session_id, text.encode(), ttl=ttl)
-
-    def dump_turn(self) -> Any:
-        """Return the turn so far as plain data, for a checkpoint."""
-        return [[a, dump_plain(m, Message)] for a, m in self.turn]
-
-    @staticmethod
-    def load_turn(data: Any) -> list[tuple[str, Message]]:
-        """Decode a turn saved by `dump_turn`."""
-        return [(a, load_plain(Message, m)) for a, m in data]

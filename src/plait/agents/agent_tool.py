@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
-from plait._json import dump_plain, load_plain
 from plait.agent import Agent
-from plait.agents.flow import dump_history, is_pause, load_history, rewrite_message, run_flow
-from plait.context import InterruptSignal, RunContext
+from plait.agents.flow import run_flow
+from plait.checkpoint import NestedRecord
+from plait.context import RunContext, is_pause, raise_pause
 from plait.errors import InvalidToolArguments, UsageError
 from plait.events import AgentEvent
+from plait.history import as_records, rewrite_message, whole_messages
 from plait.messages import Message
 from plait.tools.base import ToolInfo
 
@@ -153,34 +155,35 @@ async def run_nested(
 ) -> Message | None:
     """Run `agent` one level below `ctx` on `messages()`; return its final message.
 
-    Its events go to `emit`. If it pauses, its input and history are saved at `ctx`'s address
-    and the pause is raised on as an `InterruptSignal`; on resume it continues from them. An
-    error inside it is raised.
+    Its events go to `emit`. While it runs, its input and history are the resume record at
+    `ctx`'s address; if it pauses, the pause is passed on to the caller (the tool call pauses
+    too), and on resume it continues from them. An error inside it is raised.
     """
-    saved = ctx.take_state()
+    saved = ctx.take_state("nested", NestedRecord)
     if saved is not None:
-        child = ctx.nested(agent.name, load_plain(list[Message], saved["input"]))
-        child.history.extend(load_history(saved["history"]))
+        child = ctx.nested(agent.name, saved.input)
+        child.history.extend(as_records(saved.history))
     else:
         child = ctx.nested(agent.name, messages())
+    ctx.save_state("nested", functools.partial(_record, child))
     final: AgentEvent | None = None
     async with aclosing(run_flow(agent, child)) as events:  # type: ignore[type-var]
         async for event in events:
             if event.error is not None:
+                ctx.drop_state("nested")
                 raise event.error
             if is_pause(event, child.depth):
                 assert event.action is not None and event.action.interrupted is not None
-                ctx.save_state(
-                    {
-                        "input": dump_plain(list(child.root_input), list[Message]),
-                        "history": dump_history(child.history),
-                    }
-                )
-                raise InterruptSignal(event.action.interrupted.contexts)
+                raise_pause(event.action.interrupted.contexts)
             if event.depth == child.depth and event.message is not None:
                 final = event
             if emit is not None:
                 emit(event)
+    ctx.drop_state("nested")
     if final is None or final.message is None:
         return None
     return await final.message.get_message()
+
+
+def _record(child: RunContext) -> NestedRecord:
+    return NestedRecord(input=list(child.root_input), history=whole_messages(child.history))

@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
+import enum
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plait._json import load_plain
+from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agents.flow import TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
-from plait.context import InterruptSignal, RunContext, _current
+from plait.checkpoint import DoneCall, ReactRecord
+from plait.context import Emit, Interrupted, RunContext, call_in
 from plait.errors import (
     InvalidToolArguments,
     LimitExceeded,
     MaxIterationsExceeded,
     ModelError,
     PlaitError,
+    ResumeError,
     RunCancelled,
     ToolError,
     UsageError,
@@ -40,7 +43,6 @@ from plait.tools.function import FunctionTool
 
 __all__ = ["ChatModelAgent"]
 
-_Action = AgentAction | None
 GenModelInput = Callable[[str, AgentInput, RunContext], Sequence[Message]]
 
 
@@ -85,7 +87,7 @@ class _Round:
 
     __slots__ = ("direct", "done", "failed", "interrupts", "outcomes")
 
-    def __init__(self, done: dict[str, _Outcome] | None = None) -> None:
+    def __init__(self, done: dict[int, _Outcome] | None = None) -> None:
         self.outcomes: list[_Outcome] = []
         self.direct: _Outcome | None = None
         self.failed = False
@@ -246,134 +248,20 @@ class ChatModelAgent:
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the ReAct loop on `input`, yielding model outputs and tool results."""
-        state = ctx.take_state()
-        done: dict[str, _Outcome] | None = None
-        if state is not None:
-            messages, calls_made, done = self._restore(state)
-        else:
-            try:
-                messages = self._initial_messages(input, ctx)
-            except PlaitError as exc:
-                yield ctx.event(error=exc)
-                return
-            calls_made = 0
-        ctx._model_messages = messages
-        run = ctx._run
-        box = _Reply()
-        while True:
-            if done is None:  # a model step (skipped when resuming a paused tool round)
-                if calls_made >= self.max_iterations:
-                    err = MaxIterationsExceeded(agent_name=self.name, limit=calls_made)
-                    yield ctx.event(error=err)
-                    return
-                calls_made += 1
-                if ctx._budgets:  # a team's total_max_steps
-                    try:
-                        ctx.check_steps()
-                    except PlaitError as exc:
-                        yield ctx.event(error=exc)
-                        return
-                if self._before_model:
-                    for hook in self._before_model:
-                        messages = (await hook(ctx, messages)) or messages
-                    ctx._model_messages = messages
-                if input.enable_streaming:
-                    async with aclosing(self._stream_reply(messages, ctx, box)) as chunks:
-                        async for event in chunks:
-                            yield event
-                    reply = box.message
-                else:
-                    try:
-                        reply = await self.model.generate(
-                            messages, tools=self._tool_infos, **self.model_options
-                        )
-                    except Exception as exc:
-                        reply = None
-                        box.error = self._model_error(exc)
-                    if reply is not None:
-                        yield ctx.event(message=reply)
-                if reply is None:
-                    assert box.error is not None
-                    yield ctx.event(error=box.error)
-                    return
-                try:
-                    ctx.record_model_call(reply.usage)
-                except PlaitError as exc:
-                    yield ctx.event(error=exc)
-                    return
-                for hook in self._after_model:
-                    reply = (await hook(ctx, reply)) or reply
-                messages.append(reply)
-                if not reply.tool_calls:
-                    self._store_output(ctx, reply.content)
-                    return
-                if run.cancel_requested:  # a safe point: after the model call, before tools
-                    ctx.save_state(self._pause_state(messages, calls_made, None))
-                    yield ctx.safe_point_event("cancel")
-                    return
-            rnd = _Round(done)
-            done = None
-            calls = messages[-1].tool_calls
-            if len(calls) == 1 and calls[0].name not in self._emitting and not rnd.done:
-                # the common case: no task, no queue, no extra generator
-                outcome = await self._run_tool(calls[0], ctx, 0)
-                tool_event = self._accept(outcome, ctx, rnd)
-                if tool_event is not None:
-                    yield tool_event
-            else:
-                async with aclosing(self._run_concurrently(calls, ctx, rnd)) as results:
-                    async for event in results:
-                        yield event
-            if rnd.failed:
-                return
-            if rnd.interrupts:
-                ctx.save_state(self._pause_state(messages, calls_made, rnd))
-                yield ctx.pause_event(rnd.interrupts)
-                return
-            messages.extend(rnd.messages())
-            direct = rnd.direct
-            if direct is not None:  # held back until every tool of the round finished
-                yield ctx.event(message=direct.message, action=direct.action)
-                self._store_output(ctx, direct.message.content)
-                return
-            if run.cancel_requested or run.durability == "step":  # a safe point after tools
-                reason = "cancel" if run.cancel_requested else "step"
-                ctx.save_state(self._pause_state(messages, calls_made, None, phase="model"))
-                yield ctx.safe_point_event(reason)
-                return
-
-    def _pause_state(
-        self,
-        messages: list[Message],
-        calls_made: int,
-        rnd: _Round | None,
-        *,
-        phase: Literal["tools", "model"] = "tools",
-    ) -> Any:
-        """The state to resume from: the tool round of the last message (with the results
-        that already came back), or the next model call."""
-        done = {
-            o.call.id: {"content": o.message.content, "action": o.action}
-            for o in (rnd.outcomes if rnd is not None else ())
-        }
-        return {  # objects are encoded once, with the checkpoint
-            "phase": phase,
-            "messages": list(messages),
-            "calls_made": calls_made,
-            "done": done,
-        }
-
-    def _restore(self, state: Any) -> tuple[list[Message], int, dict[str, _Outcome] | None]:
-        messages: list[Message] = load_plain(list[Message], state["messages"])
-        if state.get("phase") == "model":
-            return messages, int(state["calls_made"]), None
-        calls = {c.id: (i, c) for i, c in enumerate(messages[-1].tool_calls)}
-        done: dict[str, _Outcome] = {}
-        for call_id, saved in state["done"].items():
-            index, call = calls[call_id]
-            message = Message.tool(saved["content"], call_id, name=call.name)
-            done[call_id] = _Outcome(index, call, message, load_plain(_Action, saved["action"]))
-        return messages, int(state["calls_made"]), done
+        loop = _Loop(self, input, ctx)
+        try:
+            step = loop.start()
+        except PlaitError as exc:
+            yield ctx.event(error=exc)
+            return
+        while step is Step.MODEL or step is Step.TOOLS:
+            events = loop.model_step() if step is Step.MODEL else loop.tool_step()
+            async with aclosing(events) as stream:
+                async for event in stream:
+                    yield event
+            step = loop.step
+        if step is Step.FINAL:
+            ctx.drop_state("react")
 
     def _store_output(self, ctx: RunContext, text: str) -> None:
         if self.output_key is not None:
@@ -410,47 +298,6 @@ class ChatModelAgent:
         err.__cause__ = exc
         return err
 
-    async def _run_concurrently(
-        self, calls: Sequence[ToolCall], ctx: RunContext, rnd: _Round
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """Run a round of tool calls concurrently; yield each result as it completes, and the
-        events that tools (agents run as tools) pass up while they run."""
-        queue: asyncio.Queue[_Outcome | AgentEvent | BaseException] = asyncio.Queue()
-
-        async def one(index: int, call: ToolCall) -> None:
-            try:
-                queue.put_nowait(await self._run_tool(call, ctx, index))
-            except BaseException as exc:
-                queue.put_nowait(exc)
-                raise
-
-        ctx._emit = queue.put_nowait
-        for c in calls:
-            if c.id in rnd.done:
-                self._accept(rnd.done[c.id], ctx, rnd)
-        todo = [(i, c) for i, c in enumerate(calls) if c.id not in rnd.done]
-        tasks = [asyncio.ensure_future(one(i, c)) for i, c in todo]
-        remaining = len(tasks)
-        try:
-            while remaining:
-                item = await queue.get()
-                if isinstance(item, AgentEvent):
-                    yield item
-                    continue
-                if isinstance(item, BaseException):
-                    raise item
-                remaining -= 1
-                event = self._accept(item, ctx, rnd)
-                if event is not None:
-                    yield event
-                if rnd.failed:
-                    return
-        finally:
-            ctx._emit = None
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
     def _accept(self, outcome: _Outcome, ctx: RunContext, rnd: _Round) -> AgentEvent | None:
         """Record a finished tool call; return its event unless it is held back.
 
@@ -471,13 +318,17 @@ class ChatModelAgent:
                 if held is None:
                     return None
                 outcome = held  # superseded: emitted now, like any other result
-        if outcome.call.id in rnd.done:
+        if outcome.index in rnd.done:
             return None  # finished before the pause: its event was already seen
         return ctx.event(message=outcome.message, action=outcome.action)
 
-    async def _run_tool(self, call: ToolCall, ctx: RunContext, index: int) -> _Outcome:
+    async def _run_tool(
+        self, call: ToolCall, ctx: RunContext, index: int, emit: Emit | None = None
+    ) -> _Outcome:
         """Run one tool call through the tool middlewares; failures become an outcome."""
         tctx = ctx.for_tool(call.name, call.id)
+        if emit is not None:
+            tctx.set_emit(emit)
         for hook in self._before_tool:
             call = (await hook(tctx, call)) or call
         tool = self._tools.get(call.name)
@@ -486,24 +337,23 @@ class ChatModelAgent:
         if tool is None:
             content, fatal = self._unknown_tool(call)
         else:
-            token = _current.set(tctx)
             try:
-                result = await tool.call(call.arguments, tctx)
-            except InterruptSignal as signal:
-                message = Message.tool("", call.id, name=call.name)
-                return _Outcome(index, call, message, interrupts=signal.contexts)
+                result = await call_in(tctx, tool.call, call.arguments, tctx)
             except Exception as exc:
                 content, fatal = self._tool_failure(call, exc)
             else:
+                if isinstance(result, Interrupted):
+                    message = Message.tool("", call.id, name=call.name)
+                    return _Outcome(index, call, message, interrupts=result.contexts)
                 if isinstance(result, ToolResult):
                     content, action = result.content, result.action
                 else:
                     content = result
-            finally:
-                _current.reset(token)
             sent = tctx.take_action()
             if sent is not None:
                 action = sent if action is None else sent.merge(action)
+        for observer in tctx.hooks:
+            observer.tool_called(tctx, content, fatal)
         if fatal is None:
             for hook in self._after_tool:
                 content = (await hook(tctx, call, content)) or content
@@ -535,3 +385,204 @@ class ChatModelAgent:
 
 def _streaming_output(stream: MessageStream) -> AgentOutput:
     return AgentOutput(message=MessageVariant(is_streaming=True, role="assistant", stream=stream))
+
+
+class Step(enum.Enum):
+    """What the ReAct loop does next, as each step decides."""
+
+    MODEL = "model"  # call the model
+    TOOLS = "tools"  # run the tool calls of the last message
+    FINAL = "final"  # the agent answered (or a tool's result ended its turn)
+    PAUSE = "pause"  # a tool paused the run
+    FAIL = "fail"  # an error (or a stop at a safe point) ended the run
+
+
+class _Loop:
+    """One run of a ChatModelAgent's ReAct loop: its model input and where it stands."""
+
+    __slots__ = ("agent", "calls_made", "ctx", "done", "input", "messages", "step")
+
+    def __init__(self, agent: ChatModelAgent, agent_input: AgentInput, ctx: RunContext) -> None:
+        self.agent = agent
+        self.input = agent_input
+        self.ctx = ctx
+        self.messages: list[Message] = []
+        self.calls_made = 0
+        self.done: dict[int, _Outcome] = {}  # results from before a pause
+        self.step = Step.MODEL
+
+    def start(self) -> Step:
+        """Begin from the input, or from the record saved when the run was saved."""
+        record = self.ctx.take_state("react", ReactRecord)
+        if record is None:
+            self.messages = self.agent._initial_messages(self.input, self.ctx)
+        else:
+            self.messages = list(record.messages)
+            self.calls_made = record.calls_made
+            if record.phase == "tools":
+                self.done = self._restore_done(record)
+                self.step = Step.TOOLS
+        self.ctx.set_model_messages(self.messages)
+        return self.step
+
+    def _restore_done(self, record: ReactRecord) -> dict[int, _Outcome]:
+        calls = self.messages[-1].tool_calls if self.messages else []
+        done: dict[int, _Outcome] = {}
+        for saved in record.done:
+            if not 0 <= saved.index < len(calls):
+                raise ResumeError(
+                    f"the checkpoint of agent '{self.agent.name}' names tool call "
+                    f"{saved.index}, but its last model reply has {len(calls)}"
+                )
+            call = calls[saved.index]
+            message = Message.tool(saved.content, call.id, name=call.name)
+            done[saved.index] = _Outcome(saved.index, call, message, saved.action)
+        return done
+
+    def _save(self, phase: Literal["tools", "model"], outcomes: Sequence[_Outcome] = ()) -> None:
+        done = [
+            DoneCall.model_construct(index=o.index, content=o.message.content, action=o.action)
+            for o in outcomes
+        ]
+        record = ReactRecord.model_construct(
+            messages=list(self.messages), calls_made=self.calls_made, phase=phase, done=done
+        )
+        self.ctx.save_state("react", record)
+
+    async def _fail(self, error: PlaitError) -> AsyncGenerator[AgentEvent, None]:
+        self.step = Step.FAIL
+        yield self.ctx.event(error=error)
+
+    async def model_step(self) -> AsyncGenerator[AgentEvent, None]:
+        """Call the model once; decide whether to run tools, answer, or stop."""
+        agent, ctx = self.agent, self.ctx
+        self.step = Step.FAIL
+        if self.calls_made >= agent.max_iterations:
+            yield ctx.event(
+                error=MaxIterationsExceeded(agent_name=agent.name, limit=self.calls_made)
+            )
+            return
+        self.calls_made += 1
+        try:
+            ctx.check_steps()  # a team's total_max_steps
+        except PlaitError as exc:
+            yield ctx.event(error=exc)
+            return
+        box = _Reply()
+        async with aclosing(self._call_model(box)) as events:
+            async for event in events:
+                yield event
+        reply = box.message
+        if reply is None:
+            assert box.error is not None
+            yield ctx.event(error=box.error)
+            return
+        async with aclosing(self._take_reply(reply)) as events:
+            async for event in events:
+                yield event
+
+    async def _call_model(self, box: _Reply) -> AsyncGenerator[AgentEvent, None]:
+        agent, ctx = self.agent, self.ctx
+        for hook in agent._before_model:
+            self.messages = (await hook(ctx, self.messages)) or self.messages
+            ctx.set_model_messages(self.messages)
+        if self.input.enable_streaming:
+            async with aclosing(agent._stream_reply(self.messages, ctx, box)) as chunks:
+                async for event in chunks:
+                    yield event
+        else:
+            try:
+                box.message = await agent.model.generate(
+                    self.messages, tools=agent._tool_infos, **agent.model_options
+                )
+            except Exception as exc:
+                box.error = agent._model_error(exc)
+            if box.message is not None:
+                yield ctx.event(message=box.message)
+        for observer in ctx.hooks:
+            observer.model_called(ctx, box.message, box.error)
+
+    async def _take_reply(self, reply: Message) -> AsyncGenerator[AgentEvent, None]:
+        agent, ctx = self.agent, self.ctx
+        try:
+            ctx.record_model_call(reply.usage)
+        except PlaitError as exc:
+            yield ctx.event(error=exc)
+            return
+        for hook in agent._after_model:
+            reply = (await hook(ctx, reply)) or reply
+        self.messages.append(reply)
+        if not reply.tool_calls:
+            agent._store_output(ctx, reply.content)
+            self.step = Step.FINAL
+            return
+        self.step = Step.TOOLS
+        if ctx.cancel_requested:  # a safe point: after the model call, before its tools
+            self._save("tools")
+            stop = await ctx.safe_point()
+            if stop is not None:
+                self.step = Step.FAIL
+                yield stop
+
+    async def tool_step(self) -> AsyncGenerator[AgentEvent, None]:
+        """Run the tool calls of the last message; decide whether to call the model again."""
+        agent, ctx = self.agent, self.ctx
+        rnd = _Round(self.done)
+        self.done = {}
+        calls = self.messages[-1].tool_calls
+        if len(calls) == 1 and calls[0].name not in agent._emitting and not rnd.done:
+            # the common case: no task, no queue, no extra generator
+            event = agent._accept(await agent._run_tool(calls[0], ctx, 0), ctx, rnd)
+            if event is not None:
+                yield event
+        else:
+            async with aclosing(self._run_concurrently(calls, rnd)) as results:
+                async for event in results:
+                    yield event
+        self.step = Step.FAIL
+        if rnd.failed:
+            return
+        if rnd.interrupts:
+            self._save("tools", rnd.outcomes)
+            self.step = Step.PAUSE
+            yield ctx.pause_event(rnd.interrupts)
+            return
+        self.messages.extend(rnd.messages())
+        if rnd.direct is not None:  # held back until every tool of the round finished
+            yield ctx.event(message=rnd.direct.message, action=rnd.direct.action)
+            agent._store_output(ctx, rnd.direct.message.content)
+            self.step = Step.FINAL
+            return
+        self._save("model")
+        stop = await ctx.safe_point()  # a step checkpoint, or a stop
+        if stop is not None:
+            yield stop
+            return
+        self.step = Step.MODEL
+
+    async def _run_concurrently(
+        self, calls: Sequence[ToolCall], rnd: _Round
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run a round of tool calls concurrently; yield each result as it completes, and the
+        events that tools (agents run as tools) pass up while they run."""
+        agent, ctx = self.agent, self.ctx
+        for index in sorted(rnd.done):
+            agent._accept(rnd.done[index], ctx, rnd)
+        todo = [(i, c) for i, c in enumerate(calls) if i not in rnd.done]
+        jobs = [functools.partial(_tool_job, agent, c, ctx, i) for i, c in todo]
+        async with aclosing(merge(jobs)) as items:
+            async for item in items:
+                if isinstance(item, Done):
+                    event = agent._accept(item.value, ctx, rnd)
+                    if event is not None:
+                        yield event
+                    if rnd.failed:
+                        return
+                else:
+                    yield item
+
+
+async def _tool_job(
+    agent: ChatModelAgent, call: ToolCall, ctx: RunContext, index: int, emit: Emit
+) -> _Outcome:
+    return await agent._run_tool(call, ctx, index, emit)

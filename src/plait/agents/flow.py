@@ -8,25 +8,22 @@ agent as user messages "For context: [Agent] said: …"; its own messages stay v
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from plait._json import dump_plain, load_plain
 from plait.agent import Agent, AgentInput
-from plait.context import HistoryRecord, InterruptSignal, RunContext
-from plait.errors import UsageError
-from plait.events import AgentAction, AgentEvent, MessageVariant, TransferToAgentAction
-from plait.messages import Message
+from plait.checkpoint import FlowRecord
+from plait.context import RunContext, enter
+from plait.errors import PlaitError, ResumeError, UsageError
+from plait.events import AgentAction, AgentEvent, TransferToAgentAction
+from plait.history import history_for, rewrite_message
 from plait.tools.base import ToolInfo, ToolResult
 
 __all__ = [
     "TRANSFER_TOOL",
-    "dump_history",
-    "is_pause",
-    "iterate",
-    "load_history",
     "TransferTool",
+    "can_transfer",
     "history_for",
     "rewrite_message",
     "run_flow",
@@ -143,84 +140,24 @@ class TransferTool:
         return ToolResult(content=f"successfully transferred to agent [{name}]", action=action)
 
 
-def rewrite_message(author: str, message: Message) -> Message:
-    """Render another agent's message as a user message "For context: [author] …"."""
-    parts = ["For context:"]
-    if message.role == "tool":
-        parts.append(f"[{author}] `{message.name}` tool returned result: {message.content}.")
-    else:
-        if message.content:
-            parts.append(f"[{author}] said: {message.content}.")
-        for tc in message.tool_calls:
-            parts.append(f"[{author}] called tool: `{tc.name}` with arguments: {tc.arguments}.")
-    return Message.user(" ".join(parts))
-
-
-def _whole(record: HistoryRecord) -> Message:
-    variant = record[1]
-    if variant.message is not None:
-        return variant.message
-    assert variant.stream is not None
-    return variant.stream.merged()
-
-
-def history_for(agent_name: str, ctx: RunContext) -> list[Message]:
-    """Return the input for `agent_name`: the root input, then the recorded history with
-    other agents' messages rewritten "For context"."""
-    messages = list(ctx.root_input)
-    for record in ctx.history:
-        message = _whole(record)
-        messages.append(message if record[0] == agent_name else rewrite_message(record[0], message))
-    return messages
-
-
 def can_transfer(agent: Any) -> bool:
     """Whether `agent` has transfer targets (and so must run inside the flow loop)."""
     return bool(getattr(agent, "sub_agents", ())) or getattr(agent, "parent", None) is not None
 
 
-async def iterate(
-    agent: Agent, agent_input: AgentInput, ctx: RunContext
-) -> AsyncGenerator[AgentEvent, None]:
-    """Run `agent`, turning an `interrupt()` raised out of it into its pause event."""
-    try:
-        async with aclosing(agent.run(agent_input, ctx)) as events:  # type: ignore[type-var]
-            async for event in events:
-                yield event
-    except InterruptSignal as signal:
-        yield ctx.pause_event(signal.contexts)
-
-
-def is_pause(event: AgentEvent, depth: int) -> bool:
-    """Whether `event` announces a pause of this lane (not of an agent run as a tool)."""
-    return (
-        event.depth == depth and event.action is not None and event.action.interrupted is not None
-    )
-
-
-def dump_history(records: list[HistoryRecord]) -> Any:
-    """Encode history records for a checkpoint (streams as their whole messages)."""
-    return [[author, dump_plain(_whole((author, v)), Message)] for author, v in records]
-
-
-def load_history(data: Any) -> list[HistoryRecord]:
-    """Decode history records saved by `dump_history`."""
-    records: list[HistoryRecord] = []
-    for author, raw in data:
-        message: Message = load_plain(Message, raw)
-        role: Literal["assistant", "tool"] = "tool" if message.role == "tool" else "assistant"
-        records.append((author, MessageVariant(is_streaming=False, role=role, message=message)))
-    return records
-
-
-def _resume_chain(agent: Agent, ctx: RunContext) -> tuple[Agent, RunContext, list[str]]:
-    """Follow the transfers saved when the run paused to the agent that was running."""
-    state = ctx.take_state("flow")
-    chain: list[str] = list(state["chain"]) if state else []
+async def _resume_chain(
+    agent: Agent, ctx: RunContext, chain: list[str]
+) -> tuple[Agent, RunContext]:
+    """Follow the transfers saved with the run to the agent that was running."""
     for name in chain:
-        agent = transfer_targets(agent)[name]
-        ctx = ctx.for_agent(name)
-    return agent, ctx, chain
+        target = transfer_targets(agent).get(name)
+        if target is None:
+            raise ResumeError(
+                f"the checkpoint names agent '{name}', which '{agent.name}' can no longer "
+                "transfer to"
+            )
+        agent, ctx = target, ctx.for_agent(name)
+    return agent, ctx
 
 
 async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
@@ -228,43 +165,69 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
 
     Only the agent's own events (its exact run path) are recorded and acted on; events of
     agents it runs as tools pass through untouched. An agent with `records_history = True`
-    records its own messages (it runs its own flow inside). When the lane pauses, the flow
-    saves which agent was running, so a resume continues there.
+    records its own messages (it runs its own flow inside). The flow keeps the chain of
+    transfers as its resume record, so a resume continues with the agent that was running.
+    Every transfer counts towards the runner's `max_transfers`.
     """
     entry = ctx
-    agent, ctx, chain = _resume_chain(agent, ctx)
+    saved = ctx.take_state("flow", FlowRecord)
+    chain: list[str] = list(saved.chain) if saved else []
+    try:
+        agent, ctx = await _resume_chain(agent, ctx, chain)
+    except PlaitError as exc:
+        yield ctx.event(error=exc)
+        return
     while True:
-        agent_input = AgentInput(
-            messages=history_for(agent.name, ctx), enable_streaming=ctx.enable_streaming
-        )
-        action: AgentAction | None = None
-        stopped = False
-        record = not getattr(agent, "records_history", False)
-        async with aclosing(iterate(agent, agent_input, ctx)) as events:
+        turn = _Turn()
+        messages = history_for(agent.name, ctx.root_input, ctx.history)
+        agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
+        async with aclosing(enter(agent, agent_input, ctx)) as events:
             async for event in events:
-                if event.run_path == ctx.run_path:
-                    if record and event.output is not None and event.output.message is not None:
-                        ctx.history.append((event.agent_name, event.output.message))
-                    if event.action is not None:
-                        action = event.action
-                if event.action is not None and event.depth == ctx.depth:
-                    # an exit or pause anywhere in this lane (say, after a nested transfer)
-                    stopped = stopped or event.action.exit or event.action.interrupted is not None
-                if is_pause(event, ctx.depth):
-                    entry.save_state({"chain": chain}, "flow")
+                turn.note(event, ctx, record=not getattr(agent, "records_history", False))
                 yield event
                 if event.error is not None:
                     return
-        transfer = action.transfer_to_agent if action is not None else None
-        if transfer is None or stopped:
+        if turn.paused:
+            return
+        transfer = turn.transfer
+        if transfer is None or turn.exited:
+            entry.drop_state("flow")
             return
         target = transfer_targets(agent).get(transfer.dest_agent_name)
-        if target is None:
-            err = UsageError(
-                f"transfer failed: agent '{transfer.dest_agent_name}' not found when "
-                f"transferring from '{agent.name}'"
-            )
-            yield ctx.event(error=err)
+        try:
+            if target is None:
+                raise UsageError(
+                    f"transfer failed: agent '{transfer.dest_agent_name}' not found when "
+                    f"transferring from '{agent.name}'"
+                )
+            ctx.count_transfer()
+        except PlaitError as exc:
+            yield ctx.event(error=exc)
             return
         chain.append(target.name)
+        entry.save_state("flow", FlowRecord(chain=list(chain)))
         agent, ctx = target, ctx.for_agent(target.name)
+
+
+class _Turn:
+    """What one agent's turn in a flow came to: its transfer, an exit or a pause."""
+
+    __slots__ = ("exited", "paused", "transfer")
+
+    def __init__(self) -> None:
+        self.transfer: TransferToAgentAction | None = None
+        self.exited = False
+        self.paused = False
+
+    def note(self, event: AgentEvent, ctx: RunContext, *, record: bool) -> None:
+        """Record the agent's own messages and note what its actions ask for."""
+        action = event.action
+        if event.run_path == ctx.run_path:
+            if record and event.output is not None and event.output.message is not None:
+                ctx.history.append((event.agent_name, event.output.message))
+            if action is not None and action.transfer_to_agent is not None:
+                self.transfer = action.transfer_to_agent
+        if action is not None and event.depth == ctx.depth:
+            # an exit or pause anywhere in this lane (say, after a nested transfer)
+            self.exited = self.exited or action.exit
+            self.paused = self.paused or action.interrupted is not None

@@ -9,17 +9,19 @@ that error.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
+from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
-from plait.agents.flow import dump_history, is_pause, load_history, run_flow
-from plait.context import RunContext
-from plait.errors import AgentError, UsageError
+from plait.agents.flow import run_flow
+from plait.checkpoint import ParallelRecord, SequenceRecord
+from plait.context import RunContext, is_pause
+from plait.errors import UsageError
 from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
+from plait.history import as_records, whole_messages
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
@@ -47,37 +49,53 @@ class _Workflow:
         return f"{type(self).__name__}({self.name!r}, {[a.name for a in self.sub_agents]})"
 
     async def _run_child(
-        self, child: Agent, ctx: RunContext, state: _Lane
+        self, child: Agent, ctx: RunContext, lane: _Lane
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run one child through the flow; note exit, break and error in `state`."""
+        """Run one child through the flow; note exit, break, pause and error in `lane`."""
         async with aclosing(run_flow(child, ctx)) as events:  # type: ignore[type-var]
             async for event in events:
                 if event.error is not None:
-                    state.failed = True
+                    lane.failed = True
                 elif _exits(event, ctx.depth):
-                    state.exited = True
+                    lane.exited = True
                 elif is_pause(event, ctx.depth):
                     assert event.action is not None and event.action.interrupted is not None
-                    state.paused.extend(event.action.interrupted.contexts)
-                    if state.on_pause is not None:
-                        state.on_pause()  # saved before the pause event goes up
-                yield state.mark_break(event, ctx.depth)
+                    lane.paused.extend(event.action.interrupted.contexts)
+                yield lane.mark_break(event, ctx.depth)
                 if event.error is not None:
                     return
+
+    async def _in_order(
+        self, ctx: RunContext, iteration: int, start: int, path: tuple[str, ...], lane: _Lane
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the children from `start` one after another, keeping the sequence's record."""
+        for index in range(start, len(self.sub_agents)):
+            child = self.sub_agents[index]
+            path = (*path, child.name)
+            ctx.save_state(
+                "sequence", SequenceRecord(index=index, path=list(path), iteration=iteration)
+            )
+            child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
+            async with aclosing(self._run_child(child, child_ctx, lane)) as events:
+                async for event in events:
+                    yield event
+            if lane.stop:
+                return
+        lane.path = path
 
 
 class _Lane:
     """What a workflow learned from its children so far."""
 
-    __slots__ = ("broke", "exited", "failed", "iteration", "on_pause", "paused")
+    __slots__ = ("broke", "exited", "failed", "iteration", "path", "paused")
 
     def __init__(self) -> None:
-        self.on_pause: Callable[[], None] | None = None
         self.exited = False
         self.failed = False
         self.broke = False
         self.paused: list[InterruptCtx] = []
         self.iteration: int | None = None  # set by LoopAgent: breaks are honoured
+        self.path: tuple[str, ...] = ()
 
     @property
     def stop(self) -> bool:
@@ -98,26 +116,26 @@ class _Lane:
         return dataclasses.replace(event, action=dataclasses.replace(action, break_loop=done))
 
 
+def _resume_point(ctx: RunContext) -> tuple[int, int, tuple[str, ...]]:
+    """Return (iteration, index, run path before the child) to start from."""
+    saved = ctx.take_state("sequence", SequenceRecord)
+    if saved is None:
+        return 0, 0, ctx.run_path
+    return saved.iteration, saved.index, tuple(saved.path[:-1])
+
+
 class SequentialAgent(_Workflow):
     """Run the sub-agents one after another."""
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run each child in order; stop at an exit, an error or a pause."""
-        state = _Lane()
-        saved = ctx.take_state()
-        start = saved["index"] if saved else 0
-        path = tuple(saved["path"][:-1]) if saved else ctx.run_path
-        for index in range(start, len(self.sub_agents)):
-            child = self.sub_agents[index]
-            path = (*path, child.name)
-            child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
-            saved_state = {"index": index, "path": list(path)}
-            state.on_pause = functools.partial(ctx.save_state, saved_state)
-            async with aclosing(self._run_child(child, child_ctx, state)) as events:
-                async for event in events:
-                    yield event
-            if state.stop:
-                return
+        lane = _Lane()
+        _, start, path = _resume_point(ctx)
+        async with aclosing(self._in_order(ctx, 0, start, path, lane)) as events:
+            async for event in events:
+                yield event
+        if not lane.paused:
+            ctx.drop_state("sequence")
 
 
 class LoopAgent(_Workflow):
@@ -142,29 +160,19 @@ class LoopAgent(_Workflow):
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the children in rounds until a break, an exit, an error, a pause or the limit."""
-        state = _Lane()
-        saved = ctx.take_state()
-        iteration = saved["iteration"] if saved else 0
-        start = saved["index"] if saved else 0
-        path = tuple(saved["path"][:-1]) if saved else ctx.run_path
+        lane = _Lane()
+        iteration, start, path = _resume_point(ctx)
         while self.max_iterations is None or iteration < self.max_iterations:
-            state.iteration = iteration
-            for index in range(start, len(self.sub_agents)):
-                child = self.sub_agents[index]
-                path = (*path, child.name)
-                child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
-                saved_state = {"iteration": iteration, "index": index, "path": list(path)}
-                state.on_pause = functools.partial(ctx.save_state, saved_state)
-                async with aclosing(self._run_child(child, child_ctx, state)) as events:
-                    async for event in events:
-                        yield event
-                if state.stop:
-                    return
-            start = 0
+            lane.iteration = iteration
+            async with aclosing(self._in_order(ctx, iteration, start, path, lane)) as events:
+                async for event in events:
+                    yield event
+            if lane.stop:
+                break
+            start, path = 0, lane.path
             iteration += 1
-
-
-_DONE = object()
+        if not lane.paused:
+            ctx.drop_state("sequence")
 
 
 class ParallelAgent(_Workflow):
@@ -176,63 +184,61 @@ class ParallelAgent(_Workflow):
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run every child at once and pass on their events; pause once if any paused."""
-        saved = ctx.take_state()
+        saved = ctx.take_state("parallel", ParallelRecord)
         base = len(ctx.history)
         lanes = {c.name: ctx.fork().for_agent(c.name) for c in self.sub_agents}
         todo = list(self.sub_agents)
-        if saved:  # resuming: only the children that paused run again
-            for name, records in saved["lanes"].items():
-                lanes[name]._history[base:] = load_history(records)
-            todo = [c for c in self.sub_agents if c.name in saved["paused"]]
+        if saved is not None:  # resuming: only the children not finished run again
+            for name, pairs in saved.lanes.items():
+                if name in lanes:
+                    lanes[name].history[base:] = as_records(pairs)
+            todo = [c for c in self.sub_agents if c.name in saved.pending]
         states = {c.name: _Lane() for c in todo}
-        async with aclosing(self._interleave(todo, lanes, states)) as events:
+        pending = {c.name for c in todo}
+        ctx.save_state("parallel", functools.partial(_parallel_record, pending, lanes, base))
+        async with aclosing(self._interleave(todo, lanes, states, pending)) as events:
             async for event in events:
                 yield event
                 if event.error is not None:
                     return
         paused = [name for name, st in states.items() if st.paused]
         if paused:
-            ctx.save_state(
-                {
-                    "paused": paused,
-                    "lanes": {n: dump_history(x.history[base:]) for n, x in lanes.items()},
-                }
-            )
             yield ctx.pause_event([c for n in paused for c in states[n].paused])
             return
+        ctx.drop_state("parallel")
         for lane_ctx in lanes.values():
             ctx.history.extend(lane_ctx.history[base:])
 
     async def _interleave(
-        self, children: list[Agent], lanes: dict[str, RunContext], states: dict[str, _Lane]
+        self,
+        children: list[Agent],
+        lanes: dict[str, RunContext],
+        states: dict[str, _Lane],
+        pending: set[str],
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run `children` concurrently; yield their events (pause events are kept back)."""
-        queue: asyncio.Queue[object] = asyncio.Queue()
 
-        async def lane(child: Agent, child_ctx: RunContext, state: _Lane) -> None:
-            try:
-                async with aclosing(self._run_child(child, child_ctx, state)) as events:
-                    async for event in events:
-                        if not is_pause(event, child_ctx.depth):
-                            queue.put_nowait(event)
-            except Exception as exc:
-                queue.put_nowait(child_ctx.event(error=AgentError.wrap(exc, child.name)))
-            finally:
-                queue.put_nowait(_DONE)
+        async def lane(child: Agent, emit: Callable[[AgentEvent], None]) -> None:
+            child_ctx, state = lanes[child.name], states[child.name]
+            async with aclosing(self._run_child(child, child_ctx, state)) as events:
+                async for event in events:
+                    if not is_pause(event, child_ctx.depth):
+                        emit(event)
+            if not state.stop:
+                pending.discard(child.name)
 
-        tasks = [asyncio.ensure_future(lane(c, lanes[c.name], states[c.name])) for c in children]
-        try:
-            remaining = len(tasks)
-            while remaining:
-                item = await queue.get()
-                if item is _DONE:
-                    remaining -= 1
+        jobs = [functools.partial(lane, c) for c in children]
+        async with aclosing(merge(jobs)) as items:
+            async for item in items:
+                if isinstance(item, Done):
                     continue
-                assert isinstance(item, AgentEvent)
                 yield item
                 if item.error is not None:
                     return
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _parallel_record(pending: set[str], lanes: dict[str, RunContext], base: int) -> ParallelRecord:
+    return ParallelRecord(
+        pending=sorted(pending),
+        lanes={n: whole_messages(c.history[base:]) for n, c in lanes.items()},
+    )

@@ -11,7 +11,8 @@ from typing import Any
 
 from plait.agent import Agent, AgentInput
 from plait.agents.agent_tool import run_nested
-from plait.context import InterruptSignal, RunContext, _current
+from plait.checkpoint import GraphRecord
+from plait.context import Interrupted, RunContext, call_in
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
 from plait.messages import Message
@@ -133,7 +134,8 @@ class CompiledGraph:
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run super-steps from START until no node is triggered."""
-        saved = ctx.take_state()
+        record = ctx.take_state("graph", GraphRecord)
+        saved = record.data if record is not None else None
         if saved:
             state, frontier, steps = (
                 _restore_state(saved["state"]),
@@ -168,7 +170,7 @@ class CompiledGraph:
                     if event.error is not None:
                         return
             if step.paused:
-                ctx.save_state(self._pause_state(state, frontier, steps, step.updates, seen))
+                self._keep(ctx, state, frontier, steps, step.updates, seen)
                 yield ctx.pause_event(step.paused)
                 return
             for node in frontier:
@@ -179,11 +181,27 @@ class CompiledGraph:
             except PlaitError as exc:
                 yield ctx.event(error=exc)
                 return
-            if frontier and ctx.safe_point() is not None:
-                ctx.save_state(self._pause_state(state, frontier, steps, {}, seen))
-                yield ctx.safe_point_event(str(ctx.safe_point()))
-                return
+            if frontier:
+                self._keep(ctx, state, frontier, steps, {}, seen)
+                stop = await ctx.safe_point()  # a step checkpoint, or a stop
+                if stop is not None:
+                    yield stop
+                    return
+        ctx.drop_state("graph")
         yield ctx.event(output=AgentOutput(custom=state))
+
+    def _keep(
+        self,
+        ctx: RunContext,
+        state: dict[str, Any],
+        frontier: list[str],
+        steps: int,
+        done: dict[str, Any],
+        seen: dict[tuple[str, ...], set[str]],
+    ) -> None:
+        """Keep the graph's resume record: where the next super-step starts."""
+        data = self._pause_state(state, frontier, steps, done, seen)
+        ctx.save_state("graph", GraphRecord.model_construct(data=data))
 
     def _pause_state(
         self,
@@ -257,13 +275,16 @@ class CompiledGraph:
         todo = [n for n in step.frontier if n not in step.updates]
 
         async def one(name: str) -> None:
+            nctx = ctx.for_tool(name, "step")
+            nctx.address = f"{ctx.address};node:{name}"
             try:
-                update = await self._node(name, state, ctx, queue)
-            except InterruptSignal as signal:
-                step.paused.extend(signal.contexts)
+                update = await call_in(nctx, self._node, name, state, nctx, queue)
             except Exception as exc:
                 queue.put_nowait(ctx.event(error=AgentError.wrap(exc, name)))
             else:
+                if isinstance(update, Interrupted):
+                    step.paused.extend(update.contexts)
+                    return
                 step.updates[name] = update
                 queue.put_nowait(
                     ctx.event(output=AgentOutput(custom={"node": name, "update": update}))
@@ -288,22 +309,16 @@ class CompiledGraph:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _node(
-        self, name: str, state: dict[str, Any], ctx: RunContext, queue: asyncio.Queue[Any]
+        self, name: str, state: dict[str, Any], nctx: RunContext, queue: asyncio.Queue[Any]
     ) -> Any:
         node = self.graph.nodes[name]
-        nctx = ctx.for_tool(name, "step")
-        nctx.address = f"{ctx.address};node:{name}"
         if isinstance(node, Agent) and not callable(node):
             return await self._agent_node(node, state, nctx, queue)
         if not callable(node):
             return await self._agent_node(node, state, nctx, queue)
-        token = _current.set(nctx)
-        try:
-            result = node(state)
-            if inspect.isawaitable(result):
-                result = await result
-        finally:
-            _current.reset(token)
+        result = node(state)
+        if inspect.isawaitable(result):
+            result = await result
         return result
 
     async def _agent_node(

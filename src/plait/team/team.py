@@ -9,14 +9,14 @@ import json
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from datetime import UTC, datetime
 from typing import Any
 
 from plait.agent import Agent, AgentInput
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
-from plait.agents.flow import TRANSFER_TOOL, history_for, is_pause, iterate, run_flow
-from plait.context import Budget, RunContext
+from plait.agents.flow import TRANSFER_TOOL, run_flow
+from plait.checkpoint import SwarmRecord
+from plait.context import RunContext, enter, is_pause
 from plait.errors import (
     MaxDepthExceeded,
     MaxHandoffsExceeded,
@@ -26,6 +26,7 @@ from plait.errors import (
     UsageError,
 )
 from plait.events import AgentAction, AgentEvent, HandoffLog, TransferToAgentAction
+from plait.history import history_for
 from plait.messages import Message
 from plait.team.inherit import Inherit, InheritFn, InheritPolicy, inherit
 from plait.tools.base import ToolInfo, ToolResult
@@ -250,22 +251,13 @@ class Team:
         return f"Team.{mode}({self.name!r}, {[m.name for m in self.members]})"
 
     def _enter(self, ctx: RunContext) -> RunContext:
-        """Return the team's context: nesting level recorded, its budget added."""
-        level = ctx._teams[-1][1] + 1 if ctx._teams else 1
-        for team, team_level, limit in ctx._teams:
-            if limit is not None and level - team_level + 1 > limit:
-                raise MaxDepthExceeded(
-                    f"team '{self.name}' runs {level - team_level + 1} levels of teams deep in "
-                    f"team '{team}', over its max_depth={limit}",
-                    team=team,
-                    limit=limit,
-                )
-        inner = ctx._copy(ctx.agent_name, ctx.run_path, ctx.address)
-        inner._teams = (*ctx._teams, (self.name, level, self.max_depth))
-        if self.total_max_steps is not None or self.total_token_budget is not None:
-            budget = Budget(self.name, self.total_max_steps, self.total_token_budget)
-            inner._budgets = (*ctx._budgets, budget)
-        return inner
+        """Return the team's context: nesting level checked, its budget applied."""
+        return ctx.for_team(
+            self.name,
+            max_depth=self.max_depth,
+            max_steps=self.total_max_steps,
+            max_tokens=self.total_token_budget,
+        )
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the team: its coordinator, or its swarm from the active member."""
@@ -291,19 +283,29 @@ class Team:
         """Run the active member; on a handoff, check the guards and run the target."""
         key = f"swarm_active_agent:{self.name}"
         by_name = {m.name: m for m in self.members}
-        saved = ctx.take_state("swarm")
+        saved = ctx.take_state("swarm", SwarmRecord)
         if saved:
-            member = by_name[saved["active"]]
-            path, handoffs = tuple(saved["path"]), int(saved["handoffs"])
-            window: deque[str] = deque(saved["window"], maxlen=self.repetitive_handoff_window)
+            member = by_name[saved.active]
+            path, handoffs = tuple(saved.path), saved.handoffs
+            window: deque[str] = deque(saved.window, maxlen=self.repetitive_handoff_window)
         else:
             member = self.entry or self.members[0]
             if self.cross_request and ctx.session_values.get(key) in by_name:
                 member = by_name[ctx.session_values[key]]
             path, handoffs = (*ctx.run_path, member.name), 0
             window = deque(maxlen=self.repetitive_handoff_window)
-        messages = history_for(member.name, ctx)
+        messages = history_for(member.name, ctx.root_input, ctx.history)
+        if saved is not None and saved.messages is not None:
+            messages = list(saved.messages)
         while True:
+            record = SwarmRecord(
+                active=member.name,
+                path=list(path),
+                handoffs=handoffs,
+                window=list(window),
+                messages=messages,
+            )
+            ctx.save_state("swarm", record)
             mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
             steps, tokens = ctx.model_calls, ctx.usage.total_tokens
             action: AgentAction | None = None
@@ -318,16 +320,15 @@ class Team:
                             action = event.action
                     if event.depth == ctx.depth and event.action is not None:
                         stopped = stopped or event.action.exit or bool(event.action.interrupted)
-                    if is_pause(event, ctx.depth):
-                        state = {"active": member.name, "path": list(path), "handoffs": handoffs}
-                        ctx.save_state({**state, "window": list(window)}, "swarm")
                     yield event
                     if event.error is not None:
                         return
             transfer = action.transfer_to_agent if action is not None else None
             if transfer is None or stopped:
-                if self.cross_request and not stopped:
-                    ctx.session_values[key] = member.name
+                if not stopped:
+                    ctx.drop_state("swarm")
+                    if self.cross_request:
+                        ctx.session_values[key] = member.name
                 return
             target = by_name.get(transfer.dest_agent_name)
             error = self._guard(member.name, target, transfer.dest_agent_name, handoffs, window)
@@ -338,7 +339,7 @@ class Team:
             handoffs += 1
             window.append(target.name)
             log = HandoffLog(
-                timestamp=datetime.now(UTC),
+                timestamp=ctx.ids.now(),
                 from_agent=member.name,
                 to_agent=target.name,
                 message=transfer.message,
@@ -381,7 +382,7 @@ class Team:
         self, source: Agent, target: Agent, transfer: TransferToAgentAction, ctx: RunContext
     ) -> list[Message]:
         """What the target sees: the inherited history, then the handoff message."""
-        history = history_for(target.name, ctx)
+        history = history_for(target.name, ctx.root_input, ctx.history)
         model = getattr(source, "model", None)
         kept = await inherit(
             self.inherit,
@@ -402,7 +403,7 @@ class Team:
         self, member: Agent, agent_input: AgentInput, ctx: RunContext
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run a member, ending it with `NodeTimeout` when it runs past `node_timeout`."""
-        events = iterate(member, agent_input, ctx)
+        events = enter(member, agent_input, ctx)
         if self.node_timeout is None:
             async with aclosing(events):
                 async for event in events:
