@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from plait._json import JSONMixin
 from plait._record import record
 from plait.context import RunContext
+from plait.errors import UsageError
 from plait.events import AgentEvent
 from plait.messages import Message
 
@@ -36,3 +37,16 @@ class Agent(Protocol):
     def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run on `input` and yield the events of this agent (and of those it calls)."""
         ...
+
+
+def require_agent(value: object, what: str) -> Agent:
+    """Return `value` if it is an `Agent`; else raise a one-line `UsageError` naming `what`.
+
+    `what` says where the value was given, e.g. "SequentialAgent 's': sub_agents[0]".
+    """
+    if isinstance(value, Agent):
+        return value
+    shown = " ".join(repr(value).split())
+    if len(shown) > 100:
+        shown = shown[:97] + "..."
+    raise UsageError(f"{what} is {shown}, not an Agent (needs name, description and run)")

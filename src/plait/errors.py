@@ -209,7 +209,7 @@ class MaxDepthExceeded(LimitExceeded):
 
 
 class MaxStepsExceeded(LimitExceeded):
-    """More model calls (or graph steps) than allowed."""
+    """More model calls (or graph steps, or plan-execute rounds) than allowed."""
 
 
 class TokenBudgetExceeded(LimitExceeded):

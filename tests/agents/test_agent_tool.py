@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
+
 from plait import (
     AgentAction,
     AgentEvent,
@@ -16,7 +18,7 @@ from plait import (
     run_context,
     tool,
 )
-from plait.errors import MaxStepsExceeded
+from plait.errors import MaxStepsExceeded, UsageError
 from plait.testing import ScriptedModel, call, calls, reply
 from tests.conftest import kinds
 
@@ -237,3 +239,26 @@ def test_a_custom_input_schema_sends_the_raw_arguments_as_the_childs_message() -
     assert texts[1].startswith("Error: invalid arguments for tool 'Inner'")
     schema_tool = AgentTool(inner, input_schema={"type": "object", "properties": {"x": {}}})
     assert schema_tool.info().parameters == {"type": "object", "properties": {"x": {}}}
+
+
+@tool
+def _lookup(query: str) -> str:
+    """Look something up.
+
+    Args:
+        query: What to look up.
+    """
+    return query
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"), [(None, "None"), ("Inner", "'Inner'"), (_lookup, "FunctionTool('_lookup')")]
+)
+def test_what_is_not_an_agent_is_refused_when_an_agent_tool_is_built(
+    given: object, shown: str
+) -> None:
+    with pytest.raises(UsageError) as raised:
+        AgentTool(given)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"AgentTool: agent is {shown}, not an Agent (needs name, description and run)"
+    )

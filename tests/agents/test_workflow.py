@@ -206,3 +206,20 @@ def test_workflows_validate_their_configuration() -> None:
         SequentialAgent("S", [])
     with pytest.raises(UsageError, match="max_iterations"):
         LoopAgent("L", [_says("A")[0]], max_iterations=0)
+
+
+@pytest.mark.parametrize("kind", [SequentialAgent, ParallelAgent, LoopAgent])
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [(None, "None"), ("x" * 300, "'" + "x" * 96 + "..."), (ScriptedModel, "<class 'plait")],
+    ids=["none", "long-string", "a-class"],
+)
+def test_what_is_not_an_agent_is_refused_when_a_workflow_is_built(
+    kind: type[SequentialAgent], given: object, shown: str
+) -> None:
+    with pytest.raises(UsageError) as raised:
+        kind("w", [_says("A")[0], given])  # type: ignore[list-item]
+    message = str(raised.value)
+    assert message.startswith(f"{kind.__name__} 'w': sub_agents[1] is {shown}")
+    assert message.endswith(", not an Agent (needs name, description and run)")
+    assert len(message) < 200

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from plait import ChatModelAgent, Runner
+from plait import ChatModelAgent, Runner, tool
 from plait.errors import UsageError
 from plait.models import OpenAIModel
 from plait.prebuilt import DirectoryBackend, MemoryBackend, deep_agent
@@ -111,3 +111,26 @@ def test_a_spec_string_is_built_into_the_model(monkeypatch: pytest.MonkeyPatch) 
 def test_what_is_not_a_model_names_the_deep_agent() -> None:
     with pytest.raises(UsageError, match=r"^agent 'deep' needs a model"):
         deep_agent("deep", 7)  # type: ignore[arg-type]
+
+
+@tool
+def _lookup(query: str) -> str:
+    """Look something up.
+
+    Args:
+        query: What to look up.
+    """
+    return query
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"), [(None, "None"), ("spy", "'spy'"), (_lookup, "FunctionTool('_lookup')")]
+)
+def test_what_is_not_an_agent_is_refused_as_a_deep_sub_agent(given: object, shown: str) -> None:
+    spy = ChatModelAgent("spy", ScriptedModel([]))
+    with pytest.raises(UsageError) as raised:
+        deep_agent("deep", ScriptedModel([]), sub_agents=[spy, given])  # type: ignore[list-item]
+    assert str(raised.value) == (
+        f"deep agent 'deep': sub_agents[1] is {shown}, "
+        "not an Agent (needs name, description and run)"
+    )

@@ -6,11 +6,12 @@ import asyncio
 
 import pytest
 
-from plait import Runner, tool
-from plait.errors import ModelError, UsageError
+from plait import Runner, interrupt, tool
+from plait.errors import LimitExceeded, MaxStepsExceeded, ModelError, UsageError
 from plait.models import OpenAIModel
 from plait.prebuilt import executor, plan_execute, planner, replanner
 from plait.prebuilt.plan_execute import EXECUTED_STEPS, PLAN
+from plait.stores import MemoryStore
 from plait.testing import ScriptedModel, call, reply
 
 
@@ -84,17 +85,41 @@ def test_a_planner_that_does_not_plan_is_an_error() -> None:
     assert "did not call ['plan']" in str(result.error)
 
 
-def test_the_loop_is_bounded_by_max_iterations() -> None:
+def test_a_plan_not_finished_within_max_iterations_is_a_limit_error() -> None:
     replans = [call("plan", {"steps": ["again"]}) for _ in range(3)]
     agent = plan_execute(
         planner(ScriptedModel([call("plan", {"steps": ["again"]})])),
         executor(ScriptedModel([reply("did it")] * 3)),
         replanner(ScriptedModel(replans)),
         max_iterations=3,
+        name="pe",
     )
-    result = Runner(agent).query_sync("q")
-    assert result.error is None
+    result = asyncio.run(Runner(agent).query("q").collect())
+    assert isinstance(result.error, MaxStepsExceeded)
+    assert isinstance(result.error, LimitExceeded)
+    assert str(result.error) == (
+        "plan_execute 'pe': the plan was not finished within 3 iterations of execute and replan"
+    )
+    assert result.error.limit == 3  # type: ignore[attr-defined]
+    assert result.error.agent_name == "pe"  # type: ignore[attr-defined]
     assert len([e for e in result.events if e.agent_name == "executor"]) == 3
+    assert result.events[-1].error == result.error
+
+
+def test_a_response_in_the_last_iteration_is_not_an_error() -> None:
+    agent = plan_execute(
+        planner(ScriptedModel([call("plan", {"steps": ["one", "two"]})])),
+        executor(ScriptedModel([reply("did one"), reply("did two")])),
+        replanner(
+            ScriptedModel(
+                [call("plan", {"steps": ["two"]}), call("respond", {"response": "all done"})]
+            )
+        ),
+        max_iterations=2,
+    )
+    result = asyncio.run(Runner(agent).query("q").collect())
+    assert result.error is None
+    assert result.final_output == "all done"
 
 
 def test_each_builder_takes_a_spec_string(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,3 +134,48 @@ def test_what_is_not_a_model_names_the_agent() -> None:
         planner(object())  # type: ignore[arg-type]
     with pytest.raises(UsageError, match=r"^agent 'checker' needs a model"):
         replanner(1.5, name="checker")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("role", "given", "shown"),
+    [
+        ("planner", None, "None"),
+        ("executor", "executor", "'executor'"),
+        ("replanner", search, "FunctionTool('search')"),
+    ],
+)
+def test_what_is_not_an_agent_is_refused_when_plan_execute_is_built(
+    role: str, given: object, shown: str
+) -> None:
+    parts: dict[str, object] = {
+        "planner": planner(ScriptedModel([])),
+        "executor": executor(ScriptedModel([])),
+        "replanner": replanner(ScriptedModel([])),
+    }
+    parts[role] = given
+    with pytest.raises(UsageError) as raised:
+        plan_execute(**parts, name="pe")  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"plan_execute 'pe': {role} is {shown}, not an Agent (needs name, description and run)"
+    )
+
+
+def test_a_pause_is_not_the_end_of_the_rounds_and_the_limit_holds_after_resuming() -> None:
+    @tool
+    def approve() -> str:
+        """Ask a person."""
+        return f"approved: {interrupt('ok?')}"
+
+    agent = plan_execute(
+        planner(ScriptedModel([call("plan", {"steps": ["ask", "again"]})])),
+        executor(ScriptedModel([call("approve", {}), reply("asked"), reply("did it")]), [approve]),
+        replanner(ScriptedModel([call("plan", {"steps": ["again"]})] * 2)),
+        max_iterations=2,
+    )
+    runner = Runner(agent, store=MemoryStore())
+    paused = runner.query_sync("q")
+    assert paused.error is None and len(paused.interrupts) == 1
+    assert paused.checkpoint_id is not None
+    resumed = runner.resume_sync(paused.checkpoint_id, value="yes")
+    assert isinstance(resumed.error, MaxStepsExceeded)
+    assert "not finished within 2 iterations" in str(resumed.error)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from plait import ChatModelAgent, Message, Runner
+from plait.errors import UsageError
 from plait.prebuilt import supervisor
 from plait.testing import ScriptedModel, call, reply
 
@@ -76,3 +79,25 @@ def test_a_nested_worker_exit_stops_every_level() -> None:
     result = Runner(top).query_sync("build it")
     assert result.final_output == "shipped"
     assert (len(top_model.requests), len(lead_model.requests)) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("boss", "workers", "expected"),
+    [
+        (None, [], "supervisor: the supervisor is None"),
+        ("S", [], "supervisor: the supervisor is 'S'"),
+        (ChatModelAgent("S", ScriptedModel([])), [None], "supervisor 'S': workers[0] is None"),
+        (
+            ChatModelAgent("S", ScriptedModel([])),
+            [ChatModelAgent("W", ScriptedModel([])), ScriptedModel([])],
+            "supervisor 'S': workers[1] is <plait.testing",
+        ),
+    ],
+)
+def test_what_is_not_an_agent_is_refused_when_a_supervisor_is_built(
+    boss: object, workers: list[object], expected: str
+) -> None:
+    with pytest.raises(UsageError) as raised:
+        supervisor(boss, workers)
+    assert str(raised.value).startswith(expected)
+    assert str(raised.value).endswith(", not an Agent (needs name, description and run)")

@@ -24,11 +24,13 @@ from plait.errors import (
     MaxStepsExceeded,
     NodeTimeout,
     RepetitiveHandoffError,
+    ResumeError,
     TokenBudgetExceeded,
     UsageError,
 )
 from plait.messages import Usage
 from plait.stores import MemoryStore
+from plait.team import History
 from plait.testing import ScriptedModel, call, reply
 
 
@@ -56,9 +58,9 @@ def test_members_become_the_coordinators_tools() -> None:
         "done",
     )
     team = Team.coordinator(lead, [coder, reviewer], name="dev")
-    assert [t.name for t in lead.tools] == ["coder", "reviewer"]
-    assert lead.tools[0].description == "coder work"
     result = Runner(team).query_sync("build f")
+    assert [t.name for t in lead_model.requests[0].tools] == ["coder", "reviewer"]
+    assert lead_model.requests[0].tools[0].description == "coder work"
     assert result.final_output == "done"
     assert coder_model.requests[0].messages == (Message.user("write f"),)
     depths = {(e.agent_name, e.depth) for e in result.events}
@@ -372,3 +374,143 @@ def test_an_interrupt_in_a_coordinator_member_resumes_through_the_team() -> None
         "worker done"
     ]
     assert len(worker_model.requests) == 2
+
+
+@tool
+def _lookup(query: str) -> str:
+    """Look something up.
+
+    Args:
+        query: What to look up.
+    """
+    return query
+
+
+@pytest.mark.parametrize("mode", ["coordinator", "swarm"])
+@pytest.mark.parametrize(
+    ("given", "shown"), [(None, "None"), ("b", "'b'"), (_lookup, "FunctionTool('_lookup')")]
+)
+def test_what_is_not_an_agent_is_refused_when_a_team_is_built(
+    mode: str, given: object, shown: str
+) -> None:
+    a = _agent("a")[0]
+    members: list[Any] = [a, given]
+    build = Team.swarm if mode == "swarm" else Team.coordinator
+    with pytest.raises(UsageError) as raised:
+        build(_agent("lead")[0] if mode == "coordinator" else a, members, name="t")
+    assert str(raised.value) == (
+        f"team 't': members[1] is {shown}, not an Agent (needs name, description and run)"
+    )
+
+
+# --- the agents handed in, inheritance as written, renamed members, handoff reasons ------------
+
+
+def test_two_swarms_built_from_the_same_members_both_run() -> None:
+    a, a_model = _agent("a", _to("b", "one"), _to("b", "two"))
+    b, b_model = _agent("b", reply("first"), reply("second"))
+    first = Team.swarm("a", [a, b], name="first")
+    second = Team.swarm("a", [a, b], name="second")
+    assert Runner(first).query_sync("q1").final_output == "first"
+    assert Runner(second).query_sync("q2").final_output == "second"
+    for request in (*a_model.requests, *b_model.requests):
+        assert [t.name for t in request.tools] == ["transfer_to_agent"]
+        assert request.messages[0].content.count("The other members:") == 1
+    assert "team 'first'" in a_model.requests[0].messages[0].content
+    assert "team 'second'" in a_model.requests[1].messages[0].content
+    assert a.tools == () and b.tools == ()
+
+
+def test_the_same_coordinator_leads_two_teams() -> None:
+    x, _ = _agent("x", reply("from x"))
+    y, _ = _agent("y", reply("from y"))
+    lead, lead_model = _agent(
+        "lead", call("x", {"request": "go"}), "x done", call("y", {"request": "go"}), "y done"
+    )
+    with_x = Team.coordinator(lead, [x], name="team_x")
+    with_y = Team.coordinator(lead, [y], name="team_y")
+    assert Runner(with_x).query_sync("q").final_output == "x done"
+    assert Runner(with_y).query_sync("q").final_output == "y done"
+    offered = [[t.name for t in r.tools] for r in lead_model.requests]
+    assert offered == [["x"], ["x"], ["y"], ["y"]]
+    assert lead.tools == ()
+    assert [m.name for m in with_x.members] == ["x"] and with_x.lead is lead
+
+
+def test_a_former_swarm_member_runs_alone_without_the_swarms_tools() -> None:
+    a, a_model = _agent("a", _to("b"), reply("alone"), instruction="Be brief.")
+    b, _ = _agent("b", reply("b"))
+    team = Team.swarm("a", [a, b])
+    assert team.members == (a, b)
+    Runner(team).query_sync("in the team")
+    assert Runner(a).query_sync("on my own").final_output == "alone"
+    alone = a_model.requests[-1]
+    assert [t.name for t in alone.tools] == []
+    assert [m.content for m in alone.messages] == ["Be brief.", "on my own"]
+
+
+def test_a_custom_inherit_gets_the_history_as_written() -> None:
+    @tool
+    def lookup() -> str:
+        """Look the account up."""
+        return "account 42"
+
+    got: dict[str, Any] = {}
+
+    def tools_only(history: History, src: str, dst: str) -> list[Message]:
+        got["roles"] = [m.role for m in history]
+        got["authors"] = [history.author(m) for m in history]
+        return [m for m in history if m.role in ("system", "tool")]
+
+    a, _ = _agent("a", call("lookup", {}), _to("b", "take it"), tools=[lookup])
+    b, b_model = _agent("b", reply("ok"))
+    team = Team.swarm("a", [a, b], inherit=tools_only)
+    Runner(team).run_sync([Message.system("house rules"), Message.user("q")])
+    assert got["roles"] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert got["authors"] == [None, None, "a", "a", "a", "a"]
+    seen = [(m.role, m.content) for m in b_model.requests[0].messages[1:]]
+    assert seen == [
+        ("system", "house rules"),
+        ("user", "For context: [a] `lookup` tool returned result: account 42."),
+        (
+            "user",
+            "For context: [a] `transfer_to_agent` tool returned result: "
+            "Transfer initiated to agent 'b'.",
+        ),
+        ("user", "take it"),
+    ]
+
+
+def test_resuming_after_the_paused_member_was_renamed_is_a_resume_error() -> None:
+    @tool
+    def approve() -> str:
+        """Ask a person."""
+        return f"approved: {interrupt('ok?')}"
+
+    store = MemoryStore()
+
+    def build(billing: str) -> Team:
+        triage, _ = _agent("triage", _to(billing, "refund"))
+        member, _ = _agent(billing, call("approve", {}), reply("refunded"), tools=[approve])
+        return Team.swarm("triage", [triage, member], name="desk")
+
+    paused = Runner(build("billing"), store=store).query_sync("refund me")
+    assert paused.interrupts
+    resumed = Runner(build("accounts"), store=store).resume_sync(paused.checkpoint_id, value="y")
+    assert isinstance(resumed.error, ResumeError)
+    assert str(resumed.error) == (
+        "the checkpoint names agent 'billing', which team 'desk' no longer has; its members "
+        "are: triage, accounts"
+    )
+
+
+def test_the_handoff_reason_is_the_models_text_when_the_argument_is_empty() -> None:
+    long = "x" * 600
+    a, _ = _agent("a", _to("b", text="  The user needs billing.\n"), reply("back"))
+    b, _ = _agent("b", _to("a", text=long))
+    c_a, _ = _agent("a", _to("b", reason="given", text="ignored"))
+    c_b, _ = _agent("b", reply("done"))
+    logs = Runner(Team.swarm("a", [a, b])).query_sync("q").handoffs
+    assert [log.reason for log in logs] == ["The user needs billing.", "x" * 499 + "…"]
+    (given,) = Runner(Team.swarm("a", [c_a, c_b])).query_sync("q").handoffs
+    assert given.reason == "given"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
-from plait.agent import Agent
+from plait.agent import Agent, require_agent
 from plait.agents.flow import run_flow
 from plait.checkpoint import NestedRecord
 from plait.context import RunContext, is_pause, raise_pause
@@ -45,9 +45,9 @@ class AgentTool:
         emit_internal_events: bool = True,
         input_schema: dict[str, Any] | type[Any] | None = None,
     ) -> None:
-        if not getattr(agent, "name", ""):
+        self.agent = require_agent(agent, "AgentTool: agent")
+        if not agent.name:
             raise UsageError("AgentTool needs an agent with a name")
-        self.agent = agent
         self.full_history = full_history
         self.emits_events = emit_internal_events
         self._validator: Any = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -178,12 +179,19 @@ class ChatModelAgent:
         if sub_agents:
             set_sub_agents(self, sub_agents)
 
-    def _add_tools(self, tools: Sequence[Tool], instruction: str = "") -> None:
-        """Give this agent more tools (and instruction text), as a team does for its members."""
-        self._user_tools.extend(tools)
+    def with_tools(self, tools: Sequence[Tool], instruction: str = "") -> ChatModelAgent:
+        """Return a copy of this agent with more tools and instruction; leave this one as is.
+
+        The copy shares the model, middlewares and transfer wiring. Its tool table is its
+        own: `tools` come after this agent's tools, and `instruction` is added at the end of
+        its system message. A team wires its members this way.
+        """
+        clone = copy.copy(self)
+        clone._user_tools = [*self._user_tools, *tools]
         if instruction:
-            self._extra_instruction = f"{self._extra_instruction}\n\n{instruction}".strip()
-        self._build_tools()
+            clone._extra_instruction = f"{self._extra_instruction}\n\n{instruction}".strip()
+        clone._build_tools()
+        return clone
 
     def _set_sub_agents(self, children: tuple[Agent, ...]) -> None:
         self.sub_agents = children

@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
 from plait._merge import Done, merge
-from plait.agent import Agent, AgentInput
+from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.flow import run_flow
 from plait.checkpoint import ParallelRecord, SequenceRecord
 from plait.context import RunContext, is_pause
@@ -26,12 +26,14 @@ from plait.history import as_records, whole_messages
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
 
-def _check(name: str, sub_agents: Sequence[Agent]) -> tuple[Agent, ...]:
+def _check(kind: str, name: str, sub_agents: Sequence[Agent]) -> tuple[Agent, ...]:
     if not name:
         raise UsageError("a workflow agent needs a non-empty name")
     if not sub_agents:
         raise UsageError(f"workflow '{name}' needs at least one sub-agent")
-    return tuple(sub_agents)
+    return tuple(
+        require_agent(a, f"{kind} '{name}': sub_agents[{i}]") for i, a in enumerate(sub_agents)
+    )
 
 
 def _exits(event: AgentEvent, depth: int) -> bool:
@@ -43,7 +45,7 @@ class _Workflow:
     def __init__(self, name: str, sub_agents: Sequence[Agent], *, description: str = "") -> None:
         self.name = name
         self.description = description
-        self.sub_agents = _check(name, sub_agents)
+        self.sub_agents = _check(type(self).__name__, name, sub_agents)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {[a.name for a in self.sub_agents]})"

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from plait.agent import Agent
+from plait.agent import Agent, require_agent
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.context import RunContext
@@ -116,7 +116,12 @@ def deep_agent(
     default; a `DirectoryBackend(root)` never touches anything outside `root`), and `tools`.
     `model` is a `ChatModel` or a spec string such as "openai:gpt-4o-mini"; the agent and its
     general-purpose sub-agent share it.
+
+    Raises:
+        UsageError: `model` is not a model, or one of `sub_agents` is not an `Agent`.
     """
+    for i, agent in enumerate(sub_agents):
+        require_agent(agent, f"deep agent '{name}': sub_agents[{i}]")
     model = resolve_model(model, owner=f"agent '{name}'")
     files = filesystem_tools(backend if backend is not None else MemoryBackend())
     base_tools: list[Any] = [*tools, *files]

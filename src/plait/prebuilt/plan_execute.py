@@ -5,20 +5,22 @@ replanner either revises the remaining plan or responds to the user.
 replanner]]`. The three agents share the session values `user_input`, `plan`
 (`{"steps": [...]}`), `executed_step` and `executed_steps` (`[{"step", "result"}]`).
 `planner(model)`, `executor(model, tools)` and `replanner(model)` build them from a model
-(a `ChatModel` or a spec string such as "openai:gpt-4o-mini").
+(a `ChatModel` or a spec string such as "openai:gpt-4o-mini"). A plan the replanner has not
+answered within `max_iterations` rounds ends the run with `MaxStepsExceeded`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from typing import Any
 
-from plait.agent import Agent, AgentInput
+from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import LoopAgent, SequentialAgent
 from plait.context import RunContext
-from plait.errors import ModelError, PlaitError
+from plait.errors import MaxStepsExceeded, ModelError, PlaitError
 from plait.events import AgentAction, AgentEvent, BreakLoopAction
 from plait.messages import Message
 from plait.models.base import ChatModel
@@ -85,9 +87,55 @@ def plan_execute(
     max_iterations: int = 10,
     name: str = "plan_execute_replan",
 ) -> SequentialAgent:
-    """Compose the three agents: plan once, then execute and replan up to `max_iterations`."""
-    loop = LoopAgent("execute_replan", [executor, replanner], max_iterations=max_iterations)
+    """Compose the three agents: plan once, then execute and replan up to `max_iterations`.
+
+    A run whose replanner has not responded (broken the loop) after `max_iterations` rounds
+    of execute and replan ends with a `MaxStepsExceeded` error (a `LimitExceeded`).
+
+    Raises:
+        UsageError: `planner`, `executor` or `replanner` is not an `Agent`.
+    """
+    parts = {"planner": planner, "executor": executor, "replanner": replanner}
+    for role, agent in parts.items():
+        require_agent(agent, f"plan_execute '{name}': {role}")
+    loop = _PlanLoop(name, [executor, replanner], max_iterations=max_iterations)
     return SequentialAgent(name, [planner, loop], description="Plans, executes and replans.")
+
+
+class _PlanLoop(LoopAgent):
+    """The execute-replan loop; running out of rounds before a break is an error."""
+
+    def __init__(self, owner: str, sub_agents: Sequence[Agent], *, max_iterations: int) -> None:
+        super().__init__("execute_replan", sub_agents, max_iterations=max_iterations)
+        self.owner = owner  # the name of the plan_execute agent
+
+    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        """Run the rounds; if they all end without a break, fail with `MaxStepsExceeded`."""
+        ended = False
+        async with aclosing(super().run(input, ctx)) as events:  # type: ignore[type-var]
+            async for event in events:
+                yield event
+                ended = ended or _ends_loop(event, ctx.depth)
+        if not ended and self.max_iterations is not None:
+            limit = self.max_iterations
+            err = MaxStepsExceeded(
+                f"plan_execute '{self.owner}': the plan was not finished within {limit} "
+                "iterations of execute and replan",
+                agent_name=self.owner,
+                limit=limit,
+            )
+            yield ctx.event(error=err)
+
+
+def _ends_loop(event: AgentEvent, depth: int) -> bool:
+    """Whether `event` stops the loop of this lane: an error, an exit, a pause or a break."""
+    action = event.action
+    if event.error is not None:
+        return True
+    if action is None or event.depth != depth:
+        return False
+    brk = action.break_loop
+    return action.exit or action.interrupted is not None or (brk is not None and brk.done)
 
 
 def _steps(values: dict[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
-from plait.agent import Agent, AgentInput
+from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.flow import TRANSFER_TOOL, run_flow, set_sub_agents
 from plait.context import RunContext
 from plait.events import AgentAction, AgentEvent, TransferToAgentAction
@@ -77,5 +77,11 @@ def supervisor(supervisor: _S, workers: Sequence[Any]) -> _S:
     Each worker, when it finishes (unless it exits), transfers back to the supervisor
     automatically, so the supervisor sees the worker's result and decides what comes next.
     Workers may be any agents, including other supervisors.
+
+    Raises:
+        UsageError: `supervisor` or a worker is not an `Agent`.
     """
+    boss = require_agent(supervisor, "supervisor: the supervisor")
+    for i, worker in enumerate(workers):
+        require_agent(worker, f"supervisor '{boss.name}': workers[{i}]")
     return set_sub_agents(supervisor, [_ReportsBack(w) for w in workers])

@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from plait.agents.flow import rewrite_message
 from plait.messages import Message
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
 
-__all__ = ["Inherit", "InheritPolicy"]
-
-InheritFn = Callable[[list[Message], str, str], Sequence[Message]]
+__all__ = ["History", "Inherit", "InheritPolicy"]
 
 SUMMARY_PROMPT = (
     "Summarise the conversation below for a colleague who takes it over: the user's request, "
     "what was found or done so far, and what is still open. Be brief and factual."
 )
+
+
+class History(list[Message]):
+    """The conversation a swarm member hands over, as it was written.
+
+    A list of messages: the run's input, then every message the members wrote, with its
+    original role (assistant messages with their tool calls, tool messages with their
+    results). `author(message)` names the member that wrote a message.
+    """
+
+    def __init__(self, records: Iterable[tuple[str | None, Message]] = ()) -> None:
+        pairs = list(records)
+        super().__init__(message for _, message in pairs)
+        # by identity (messages equal in value may come from different members); the
+        # message is held so that its id stays its own
+        self._authors = {id(m): (author, m) for author, m in pairs if author is not None}
+
+    def author(self, message: Message) -> str | None:
+        """Return the member that wrote `message`; None for the run's input and new messages."""
+        entry = self._authors.get(id(message))
+        return entry[0] if entry is not None and entry[1] is message else None
+
+    def seen_by(self, agent_name: str, messages: Iterable[Message]) -> list[Message]:
+        """Return `messages` as `agent_name` sees them: other members' messages of this
+        history rewritten as user messages "For context: [author] …", the rest verbatim."""
+        seen = []
+        for message in messages:
+            author = self.author(message)
+            if author is not None and author != agent_name:
+                message = rewrite_message(author, message)
+            seen.append(message)
+        return seen
+
+
+InheritFn = Callable[[History, str, str], Sequence[Message]]
 
 
 class InheritPolicy:
@@ -36,23 +70,24 @@ class InheritPolicy:
 
     async def apply(
         self,
-        messages: list[Message],
+        history: History,
         from_agent: str,
         to_agent: str,
         fallback_model: ChatModel | None,
         record: Callable[[Message], None],
     ) -> list[Message]:
-        """Return what the target sees of `messages` (already rewritten for it)."""
+        """Return the messages of `history` the target keeps, or new ones in their place."""
         if self.kind == "all":
-            return messages
+            return list(history)
         if self.kind == "none":
             return []
         if self.kind == "last_n":
-            return messages[-self.n :] if self.n else []
+            return history[-self.n :] if self.n else []
         model = self.model or fallback_model
         if model is None:
-            return messages
-        text = "\n".join(f"{m.role}: {m.content}" for m in messages if m.content)
+            return list(history)
+        seen = history.seen_by(to_agent, history)
+        text = "\n".join(f"{m.role}: {m.content}" for m in seen if m.content)
         reply = await model.generate([Message.system(SUMMARY_PROMPT), Message.user(text)], tools=())
         record(reply)
         return [Message.user(f"Summary of the conversation so far: {reply.content}")]
@@ -63,8 +98,11 @@ class Inherit:
 
     `ALL` (the whole history, other agents' messages "For context"), `NONE` (only the handoff
     message), `last_n(n)`, `summary(model=None)` (one model call condenses the history; the
-    source member's model by default), or any callable `(messages, from_agent, to_agent) ->
-    messages`.
+    source member's model by default), or any callable `(history, from_agent, to_agent) ->
+    messages` (sync or async). The callable gets the `History` as written (original roles,
+    `history.author(message)`); of what it returns, other members' messages are then
+    rewritten "For context" for the target, and messages it built itself are passed as they
+    are.
     """
 
     ALL = InheritPolicy("all")
@@ -85,16 +123,17 @@ class Inherit:
 
 async def inherit(
     policy: InheritPolicy | InheritFn | Callable[..., Awaitable[Sequence[Message]]],
-    messages: list[Message],
+    history: History,
     from_agent: str,
     to_agent: str,
     fallback_model: ChatModel | None,
     record: Callable[[Message], None],
 ) -> list[Message]:
-    """Apply an inheritance policy or callable."""
+    """Apply an inheritance policy or callable; return what `to_agent` sees."""
     if isinstance(policy, InheritPolicy):
-        return await policy.apply(messages, from_agent, to_agent, fallback_model, record)
-    result: Any = policy(messages, from_agent, to_agent)
+        kept = await policy.apply(history, from_agent, to_agent, fallback_model, record)
+        return history.seen_by(to_agent, kept)
+    result: Any = policy(history, from_agent, to_agent)
     if hasattr(result, "__await__"):
         result = await result
-    return list(result)
+    return history.seen_by(to_agent, result)

@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from plait.agent import Agent, AgentInput
+from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.flow import TRANSFER_TOOL, run_flow
@@ -23,17 +23,25 @@ from plait.errors import (
     NodeTimeout,
     PlaitError,
     RepetitiveHandoffError,
+    ResumeError,
     UsageError,
 )
-from plait.events import AgentAction, AgentEvent, HandoffLog, TransferToAgentAction
+from plait.events import (
+    AgentAction,
+    AgentEvent,
+    HandoffLog,
+    MessageVariant,
+    TransferToAgentAction,
+)
 from plait.history import history_for
 from plait.messages import Message
-from plait.team.inherit import Inherit, InheritFn, InheritPolicy, inherit
+from plait.team.inherit import History, Inherit, InheritFn, InheritPolicy, inherit
 from plait.tools.base import ToolInfo, ToolResult
 
 __all__ = ["Team"]
 
 EventFilter = Callable[[AgentEvent], bool]
+REASON_CHARS = 500  # the most of a model's text kept as a handoff's reason
 
 
 def _levels(agent: Any) -> int:
@@ -149,12 +157,20 @@ class Team:
         self.inherit: InheritPolicy | InheritFn = swarm.get("inherit", Inherit.ALL)
         self.cross_request: bool = swarm.get("cross_request", True)
         self._check()
+        # what runs, by name: the members (and coordinator) as wired for this team; the
+        # agents handed in are never changed, so they can serve elsewhere too
+        self._wired: dict[str, Agent] = {m.name: m for m in self.members}
+        self._wired_lead: Agent | None = coordinator
 
     def _check(self) -> None:
         if not self.name:
             raise UsageError("a team needs a name")
         if not self.members:
             raise UsageError(f"team '{self.name}' needs at least one member")
+        for i, member in enumerate(self.members):
+            require_agent(member, f"team '{self.name}': members[{i}]")
+        if self.lead is not None:
+            require_agent(self.lead, f"team '{self.name}': coordinator")
         names = [m.name for m in self.members]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -198,7 +214,7 @@ class Team:
         )
         if not isinstance(coordinator, ChatModelAgent):
             raise UsageError("Team.coordinator needs a ChatModelAgent coordinator (it gets tools)")
-        coordinator._add_tools([AgentTool(m) for m in team.members])
+        team._wired_lead = coordinator.with_tools([AgentTool(m) for m in team.members])
         return team
 
     @classmethod
@@ -221,7 +237,7 @@ class Team:
         event_filter: EventFilter | None = None,
     ) -> Team:
         """Let `members` hand off to each other, starting at `entry` (a member or its name)."""
-        by_name = {m.name: m for m in members}
+        by_name = {getattr(m, "name", None): m for m in members}
         first = by_name.get(entry) if isinstance(entry, str) else entry
         if first is None or first not in members:
             raise UsageError(f"the swarm's entry {getattr(entry, 'name', entry)!r} is not a member")
@@ -243,7 +259,8 @@ class Team:
         )
         for member in team.members:
             if isinstance(member, ChatModelAgent) and len(team.members) > 1:
-                member._add_tools([_SwarmTransfer(team, member.name)], _roster(team, member.name))
+                transfer = _SwarmTransfer(team, member.name)
+                team._wired[member.name] = member.with_tools([transfer], _roster(team, member.name))
         return team
 
     def __repr__(self) -> str:
@@ -266,8 +283,8 @@ class Team:
         except PlaitError as exc:
             yield ctx.event(error=exc)
             return
-        if self.lead is not None:
-            coordinator = self.lead
+        if self._wired_lead is not None:
+            coordinator = self._wired_lead
             lead = inner if coordinator.name == self.name else inner.for_agent(coordinator.name)
             events: AsyncIterator[AgentEvent] = run_flow(coordinator, lead)
         else:
@@ -281,22 +298,12 @@ class Team:
 
     async def _swarm(self, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the active member; on a handoff, check the guards and run the target."""
-        key = f"swarm_active_agent:{self.name}"
-        by_name = {m.name: m for m in self.members}
-        saved = ctx.take_state("swarm", SwarmRecord)
-        if saved:
-            member = by_name[saved.active]
-            path, handoffs = tuple(saved.path), saved.handoffs
-            window: deque[str] = deque(saved.window, maxlen=self.repetitive_handoff_window)
-        else:
-            member = self.entry or self.members[0]
-            if self.cross_request and ctx.session_values.get(key) in by_name:
-                member = by_name[ctx.session_values[key]]
-            path, handoffs = (*ctx.run_path, member.name), 0
-            window = deque(maxlen=self.repetitive_handoff_window)
+        try:
+            member, path, handoffs, window = self._begin(ctx)
+        except ResumeError as exc:
+            yield ctx.event(error=exc)
+            return
         messages = history_for(member.name, ctx.root_input, ctx.history)
-        if saved is not None and saved.messages is not None:
-            messages = list(saved.messages)
         while True:
             record = SwarmRecord(
                 active=member.name,
@@ -309,6 +316,7 @@ class Team:
             mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
             steps, tokens = ctx.model_calls, ctx.usage.total_tokens
             action: AgentAction | None = None
+            said: MessageVariant | None = None  # the member's last assistant message
             stopped = False
             agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
             async with aclosing(self._timed(member, agent_input, mctx)) as events:
@@ -316,6 +324,8 @@ class Team:
                     if event.run_path == path:
                         if event.output is not None and event.output.message is not None:
                             ctx.history.append((event.agent_name, event.output.message))
+                            if event.output.message.role == "assistant":
+                                said = event.output.message
                         if event.action is not None:
                             action = event.action
                     if event.depth == ctx.depth and event.action is not None:
@@ -328,9 +338,9 @@ class Team:
                 if not stopped:
                     ctx.drop_state("swarm")
                     if self.cross_request:
-                        ctx.session_values[key] = member.name
+                        ctx.session_values[self._session_key] = member.name
                 return
-            target = by_name.get(transfer.dest_agent_name)
+            target = self._wired.get(transfer.dest_agent_name)
             error = self._guard(member.name, target, transfer.dest_agent_name, handoffs, window)
             if error is not None:
                 yield mctx.event(error=error)
@@ -343,13 +353,41 @@ class Team:
                 from_agent=member.name,
                 to_agent=target.name,
                 message=transfer.message,
-                reason=transfer.reason,
+                reason=await _reason(transfer, said),
                 step_count=ctx.model_calls - steps,
                 tokens_used=ctx.usage.total_tokens - tokens,
             )
             yield dataclasses.replace(mctx.event(), handoff=log)
             messages = await self._handoff_input(member, target, transfer, ctx)
             member, path = target, (*path, target.name)
+
+    @property
+    def _session_key(self) -> str:
+        return f"swarm_active_agent:{self.name}"
+
+    def _begin(self, ctx: RunContext) -> tuple[Agent, tuple[str, ...], int, deque[str]]:
+        """Return where the swarm starts (member, run path, handoffs, recent targets): the
+        paused member on a resume, else the entry or the member that answered last."""
+        by_name = self._wired
+        saved = ctx.take_state("swarm", SwarmRecord)
+        if saved:
+            active = saved.active
+            if active not in by_name:
+                raise ResumeError(
+                    f"the checkpoint names agent '{active}', which team '{self.name}' no "
+                    f"longer has; its members are: {', '.join(by_name)}",
+                    team=self.name,
+                    agent_name=active,
+                    members=list(by_name),
+                )
+            window = deque(saved.window, maxlen=self.repetitive_handoff_window)
+            return by_name[active], tuple(saved.path), saved.handoffs, window
+        member = by_name[(self.entry or self.members[0]).name]
+        last = ctx.session_values.get(self._session_key)
+        if self.cross_request and last in by_name:
+            member = by_name[last]
+        path = (*ctx.run_path, member.name)
+        return member, path, 0, deque(maxlen=self.repetitive_handoff_window)
 
     def _guard(
         self,
@@ -382,7 +420,8 @@ class Team:
         self, source: Agent, target: Agent, transfer: TransferToAgentAction, ctx: RunContext
     ) -> list[Message]:
         """What the target sees: the inherited history, then the handoff message."""
-        history = history_for(target.name, ctx.root_input, ctx.history)
+        records = [(author, await variant.get_message()) for author, variant in ctx.history]
+        history = History([*((None, m) for m in ctx.root_input), *records])
         model = getattr(source, "model", None)
         kept = await inherit(
             self.inherit,
@@ -429,3 +468,15 @@ class Team:
                     )
                     return
                 yield event
+
+
+async def _reason(transfer: TransferToAgentAction, said: MessageVariant | None) -> str:
+    """Return why a member handed off: its `reason` argument, else the text it wrote beside
+    the transfer call (stripped, at most `REASON_CHARS` characters)."""
+    if transfer.reason.strip() or said is None:
+        return transfer.reason
+    message = await said.get_message()
+    if not any(c.name == TRANSFER_TOOL for c in message.tool_calls):
+        return ""
+    text = message.content.strip()
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
