@@ -1,0 +1,307 @@
+"""The run kernel: context per agent, one checkpoint per pause, run-wide budgets, leases,
+checkpoint validation before a claim, and the runner's input checks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from plait import (
+    AgentEvent,
+    AgentInput,
+    ChatModelAgent,
+    Message,
+    ParallelAgent,
+    RunContext,
+    Runner,
+    Team,
+    interrupt,
+    run_context,
+    tool,
+)
+from plait.errors import (
+    CheckpointAlreadyResumed,
+    CheckpointCorrupt,
+    MaxHandoffsExceeded,
+    MaxStepsExceeded,
+    ResumeError,
+    UsageError,
+)
+from plait.stores import MemoryStore
+from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
+
+APPROVED: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    APPROVED.clear()
+
+
+@tool
+def approve(item: str) -> str:
+    """Ask a person to approve.
+
+    Args:
+        item: What to approve.
+    """
+    answer = interrupt({"approve": item})
+    APPROVED.append(f"{item}={answer}")
+    return f"{item}: {answer}"
+
+
+@tool
+def lookup() -> str:
+    """Look something up."""
+    return "looked up"
+
+
+class Asks:
+    """A custom agent that asks through the module-level API."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.description = name
+
+    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        here = run_context()
+        answer = interrupt(f"question from {self.name}")
+        yield here.event(message=Message.assistant(f"{self.name} at {here.address}: {answer}"))
+
+
+def test_interrupt_and_run_context_in_custom_agents_under_a_composite_see_their_own() -> None:
+    runner = Runner(ParallelAgent("par", [Asks("a"), Asks("b")]))
+    paused = runner.query_sync("q")
+    by_address = {c.address: c for c in paused.interrupts}
+    assert set(by_address) == {"agent:par;agent:a", "agent:par;agent:b"}
+    targets = {c.id: f"answer for {c.info[-1]}" for c in paused.interrupts}
+    done = runner.resume_sync(paused.checkpoint_id, targets)  # type: ignore[arg-type]
+    texts = sorted(e.message.message.content for e in done.events if e.message)  # type: ignore[union-attr]
+    assert texts == [
+        "a at agent:par;agent:a: answer for a",
+        "b at agent:par;agent:b: answer for b",
+    ]
+
+
+def test_every_pause_is_a_new_checkpoint_and_a_retried_resume_answers_nothing_new() -> None:
+    model = ScriptedModel(
+        [call("approve", {"item": "10"}), call("approve", {"item": "5000"}), reply("sent")]
+    )
+    runner = Runner(ChatModelAgent("Bank", model, tools=[approve]))
+    first = runner.query_sync("send money")
+    second = runner.resume_sync(first.checkpoint_id, value="yes")  # type: ignore[arg-type]
+    assert second.interrupts[0].info == {"approve": "5000"}
+    assert second.checkpoint_id not in (None, first.checkpoint_id)
+    with pytest.raises(CheckpointAlreadyResumed):  # the same request, sent again
+        runner.resume_sync(first.checkpoint_id, value="yes")  # type: ignore[arg-type]
+    assert APPROVED == ["10=yes"]
+    assert runner.resume_sync(second.checkpoint_id, value="no").final_output == "sent"  # type: ignore[arg-type]
+    assert APPROVED == ["10=yes", "5000=no"]
+
+
+async def test_two_concurrent_value_resumes_have_one_winner() -> None:
+    model = ScriptedModel([call("approve", {"item": "x"}), reply("done"), reply("twice")])
+    runner = Runner(ChatModelAgent("A", model, tools=[approve]))
+    paused = await runner.query("q").collect()
+
+    async def attempt() -> str:
+        try:
+            return str((await runner.resume(paused.checkpoint_id, value=1).collect()).final_output)  # type: ignore[arg-type]
+        except ResumeError:
+            return "rejected"
+
+    assert sorted(await asyncio.gather(attempt(), attempt())) == ["done", "rejected"]
+
+
+def _coordinator(model: ScriptedModel, **limits: Any) -> Team:
+    lead = ChatModelAgent("lead", model, tools=[approve, lookup])
+    helper = ChatModelAgent("helper", ScriptedModel([]), description="helps")
+    return Team.coordinator(lead, [helper], **limits)
+
+
+def test_a_team_budget_holds_across_pauses_and_resumes() -> None:
+    script = [call("approve", {"item": str(n)}) for n in range(8)] + [reply("done")]
+    model = ScriptedModel(script)
+    runner = Runner(_coordinator(model, total_max_steps=3))
+    result = runner.query_sync("go")
+    for _ in range(8):
+        if result.checkpoint_id is None:
+            break
+        result = runner.resume_sync(result.checkpoint_id, value="ok")
+    assert isinstance(result.error, MaxStepsExceeded)
+    assert len(model.requests) == 3
+
+
+def test_a_team_budget_holds_with_step_durability() -> None:
+    model = ScriptedModel([call("lookup", {}) for _ in range(50)] + [reply("done")])
+    runner = Runner(_coordinator(model, total_max_steps=5), durability="step")
+    result = runner.query_sync("go")
+    assert isinstance(result.error, MaxStepsExceeded)
+    assert len(model.requests) == 5
+
+
+def test_step_durability_enters_the_agent_once() -> None:
+    entered: list[str] = []
+
+    class Counting(ChatModelAgent):
+        async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+            entered.append(self.name)
+            async for event in super().run(input, ctx):
+                yield event
+
+    model = ScriptedModel([call("lookup", {}) for _ in range(3)] + [reply("done")])
+    agent = Counting("A", model, tools=[lookup])
+    result = Runner(agent, durability="step").query_sync("go")
+    assert result.final_output == "done" and entered == ["A"]
+
+
+def test_plain_transfers_are_bounded_by_max_transfers() -> None:
+    def always_transfer(messages: list[Message], tools: list[Any]) -> Message:
+        system = messages[0].content if messages and messages[0].role == "system" else ""
+        target = "child" if "child" in system.split("Agent name:")[-1] else "parent"
+        return Message.assistant(
+            "",
+            (
+                call("transfer_to_agent", {"agent_name": target}).tool_calls[0],  # type: ignore[union-attr]
+            ),
+        )
+
+    model = FunctionModel(always_transfer)
+    child = ChatModelAgent("child", model, description="the child")
+    parent = ChatModelAgent("parent", model, description="the parent", sub_agents=[child])
+    result = Runner(parent, max_transfers=5).query_sync("ping")
+    assert isinstance(result.error, MaxHandoffsExceeded)
+    assert "max_transfers=5" in str(result.error)
+    assert len(model.requests) == 6
+
+
+def test_a_session_keeps_the_handoffs_made_before_a_pause() -> None:
+    store = MemoryStore()
+    a = ChatModelAgent(
+        "a",
+        ScriptedModel([call("transfer_to_agent", {"agent_name": "b", "message": "pay"})]),
+        description="triage",
+    )
+    b = ChatModelAgent(
+        "b",
+        ScriptedModel([call("approve", {"item": "refund"}), reply("refunded")]),
+        description="billing",
+        tools=[approve],
+    )
+    runner = Runner(Team.swarm("a", [a, b], name="desk"), store=store)
+    paused = runner.query_sync("refund me", session_id="s1")
+    done = runner.resume_sync(paused.checkpoint_id, value="yes")  # type: ignore[arg-type]
+    assert done.final_output == "refunded"
+    saved = json.loads(asyncio.run(store.get_session("s1")) or b"{}")
+    assert [(h["from_agent"], h["to_agent"]) for h in saved["handoffs"]] == [("a", "b")]
+
+
+def test_a_pending_checkpoint_id_cannot_be_reused_by_a_new_run() -> None:
+    model = ScriptedModel([call("approve", {"item": "first"}), reply("one"), reply("two")])
+    runner = Runner(ChatModelAgent("A", model, tools=[approve]))
+    first = runner.query_sync("q", checkpoint_id="order-1")
+    second = runner.query_sync("q", checkpoint_id="order-1")
+    assert isinstance(second.error, UsageError) and "order-1" in str(second.error)
+    assert runner.resume_sync(first.checkpoint_id, value="y").final_output == "one"  # type: ignore[arg-type]
+
+
+def test_the_sync_methods_take_a_session() -> None:
+    model = ScriptedModel([reply("hello"), reply("again")])
+    runner = Runner(ChatModelAgent("A", model))
+    runner.query_sync("hi", session_id="s")
+    runner.run_sync([Message.user("and?")], session_id="s")
+    assert [m.content for m in model.requests[1].messages] == ["hi", "hello", "and?"]
+
+
+def test_run_refuses_what_is_not_a_message() -> None:
+    runner = Runner(ChatModelAgent("A", ScriptedModel([])))
+    with pytest.raises(UsageError, match="item 0 is 'hello'"):
+        runner.run(["hello"])  # type: ignore[list-item]
+    with pytest.raises(UsageError, match="takes a text"):
+        runner.query(None)  # type: ignore[arg-type]
+
+
+def test_two_calls_with_one_id_keep_the_approval_on_resume() -> None:
+    model = ScriptedModel(
+        [
+            calls(call("approve", {"item": "x"}, id="dup"), call("lookup", {}, id="dup")),
+            reply("done"),
+        ]
+    )
+    runner = Runner(ChatModelAgent("A", model, tools=[approve, lookup]))
+    paused = runner.query_sync("q")
+    done = runner.resume_sync(paused.checkpoint_id, value="yes")  # type: ignore[arg-type]
+    assert done.final_output == "done"
+    assert APPROVED == ["x=yes"]
+    tools = [m.content for m in model.requests[1].messages if m.role == "tool"]
+    assert tools == ["x: yes", "looked up"]
+
+
+async def test_a_live_runs_step_checkpoint_is_held_until_the_run_ends() -> None:
+    gate = asyncio.Event()
+    reached = asyncio.Event()
+
+    @tool
+    async def work(n: int) -> str:
+        """Work.
+
+        Args:
+            n: The step.
+        """
+        if n == 2:
+            reached.set()
+            await gate.wait()
+        return f"step {n}"
+
+    store = MemoryStore()
+    model = ScriptedModel([call("work", {"n": 1}), call("work", {"n": 2}), reply("done")])
+    agent = ChatModelAgent("A", model, tools=[work])
+    stream = Runner(agent, store=store, durability="step").query("go", checkpoint_id="job")
+    task = asyncio.create_task(stream.collect())
+    await reached.wait()
+    other = Runner(ChatModelAgent("A", ScriptedModel([reply("stolen")]), tools=[work]), store=store)
+    with pytest.raises(ResumeError, match="still going"):
+        await other.resume("job").collect()
+    gate.set()
+    assert (await task).final_output == "done"
+    with pytest.raises(CheckpointAlreadyResumed):
+        await other.resume("job").collect()
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda d: d.update(session_values=5), "session_values"),
+        (lambda d: d.pop("answers"), "answers"),
+        (lambda d: d.update(root_input="hello"), "root_input"),
+        (lambda d: d["records"][0]["record"].update(messages="hi"), "records.0.record"),
+    ],
+)
+async def test_a_damaged_checkpoint_is_refused_before_it_is_claimed(
+    change: Any, where: str
+) -> None:
+    store = MemoryStore()
+    model = ScriptedModel([call("approve", {"item": "x"}), reply("done")])
+    runner = Runner(ChatModelAgent("A", model, tools=[approve]), store=store)
+    paused = await runner.query("q").collect()
+    record = await store.get_checkpoint(paused.checkpoint_id)  # type: ignore[arg-type]
+    assert record is not None
+    data = json.loads(record.data)
+    change(data)
+    await store.put_checkpoint("bad", json.dumps(data).encode())
+    with pytest.raises(CheckpointCorrupt, match=where):
+        await runner.resume("bad", value=1).collect()
+    bad = await store.get_checkpoint("bad")
+    assert bad is not None and bad.status == "pending"
+
+
+async def test_a_checkpoint_nested_too_deeply_is_refused() -> None:
+    store = MemoryStore()
+    await store.put_checkpoint("deep", b"[" * 100_000 + b"]" * 100_000)
+    runner = Runner(ChatModelAgent("A", ScriptedModel([])), store=store)
+    with pytest.raises(CheckpointCorrupt):
+        await runner.resume("deep", value=1).collect()
