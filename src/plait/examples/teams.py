@@ -154,9 +154,8 @@ def _worker(name: str, answer: str) -> ChatModelAgent:
     return ChatModelAgent(name, ScriptedModel([reply(answer)]), description=f"{name} work")
 
 
-def project_team() -> Team:
-    """Three levels: a project manager over dev, QA and design teams over their members."""
-    dev = Team.coordinator(
+def _dev_team() -> Team:
+    return Team.coordinator(
         ChatModelAgent(
             "dev_lead",
             ScriptedModel(
@@ -175,6 +174,11 @@ def project_team() -> Team:
         name="dev_team",
         description="development: frontend, backend, database",
     )
+
+
+def project_team() -> Team:
+    """Three levels: a project manager over dev, QA and design teams over their members."""
+    dev = _dev_team()
     qa = Team.coordinator(
         ChatModelAgent(
             "qa_lead",

@@ -115,6 +115,30 @@ def _roster(team: Team, owner: str) -> str:
     return "\n".join(lines)
 
 
+class _MemberTurn:
+    """What one member's turn came to: its last action, its last words, a stop."""
+
+    __slots__ = ("action", "said", "stopped")
+
+    def __init__(self) -> None:
+        self.action: AgentAction | None = None
+        self.said: MessageVariant | None = None  # the member's last assistant message
+        self.stopped = False
+
+    def note(self, event: AgentEvent, ctx: RunContext, path: tuple[str, ...]) -> None:
+        """Record the member's own messages; note its actions, exits and pauses."""
+        if event.run_path == path:
+            output = event.output
+            if output is not None and output.message is not None:
+                ctx.history.append((event.agent_name, output.message))
+                if output.message.role == "assistant":
+                    self.said = output.message
+            if event.action is not None:
+                self.action = event.action
+        if event.depth == ctx.depth and event.action is not None:
+            self.stopped = self.stopped or event.action.exit or bool(event.action.interrupted)
+
+
 class Team:
     """Several agents working as one `Agent`.
 
@@ -315,27 +339,17 @@ class Team:
             ctx.save_state("swarm", record)
             mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
             steps, tokens = ctx.model_calls, ctx.usage.total_tokens
-            action: AgentAction | None = None
-            said: MessageVariant | None = None  # the member's last assistant message
-            stopped = False
+            turn = _MemberTurn()
             agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
             async with aclosing(self._timed(member, agent_input, mctx)) as events:
                 async for event in events:
-                    if event.run_path == path:
-                        if event.output is not None and event.output.message is not None:
-                            ctx.history.append((event.agent_name, event.output.message))
-                            if event.output.message.role == "assistant":
-                                said = event.output.message
-                        if event.action is not None:
-                            action = event.action
-                    if event.depth == ctx.depth and event.action is not None:
-                        stopped = stopped or event.action.exit or bool(event.action.interrupted)
+                    turn.note(event, ctx, path)
                     yield event
                     if event.error is not None:
                         return
-            transfer = action.transfer_to_agent if action is not None else None
-            if transfer is None or stopped:
-                if not stopped:
+            transfer = turn.action.transfer_to_agent if turn.action is not None else None
+            if transfer is None or turn.stopped:
+                if not turn.stopped:
                     ctx.drop_state("swarm")
                     if self.cross_request:
                         ctx.session_values[self._session_key] = member.name
@@ -353,7 +367,7 @@ class Team:
                 from_agent=member.name,
                 to_agent=target.name,
                 message=transfer.message,
-                reason=await _reason(transfer, said),
+                reason=await _reason(transfer, turn.said),
                 step_count=ctx.model_calls - steps,
                 tokens_used=ctx.usage.total_tokens - tokens,
             )
