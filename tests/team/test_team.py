@@ -514,3 +514,8 @@ def test_the_handoff_reason_is_the_models_text_when_the_argument_is_empty() -> N
     assert [log.reason for log in logs] == ["The user needs billing.", "x" * 499 + "…"]
     (given,) = Runner(Team.swarm("a", [c_a, c_b])).query_sync("q").handoffs
     assert given.reason == "given"
+
+
+def test_a_coordinator_that_is_not_an_agent_is_refused() -> None:
+    with pytest.raises(UsageError, match="needs a ChatModelAgent coordinator"):
+        Team.coordinator(None, [ChatModelAgent("m", ScriptedModel([]))])  # type: ignore[arg-type]

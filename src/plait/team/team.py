@@ -226,6 +226,12 @@ class Team:
         event_filter: EventFilter | None = None,
     ) -> Team:
         """Make each member a tool of `coordinator` (name, description, `{request}`)."""
+        if not isinstance(coordinator, ChatModelAgent):
+            shown = repr(coordinator)[:100]
+            raise UsageError(
+                f"Team.coordinator needs a ChatModelAgent coordinator (it gets the members as "
+                f"tools), got {shown}"
+            )
         team = cls(
             name=name or coordinator.name,
             description=description if description is not None else coordinator.description,
@@ -236,8 +242,6 @@ class Team:
             total_token_budget=total_token_budget,
             event_filter=event_filter,
         )
-        if not isinstance(coordinator, ChatModelAgent):
-            raise UsageError("Team.coordinator needs a ChatModelAgent coordinator (it gets tools)")
         team._wired_lead = coordinator.with_tools([AgentTool(m) for m in team.members])
         return team
 
