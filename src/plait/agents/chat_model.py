@@ -471,66 +471,61 @@ class _Loop:
             )
             return
         self.calls_made += 1
+        box = _Reply()
         try:
             ctx.check_steps()  # a team's total_max_steps
+            for hook in agent._before_model:
+                self.messages = (await hook(ctx, self.messages)) or self.messages
+                ctx.set_model_messages(self.messages)
         except PlaitError as exc:
             yield ctx.event(error=exc)
             return
-        box = _Reply()
-        async with aclosing(self._call_model(box)) as events:
-            async for event in events:
-                yield event
-        reply = box.message
-        if reply is None:
-            assert box.error is not None
-            yield ctx.event(error=box.error)
-            return
-        async with aclosing(self._take_reply(reply)) as events:
-            async for event in events:
-                yield event
-
-    async def _call_model(self, box: _Reply) -> AsyncGenerator[AgentEvent, None]:
-        agent, ctx = self.agent, self.ctx
-        for hook in agent._before_model:
-            self.messages = (await hook(ctx, self.messages)) or self.messages
-            ctx.set_model_messages(self.messages)
         if self.input.enable_streaming:
             async with aclosing(agent._stream_reply(self.messages, ctx, box)) as chunks:
                 async for event in chunks:
                     yield event
         else:
-            try:
-                box.message = await agent.model.generate(
-                    self.messages, tools=agent._tool_infos, **agent.model_options
-                )
-            except Exception as exc:
-                box.error = agent._model_error(exc)
+            await self._generate(box)
             if box.message is not None:
                 yield ctx.event(message=box.message)
         for observer in ctx.hooks:
             observer.model_called(ctx, box.message, box.error)
-
-    async def _take_reply(self, reply: Message) -> AsyncGenerator[AgentEvent, None]:
-        agent, ctx = self.agent, self.ctx
-        try:
-            ctx.record_model_call(reply.usage)
-        except PlaitError as exc:
-            yield ctx.event(error=exc)
+        error = box.error if box.message is None else await self._take_reply(box.message)
+        if error is not None:
+            yield ctx.event(error=error)
             return
-        for hook in agent._after_model:
-            reply = (await hook(ctx, reply)) or reply
-        self.messages.append(reply)
-        if not reply.tool_calls:
-            agent._store_output(ctx, reply.content)
-            self.step = Step.FINAL
-            return
-        self.step = Step.TOOLS
-        if ctx.cancel_requested:  # a safe point: after the model call, before its tools
+        if self.step is Step.TOOLS and ctx.cancel_requested:  # a safe point before the tools
             self._save("tools")
             stop = await ctx.safe_point()
             if stop is not None:
                 self.step = Step.FAIL
                 yield stop
+
+    async def _generate(self, box: _Reply) -> None:
+        agent = self.agent
+        try:
+            box.message = await agent.model.generate(
+                self.messages, tools=agent._tool_infos, **agent.model_options
+            )
+        except Exception as exc:
+            box.error = agent._model_error(exc)
+
+    async def _take_reply(self, reply: Message) -> PlaitError | None:
+        """Count the reply, pass it through the middlewares and decide the next step."""
+        agent, ctx = self.agent, self.ctx
+        try:
+            ctx.record_model_call(reply.usage)
+        except PlaitError as exc:
+            return exc
+        for hook in agent._after_model:
+            reply = (await hook(ctx, reply)) or reply
+        self.messages.append(reply)
+        if reply.tool_calls:
+            self.step = Step.TOOLS
+        else:
+            agent._store_output(ctx, reply.content)
+            self.step = Step.FINAL
+        return None
 
     async def tool_step(self) -> AsyncGenerator[AgentEvent, None]:
         """Run the tool calls of the last message; decide whether to call the model again."""
