@@ -626,6 +626,13 @@ class RunContext:
         return self._run.resume_user_states.get(self.address)
 
     @property
+    def saves_steps(self) -> bool:
+        """Whether this run saves a checkpoint at every safe point, or was asked to stop
+        at the next one (components keep their records up to date only then)."""
+        run = self._run
+        return run.durability == "step" or run.cancel_requested
+
+    @property
     def cancel_requested(self) -> bool:
         """Whether the run was asked to stop at its next safe point."""
         return self._run.cancel_requested

@@ -556,11 +556,12 @@ class _Loop:
             agent._store_output(ctx, rnd.direct.message.content)
             self.step = Step.FINAL
             return
-        self._save("model")
-        stop = await ctx.safe_point()  # a step checkpoint, or a stop
-        if stop is not None:
-            yield stop
-            return
+        if ctx.saves_steps:
+            self._save("model")
+            stop = await ctx.safe_point()  # a step checkpoint, or a stop
+            if stop is not None:
+                yield stop
+                return
         self.step = Step.MODEL
 
     async def _run_concurrently(
