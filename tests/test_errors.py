@@ -10,6 +10,7 @@ from plait.errors import (
     NodeTimeout,
     PlaitError,
     SerializationError,
+    SessionConflict,
     ToolError,
 )
 
@@ -52,6 +53,7 @@ def test_errors_carry_what_a_user_needs() -> None:
         ModelError("down", agent_name="a", status_code=503),
         ToolError("boom", tool_name="t", call_id="c1", agent_name="a"),
         NodeTimeout("slow"),
+        SessionConflict(session_id="s", version=4, expected_version=3),
     ],
 )
 def test_errors_round_trip_through_json(err: PlaitError) -> None:
@@ -61,3 +63,16 @@ def test_errors_round_trip_through_json(err: PlaitError) -> None:
     back = RunResult.from_json(result.to_json())
     assert type(back.error) is type(err)
     assert back.error == err
+
+
+def test_session_conflict_says_the_turn_was_not_saved() -> None:
+    err = SessionConflict(session_id="chat-1", version=4, expected_version=3)
+    assert (err.session_id, err.version, err.expected_version) == ("chat-1", 4, 3)
+    assert str(err) == (
+        "session 'chat-1' was changed by another turn (version 4, expected 3);"
+        " this turn was not saved"
+    )
+    new = SessionConflict(session_id="chat-1", version=1, expected_version=0)
+    assert "(version 1, expected none)" in str(new)
+    gone = SessionConflict(session_id="chat-1", version=0, expected_version=2)
+    assert "(no longer stored, expected 2)" in str(gone)

@@ -16,6 +16,7 @@ PlaitError
 │   ├── TokenBudgetExceeded
 │   └── NodeTimeout             (also a TimeoutError)
 ├── StoreError                  the store failed (a server gone away, a full disk)
+├── SessionConflict             another turn wrote the session first; this turn was not saved
 ├── CheckpointNotFound
 ├── CheckpointCorrupt
 ├── SerializationError          names the path to the value that could not be encoded
@@ -56,6 +57,7 @@ __all__ = [
     "CheckpointAlreadyResumed",
     "RunCancelled",
     "SerializationError",
+    "SessionConflict",
     "StoreError",
     "TokenBudgetExceeded",
     "ToolError",
@@ -224,6 +226,29 @@ class StoreError(PlaitError):
     """The store failed; `operation` names what plait asked of it, the cause is chained."""
 
     operation: str
+
+
+class SessionConflict(PlaitError):
+    """Another turn wrote the session since this one read it, so this turn was not saved.
+
+    `version` is the stored version found (0 when there is none) and `expected_version` the
+    one this write was based on (0 for a session that did not exist yet).
+    """
+
+    session_id: str
+    version: int
+    expected_version: int
+
+    def __init__(self, *, session_id: str, version: int, expected_version: int) -> None:
+        found = f"version {version}" if version else "no longer stored"
+        expected = f"expected {expected_version}" if expected_version else "expected none"
+        super().__init__(
+            f"session '{session_id}' was changed by another turn ({found}, {expected});"
+            " this turn was not saved",
+            session_id=session_id,
+            version=version,
+            expected_version=expected_version,
+        )
 
 
 class CheckpointNotFound(PlaitError):

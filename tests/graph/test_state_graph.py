@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, NotRequired, TypedDict
 
 import pytest
+from pydantic import BaseModel
 
-from plait import END, START, ChatModelAgent, Runner, StateGraph, Team, interrupt
+from plait import (
+    END,
+    START,
+    AgentTool,
+    ChatModelAgent,
+    Message,
+    Runner,
+    StateGraph,
+    Team,
+    interrupt,
+    run_context,
+)
 from plait.errors import MaxStepsExceeded, UsageError
 from plait.graph import append, merge
 from plait.stores import MemoryStore
@@ -188,3 +204,150 @@ def test_an_agent_node_can_pause_and_resume() -> None:
     final = runner.resume_sync(paused.checkpoint_id, value="yes").final_output
     assert [m.content for m in final["messages"]] == ["q", "checked"]
     assert final["order"] == ["after"]
+
+
+def test_a_graph_as_a_team_member_answers_with_its_last_assistant_message() -> None:
+    writer = ChatModelAgent("writer", ScriptedModel([reply("the report")]))
+    graph = StateGraph(State)
+    graph.add_node("write", writer).add_node("after", _visit("after"))
+    graph.add_edge(START, "write").add_edge("write", "after")
+    member = graph.compile(name="reporting")
+    member.description = "writes reports"
+    lead_model = ScriptedModel([call("reporting", {"request": "a report on X"}), reply("sent")])
+    team = Team.coordinator(ChatModelAgent("lead", lead_model), [member])
+    result = Runner(team).query_sync("go")
+    assert result.final_output == "sent"
+    tool_result = lead_model.requests[1].messages[-1]
+    assert (tool_result.role, tool_result.content) == ("tool", "the report")
+
+
+def test_a_graph_as_an_agent_tool_without_an_answer_returns_its_state_as_json() -> None:
+    graph = StateGraph(State)
+    graph.add_node("a", _visit("a")).add_node("b", lambda s: {"size": 3})
+    graph.add_edge(START, "a").add_edge("a", "b")
+    model = ScriptedModel([call("steps", {"request": "count"}), reply("done")])
+    agent = ChatModelAgent("caller", model, tools=[AgentTool(graph.compile(name="steps"))])
+    assert Runner(agent).query_sync("go").final_output == "done"
+    state = json.loads(model.requests[1].messages[-1].content)
+    assert (state["order"], state["size"]) == (["a"], 3)
+    assert [m["content"] for m in state["messages"]] == ["count"]
+
+
+def test_the_answer_is_the_last_assistant_message_a_node_added_not_one_from_the_input() -> None:
+    graph = StateGraph(State)
+    graph.add_node("say", lambda s: {"messages": [Message.assistant("from the node")]})
+    graph.add_node("quiet", _visit("quiet"))
+    graph.add_edge(START, "say").add_edge("say", "quiet")
+    history = [Message.user("q"), Message.assistant("earlier"), Message.user("again")]
+    result = Runner(graph.compile(name="g")).run_sync(history)
+    answers = [e.message.message for e in result.events if e.depth == 0 and e.message]
+    assert [m.content for m in answers if m is not None] == ["from the node"]
+    assert result.final_output["order"] == ["quiet"]
+
+    bare = StateGraph(State).add_node("quiet", _visit("quiet")).add_edge(START, "quiet")
+    events = Runner(bare.compile()).run_sync(history).events
+    answer = next(e.message.message for e in events if e.message and e.message.message)
+    assert json.loads(answer.content)["order"] == ["quiet"]
+
+
+class DatedDict(TypedDict):
+    messages: Annotated[list[Any], append]
+    start: NotRequired[datetime]
+    due: NotRequired[datetime]
+    decision: NotRequired[str]
+    days: NotRequired[int]
+
+
+@dataclass
+class DatedData:
+    messages: Annotated[list[Any], append] = field(default_factory=list)
+    start: datetime | None = None
+    due: datetime | None = None
+    decision: str = ""
+    days: int = 0
+
+
+class DatedModel(BaseModel):
+    messages: Annotated[list[Any], append] = []
+    start: datetime | None = None
+    due: datetime | None = None
+    decision: str = ""
+    days: int = 0
+
+
+@pytest.mark.parametrize("schema", [DatedDict, DatedData, DatedModel])
+def test_typed_state_values_survive_a_pause_and_resume(schema: Any) -> None:
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    graph = StateGraph(schema)
+    graph.add_node("plan", lambda s: {"start": start})
+    graph.add_node("stamp", lambda s: {"due": s["start"] + timedelta(days=9)})
+    graph.add_node("approve", lambda s: {"decision": interrupt("approve?")})
+    graph.add_node("count", lambda s: {"days": (s["due"] - s["start"]).days})
+    graph.add_edge(START, "plan").add_edge("plan", "stamp").add_edge("plan", "approve")
+    graph.add_edge(["stamp", "approve"], "count")
+    runner = Runner(graph.compile(), store=MemoryStore())
+    paused = runner.query_sync("q")
+    assert paused.interrupts
+    final = runner.resume_sync(paused.checkpoint_id, value="yes").raise_for_error().final_output
+    assert (final["decision"], final["days"]) == ("yes", 9)
+    assert final["start"] == start and final["start"].year == 2030
+
+
+def test_sync_nodes_of_one_super_step_run_at_the_same_time_with_their_context() -> None:
+    barrier = threading.Barrier(2, timeout=5)
+
+    def meet(name: str) -> Any:
+        def node(state: dict[str, Any]) -> dict[str, Any]:
+            barrier.wait()
+            return {"meta": {name: run_context().address}}
+
+        return node
+
+    graph = StateGraph(State)
+    graph.add_node("left", meet("left")).add_node("right", meet("right"))
+    graph.add_edge(START, "left").add_edge(START, "right")
+    result = Runner(graph.compile(name="g")).query_sync("q")
+    assert result.error is None
+    assert result.final_output["meta"] == {
+        "left": "agent:g;node:left",
+        "right": "agent:g;node:right",
+    }
+
+
+async def test_the_event_loop_runs_on_while_a_sync_node_blocks() -> None:
+    started, go = threading.Event(), threading.Event()
+
+    def blocking(state: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        return {"decision": "released" if go.wait(5) else "timed out"}
+
+    async def release() -> None:
+        if await asyncio.to_thread(started.wait, 5):
+            go.set()
+
+    graph = StateGraph(State).add_node("block", blocking).add_edge(START, "block")
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(release())
+        run = tg.create_task(Runner(graph.compile()).query("q").collect())
+    assert run.result().final_output["decision"] == "released"
+
+
+async def test_cancelling_a_run_does_not_wait_for_a_blocked_sync_node() -> None:
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def blocking(state: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        release.wait(5)
+        finished.set()
+        return {}
+
+    graph = StateGraph(State).add_node("block", blocking).add_edge(START, "block")
+    run = asyncio.ensure_future(Runner(graph.compile()).query("q").collect())
+    try:
+        assert await asyncio.to_thread(started.wait, 5)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert not finished.is_set()
+    finally:
+        release.set()

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from plait.errors import UsageError
-from plait.stores import PostgresStore
+from plait.errors import SessionConflict, UsageError
+from plait.stores import PostgresStore, SessionRecord
 from plait.stores.conformance import CHECKS, Check
 from plait.stores.postgres import MIGRATIONS
 
@@ -139,3 +139,53 @@ def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 def test_invalid_table_prefix_is_refused(prefix: str) -> None:
     with pytest.raises(UsageError, match="table_prefix"):
         PostgresStore(DSN, table_prefix=prefix)
+
+
+def _write_first_schema_session(dsn: str, prefix: str, session_id: str, data: bytes) -> None:
+    """Create the tables of schema version 1 holding a session without a version."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        for statement in MIGRATIONS[0].format(prefix=prefix).split(";"):
+            if statement.strip():
+                connection.execute(statement)
+        connection.execute(
+            f"CREATE TABLE {prefix}schema_version (version INTEGER PRIMARY KEY,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        connection.execute(f"INSERT INTO {prefix}schema_version (version) VALUES (1)")
+        connection.execute(
+            f"INSERT INTO {prefix}sessions (id, data, expires_at) VALUES (%s, %s, NULL)",
+            (session_id, data),
+        )
+
+
+async def test_sessions_written_before_versions_read_as_version_one(
+    make_store: StoreFactory, postgres_dsn: str, table_prefix: str
+) -> None:
+    _write_first_schema_session(postgres_dsn, table_prefix, "s", b"history")
+    async with make_store() as store:
+        assert await store.get_session_record("s") == SessionRecord(
+            session_id="s", data=b"history", version=1
+        )
+        with pytest.raises(SessionConflict):
+            await store.put_session("s", b"as if new", expected_version=0)
+        assert await store.put_session("s", b"next turn", expected_version=1) == 2
+        assert await store.get_session("s") == b"next turn"
+        count = await _scalar(store, f"SELECT COUNT(*) FROM {table_prefix}schema_version")
+        assert count == len(MIGRATIONS)
+
+
+async def test_two_stores_save_one_of_two_turns(make_store: StoreFactory) -> None:
+    async with make_store() as a, make_store() as b:
+        version = await a.put_session("s", b"start")
+        stores = [a, b] * 10
+        writes = [
+            store.put_session("s", f"turn {n}".encode(), expected_version=version)
+            for n, store in enumerate(stores)
+        ]
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        won = [n for n, result in enumerate(results) if result == version + 1]
+        assert len(won) == 1
+        assert sum(isinstance(result, SessionConflict) for result in results) == 19
+        assert await b.get_session("s") == f"turn {won[0]}".encode()

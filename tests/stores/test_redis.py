@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from plait.errors import UsageError
+from plait.errors import SessionConflict, UsageError
+from plait.stores import SessionRecord
 from plait.stores.conformance import CHECKS, Check
 from plait.stores.redis import RedisStore, _import_redis
 
@@ -105,7 +106,7 @@ async def test_records_use_the_documented_keys(store: RedisStore, raw: Any, pref
         b"version": str(version).encode(),
         b"status": b"done",
     }
-    assert await raw.get(f"{prefix}session:{odd}") == b"session"
+    assert await raw.hgetall(f"{prefix}session:{odd}") == {b"data": b"session", b"version": b"1"}
 
 
 async def test_concurrent_claims_from_two_clients_have_one_winner(
@@ -122,6 +123,41 @@ async def test_concurrent_claims_from_two_clients_have_one_winner(
         record = await second.get_checkpoint("cp")
         assert record is not None
         assert (record.status, record.version) == ("claimed", version + 1)
+
+
+async def test_concurrent_turns_from_two_clients_save_one(redis_url: str, prefix: str) -> None:
+    async with (
+        RedisStore(redis_url, prefix=prefix) as first,
+        RedisStore(redis_url, prefix=prefix) as second,
+    ):
+        version = await first.put_session("s", b"start")
+        stores = [first, second] * 10
+        writes = [
+            store.put_session("s", f"turn {n}".encode(), expected_version=version)
+            for n, store in enumerate(stores)
+        ]
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        won = [n for n, result in enumerate(results) if result == version + 1]
+        assert len(won) == 1
+        assert sum(isinstance(result, SessionConflict) for result in results) == 19
+        assert await second.get_session("s") == f"turn {won[0]}".encode()
+
+
+async def test_sessions_kept_as_strings_read_as_version_one(
+    store: RedisStore, raw: Any, prefix: str
+) -> None:
+    key = f"{prefix}session:s"
+    await raw.set(key, b"history")
+    assert await store.get_session("s") == b"history"
+    assert await store.get_session_record("s") == SessionRecord(
+        session_id="s", data=b"history", version=1
+    )
+    with pytest.raises(SessionConflict):
+        await store.put_session("s", b"as if new", expected_version=0)
+    assert await raw.get(key) == b"history"
+    assert await store.put_session("s", b"next turn", expected_version=1, ttl=30) == 2
+    assert await raw.hgetall(key) == {b"data": b"next turn", b"version": b"2"}
+    assert 0 < await raw.pttl(key) <= 30_000
 
 
 def test_one_store_serves_successive_event_loops(redis_url: str, prefix: str) -> None:
@@ -183,7 +219,7 @@ async def test_an_unclosed_store_does_not_keep_the_process_alive(
         pytest.fail("the process did not exit within 30 seconds")
     assert process.returncode == 0, err.decode()
     assert out.strip() == b"written"
-    assert await raw.get(f"{prefix}session:s") == b"written"
+    assert await raw.hget(f"{prefix}session:s", "data") == b"written"
 
 
 def test_missing_redis_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

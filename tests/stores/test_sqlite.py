@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from plait.stores import SqliteStore
+from plait.errors import SessionConflict
+from plait.stores import SessionRecord, SqliteStore
 from plait.stores.conformance import CHECKS, Check
 from plait.stores.sqlite import MIGRATIONS
 
@@ -26,6 +28,22 @@ def _scalar(path: Path, sql: str) -> object:
     """Return the single value `sql` reads from the file at `path`."""
     with sqlite3.connect(path) as connection:
         return connection.execute(sql).fetchone()[0]
+
+
+def _write_first_schema_session(path: Path, session_id: str, data: bytes) -> None:
+    """Leave at `path` a file of schema version 1 holding a session without a version."""
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.executescript(MIGRATIONS[0])
+        connection.execute(
+            "CREATE TABLE plait_schema_version"
+            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        connection.execute("INSERT INTO plait_schema_version VALUES (1, 0)")
+        connection.execute(
+            "INSERT INTO plait_sessions (id, data, expires_at) VALUES (?, ?, NULL)",
+            (session_id, data),
+        )
+        connection.commit()
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -117,3 +135,31 @@ def test_unclosed_store_does_not_keep_the_process_alive(db_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], timeout=30, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     assert _scalar(db_path, "SELECT data FROM plait_sessions WHERE id = 's'") == b"written"
+
+
+async def test_sessions_written_before_versions_read_as_version_one(db_path: Path) -> None:
+    _write_first_schema_session(db_path, "s", b"history")
+    async with SqliteStore(db_path) as store:
+        assert await store.get_session_record("s") == SessionRecord(
+            session_id="s", data=b"history", version=1
+        )
+        with pytest.raises(SessionConflict):
+            await store.put_session("s", b"as if new", expected_version=0)
+        assert await store.put_session("s", b"next turn", expected_version=1) == 2
+        assert await store.get_session("s") == b"next turn"
+    assert _scalar(db_path, "SELECT COUNT(*) FROM plait_schema_version") == len(MIGRATIONS)
+
+
+async def test_two_stores_on_one_file_save_one_of_two_turns(db_path: Path) -> None:
+    async with SqliteStore(db_path) as a, SqliteStore(db_path) as b:
+        version = await a.put_session("s", b"start")
+        stores = [a, b] * 10
+        writes = [
+            store.put_session("s", f"turn {n}".encode(), expected_version=version)
+            for n, store in enumerate(stores)
+        ]
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        won = [n for n, result in enumerate(results) if result == version + 1]
+        assert len(won) == 1
+        assert sum(isinstance(result, SessionConflict) for result in results) == 19
+        assert await b.get_session("s") == f"turn {won[0]}".encode()

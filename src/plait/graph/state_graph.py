@@ -1,14 +1,32 @@
-"""`StateGraph`: nodes that read a shared state and return updates, run in super-steps."""
+"""`StateGraph`: nodes that read a shared state and return updates, run in super-steps.
+
+A compiled graph is an `Agent`. When it finishes it emits its answer, an assistant-message
+event at its own depth: the last assistant message its nodes added to `messages`, else its
+final state as JSON. Then comes its last event, whose `output.custom` is the final state. A
+`Runner` reports that state as `final_output`; an `AgentTool`, a coordinator's member tool or
+an agent node of another graph takes the answer, like any agent's last message.
+
+Sync function nodes run in worker threads (with the context variables copied, so
+`plait.run_context()` works in them), so the nodes of a super-step run at the same time and
+the event loop stays free. A thread cannot be killed: a cancelled run stops waiting for it at
+once, and the function runs on to its end in the background (closing the event loop, and
+leaving the process, wait for it).
+
+A checkpoint keeps the state as JSON; a resumed graph rebuilds each value as its key's
+annotated type (a `datetime` comes back as a `datetime`, `messages` as `Message`s).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import typing
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
+from plait._json import load_plain
 from plait.agent import Agent, AgentInput
 from plait.agents.agent_tool import run_nested
 from plait.checkpoint import GraphRecord
@@ -35,11 +53,19 @@ def merge(left: Any, right: Any) -> dict[Any, Any]:
     return {**(left or {}), **(right or {})}
 
 
-def _reducers(schema: Any) -> dict[str, Reducer]:
+def _hints(schema: Any) -> dict[str, Any]:
+    """Return the schema's annotation per key (`Required[...]`/`NotRequired[...]` unwrapped)."""
     try:
         hints = typing.get_type_hints(schema, include_extras=True)
     except Exception as exc:
         raise UsageError(f"StateGraph cannot read the state schema {schema!r}: {exc}") from exc
+    for key, hint in hints.items():
+        if typing.get_origin(hint) in (typing.Required, typing.NotRequired):
+            hints[key] = typing.get_args(hint)[0]
+    return hints
+
+
+def _reducers(hints: Mapping[str, Any]) -> dict[str, Reducer]:
     found: dict[str, Reducer] = {}
     for key, hint in hints.items():
         for meta in getattr(hint, "__metadata__", ()):
@@ -58,7 +84,8 @@ class StateGraph:
 
     def __init__(self, state_schema: Any) -> None:
         self.state_schema = state_schema
-        self.reducers = _reducers(state_schema)
+        self.hints = _hints(state_schema)
+        self.reducers = _reducers(self.hints)
         self.nodes: dict[str, Callable[..., Any] | Agent] = {}
         self.edges: dict[str, list[str]] = {}
         self.joins: list[tuple[tuple[str, ...], str]] = []
@@ -109,12 +136,14 @@ class CompiledGraph:
     """A compiled `StateGraph`; an `Agent` whose final output is the final state.
 
     The initial state holds `messages` (the run's input messages) and every state key found
-    in the session values. Each super-step runs its nodes concurrently and emits one event
-    per node with `output.custom = {"node": name, "update": update}`; an agent node runs on
-    the state's `messages` (one level deeper) and its final answer is appended to them. The
-    last event's
-    `output.custom` is the final state. `interrupt()` in a node pauses the graph; on resume
-    that node runs again from its start (nodes that finished in the same step do not).
+    in the session values. Each super-step runs its nodes concurrently (sync functions in
+    worker threads) and emits one event per node with `output.custom = {"node": name,
+    "update": update}`; an agent node runs on the state's `messages` (one level deeper) and
+    its final answer is appended to them. At the end the graph emits its answer (the last
+    assistant message its nodes added to `messages`, else the final state as JSON), then its
+    last event, whose `output.custom` is the final state. `interrupt()` in a node pauses the
+    graph; on resume that node runs again from its start (nodes that finished in the same
+    step do not), on the saved state rebuilt as the schema's types.
     """
 
     def __init__(self, graph: StateGraph, *, max_steps: int, name: str) -> None:
@@ -122,12 +151,13 @@ class CompiledGraph:
         self.max_steps = max_steps
         self.name = name
         self.description = f"state graph with nodes {list(graph.nodes)}"
+        self._adapters: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"CompiledGraph({self.name!r}, nodes={list(self.graph.nodes)})"
 
     def _initial(self, input: AgentInput, ctx: RunContext) -> dict[str, Any]:
-        keys = typing.get_type_hints(self.graph.state_schema)
+        keys = self.graph.hints
         state = {k: v for k, v in ctx.session_values.items() if k in keys}
         state.setdefault("messages", list(input.messages))
         return state
@@ -137,13 +167,7 @@ class CompiledGraph:
         record = ctx.take_state("graph", GraphRecord)
         saved = record.data if record is not None else None
         if saved:
-            state, frontier, steps = (
-                _restore_state(saved["state"]),
-                list(saved["frontier"]),
-                saved["steps"],
-            )
-            done: dict[str, Any] = dict(saved["done"])
-            seen = {tuple(j["sources"]): set(j["seen"]) for j in saved["joins"]}
+            state, frontier, steps, done, seen = self._restore(saved)
         else:
             state, steps, done = self._initial(input, ctx), 0, {}
             seen = {sources: set() for sources, _ in self.graph.joins}
@@ -188,6 +212,7 @@ class CompiledGraph:
                     yield stop
                     return
         ctx.drop_state("graph")
+        yield ctx.event(message=_answer(state, input.messages))
         yield ctx.event(output=AgentOutput(custom=state))
 
     def _keep(
@@ -202,6 +227,49 @@ class CompiledGraph:
         """Keep the graph's resume record: where the next super-step starts."""
         data = self._pause_state(state, frontier, steps, done, seen)
         ctx.save_state("graph", GraphRecord.model_construct(data=data))
+
+    def _restore(
+        self, saved: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[str], int, dict[str, Any], dict[tuple[str, ...], set[str]]]:
+        """Unpack a saved pause: state and finished updates rebuilt as the schema's types."""
+        done = {
+            node: self._typed(update) if isinstance(update, Mapping) else update
+            for node, update in saved["done"].items()
+        }
+        seen = {tuple(j["sources"]): set(j["seen"]) for j in saved["joins"]}
+        return self._typed(saved["state"]), list(saved["frontier"]), saved["steps"], done, seen
+
+    def _typed(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Rebuild JSON values as their keys' annotated types; `messages` as `Message`s.
+
+        A value that does not fit its annotation (one item for an `append` key, say) stays
+        as its JSON data.
+        """
+        from pydantic import ValidationError
+
+        out = dict(values)
+        for key, value in values.items():
+            try:
+                if key == "messages" and isinstance(value, list):
+                    value = out[key] = load_plain(list[Message], value)
+                adapter = self._adapter(key)
+                if adapter is not None:
+                    out[key] = adapter.validate_python(value)
+            except ValidationError:
+                pass
+        return out
+
+    def _adapter(self, key: str) -> Any:
+        """The validator of a state key's annotation (None when pydantic cannot build one)."""
+        if key not in self._adapters:
+            from pydantic import PydanticUserError, TypeAdapter
+
+            hint = self.graph.hints.get(key)
+            try:
+                self._adapters[key] = None if hint is None else TypeAdapter(hint)
+            except PydanticUserError:
+                self._adapters[key] = None
+        return self._adapters[key]
 
     def _pause_state(
         self,
@@ -316,7 +384,10 @@ class CompiledGraph:
             return await self._agent_node(node, state, nctx, queue)
         if not callable(node):
             return await self._agent_node(node, state, nctx, queue)
-        result = node(state)
+        if _is_async(node):
+            result = node(state)
+        else:  # in a worker thread, with the context copied from the caller
+            result = await asyncio.to_thread(node, state)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -334,14 +405,23 @@ class CompiledGraph:
         return {"messages": [*(state.get("messages") or []), *new]}
 
 
-def _restore_state(raw: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild a saved state; `messages` come back as `Message`s (other values as JSON data)."""
-    from plait._json import load_plain
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """Whether calling `fn` returns a coroutine (an async function or `async __call__`)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
-    state = dict(raw)
-    if isinstance(state.get("messages"), list):
-        state["messages"] = load_plain(list[Message], state["messages"])
-    return state
+
+def _answer(state: Mapping[str, Any], given: Sequence[Message]) -> Message:
+    """The graph's answer: the last assistant message its nodes added, else the state as JSON.
+
+    A repeated message drops its usage, which was counted where the model answered.
+    """
+    import pydantic_core
+
+    messages = state.get("messages")
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, Message) and message.role == "assistant" and message not in given:
+            return dataclasses.replace(message, usage=None)
+    return Message.assistant(pydantic_core.to_json(state, serialize_unknown=True).decode())
 
 
 class _Step:

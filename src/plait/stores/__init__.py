@@ -13,6 +13,7 @@ from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
     CheckpointStore,
+    SessionRecord,
     SessionStore,
     Store,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryStore",
     "PostgresStore",
     "RedisStore",
+    "SessionRecord",
     "SessionStore",
     "SqliteStore",
     "Store",

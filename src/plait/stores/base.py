@@ -7,8 +7,11 @@ A store keeps two kinds of record, each under a string id:
   "claimed" (a resume has taken it) or "done". `claim_checkpoint` is an atomic
   compare-and-set from pending at a given version to claimed: of several concurrent resumes,
   exactly one wins.
-- a **session**: the bytes of a conversation (history, values, handoffs), overwritten after
-  each turn.
+- a **session**: the bytes of a conversation (history, values, handoffs) and a `version` that
+  grows with every write, starting at 1. `put_session` with `expected_version` is an atomic
+  compare-and-set: it writes only if the stored version is still the one the turn read (0:
+  no session yet), else raises `SessionConflict`, so of two concurrent turns one is saved
+  and the other is told, never silently lost.
 
 Records may expire (`ttl` seconds) and can be deleted. Every backend passes the conformance
 suite in `plait.stores.conformance`.
@@ -21,7 +24,7 @@ from types import TracebackType
 from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from plait._record import record
-from plait.errors import PlaitError, StoreError
+from plait.errors import PlaitError, StoreError, UsageError
 
 _T = TypeVar("_T")
 
@@ -31,8 +34,10 @@ __all__ = [
     "CheckpointStatus",
     "CheckpointStore",
     "GuardedStore",
+    "SessionRecord",
     "SessionStore",
     "Store",
+    "check_expected_version",
 ]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
@@ -46,6 +51,31 @@ class CheckpointRecord:
     data: bytes
     version: int
     status: CheckpointStatus
+
+
+@record
+class SessionRecord:
+    """A stored session: its bytes and version."""
+
+    session_id: str
+    data: bytes
+    version: int
+
+
+def check_expected_version(expected_version: int | None) -> None:
+    """Refuse an `expected_version` that is not None or a version >= 0.
+
+    Raises:
+        UsageError: It is negative or not an integer.
+    """
+    if expected_version is None:
+        return
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        raise UsageError(f"expected_version must be an int or None, got {expected_version!r}")
+    if expected_version < 0:
+        raise UsageError(
+            f"expected_version must be >= 0 (0: no session yet), got {expected_version}"
+        )
 
 
 @runtime_checkable
@@ -87,8 +117,28 @@ class SessionStore(Protocol):
         """Return the session's bytes, or None if there is none (or it expired)."""
         ...
 
-    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
-        """Write the session (replacing any), committed before returning."""
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Return the session with its version, or None if there is none (or it expired)."""
+        ...
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write the session, committed before returning; return its new version.
+
+        With `expected_version` None the write replaces any session. Otherwise it is an
+        atomic compare-and-set: it happens only if the stored version is `expected_version`
+        (0: only if there is no session, or it expired).
+
+        Raises:
+            SessionConflict: The stored version is not `expected_version`.
+            UsageError: `expected_version` is negative.
+        """
         ...
 
     async def delete_session(self, session_id: str) -> None:
@@ -173,9 +223,21 @@ class GuardedStore:
         """Read a session."""
         return await self._call("reading a session", self.store.get_session(session_id))
 
-    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
-        """Write a session."""
-        await self._call("writing a session", self.store.put_session(session_id, data, ttl=ttl))
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Read a session with its version."""
+        return await self._call("reading a session", self.store.get_session_record(session_id))
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write a session; a `SessionConflict` passes through."""
+        put = self.store.put_session(session_id, data, ttl=ttl, expected_version=expected_version)
+        return await self._call("writing a session", put)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session."""

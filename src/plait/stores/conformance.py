@@ -9,22 +9,40 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+from plait.errors import SessionConflict, UsageError
 from plait.stores.base import Store
 
 __all__ = ["CHECKS"]
 
 Check = Callable[[Store], Awaitable[None]]
+_E = TypeVar("_E", bound=Exception)
 
 
 def _id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
+async def _refused(error: type[_E], write: Awaitable[int]) -> _E:
+    """Return the `error` that `write` raises; fail if it writes."""
+    try:
+        version = await write
+    except error as exc:
+        return exc
+    raise AssertionError(f"the write succeeded (version {version}); expected {error.__name__}")
+
+
+async def _conflict(write: Awaitable[int]) -> SessionConflict:
+    """Return the `SessionConflict` that `write` raises; fail if it writes."""
+    return await _refused(SessionConflict, write)
+
+
 async def missing_records_are_none(store: Store) -> None:
     """Unknown ids read as None; deleting them is not an error."""
     assert await store.get_checkpoint(_id("cp")) is None
     assert await store.get_session(_id("s")) is None
+    assert await store.get_session_record(_id("s")) is None
     await store.delete_checkpoint(_id("cp"))
     await store.delete_session(_id("s"))
 
@@ -104,6 +122,7 @@ async def records_expire_after_their_ttl(store: Store) -> None:
     assert await store.get_checkpoint(cp) is None
     assert await store.get_session(s) is None
     assert await store.get_session(keep) == b"z"
+    assert await store.put_session(s, b"new", expected_version=0) == 1
 
 
 async def sessions_round_trip_and_overwrite(store: Store) -> None:
@@ -113,6 +132,70 @@ async def sessions_round_trip_and_overwrite(store: Store) -> None:
     big = b"x" * (2 * 1024 * 1024)
     await store.put_session(s, big)
     assert await store.get_session(s) == big
+
+
+async def sessions_have_versions_from_one(store: Store) -> None:
+    """A session's first write is version 1 and every write raises it by one."""
+    s = _id("s")
+    data = b'{"turns": ["\\u00e9"]}\x00\xff'
+    assert await store.put_session(s, data) == 1
+    record = await store.get_session_record(s)
+    assert record is not None
+    assert (record.session_id, record.data, record.version) == (s, data, 1)
+    assert await store.put_session(s, b"second") == 2
+    assert await store.put_session(s, b"third", expected_version=2) == 3
+    again = await store.get_session_record(s)
+    assert again is not None and (again.data, again.version) == (b"third", 3)
+    assert await store.get_session(s) == b"third"
+
+
+async def creating_a_session_is_compare_and_set(store: Store) -> None:
+    """`expected_version=0` writes only when there is no session yet."""
+    s = _id("s")
+    assert await store.put_session(s, b"first", expected_version=0) == 1
+    err = await _conflict(store.put_session(s, b"second", expected_version=0))
+    assert (err.session_id, err.version, err.expected_version) == (s, 1, 0)
+    assert f"session '{s}' was changed by another turn" in str(err)
+    assert await store.get_session(s) == b"first"
+
+
+async def stale_session_writes_are_refused(store: Store) -> None:
+    """A write based on a version that is no longer stored raises and changes nothing."""
+    s = _id("s")
+    v1 = await store.put_session(s, b"first")
+    v2 = await store.put_session(s, b"second", expected_version=v1)
+    err = await _conflict(store.put_session(s, b"stale", expected_version=v1))
+    assert (err.version, err.expected_version) == (v2, v1)
+    assert str(err) == (
+        f"session '{s}' was changed by another turn (version {v2}, expected {v1});"
+        " this turn was not saved"
+    )
+    await _conflict(store.put_session(s, b"ahead", expected_version=v2 + 1))
+    assert await store.get_session(s) == b"second"
+    await store.delete_session(s)
+    gone = await _conflict(store.put_session(s, b"late", expected_version=v2))
+    assert (gone.version, gone.expected_version) == (0, v2)
+    assert await store.get_session(s) is None
+    bad = await _refused(UsageError, store.put_session(s, b"x", expected_version=-1))
+    assert "expected_version" in str(bad)
+
+
+async def concurrent_session_writes_have_one_winner(store: Store) -> None:
+    """Of many concurrent writes based on the same version, exactly one is saved."""
+    s = _id("s")
+    for expected in (0, 1):
+        writes = [
+            store.put_session(s, f"turn {n}".encode(), expected_version=expected) for n in range(20)
+        ]
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        won = [n for n, result in enumerate(results) if not isinstance(result, BaseException)]
+        assert len(won) == 1, results
+        assert results[won[0]] == expected + 1
+        lost = [result for n, result in enumerate(results) if n != won[0]]
+        assert all(isinstance(result, SessionConflict) for result in lost), lost
+        record = await store.get_session_record(s)
+        assert record is not None
+        assert (record.data, record.version) == (f"turn {won[0]}".encode(), expected + 1)
 
 
 async def ids_are_independent(store: Store) -> None:
@@ -134,5 +217,9 @@ CHECKS: list[Check] = [
     deleting_removes_records,
     records_expire_after_their_ttl,
     sessions_round_trip_and_overwrite,
+    sessions_have_versions_from_one,
+    creating_a_session_is_compare_and_set,
+    stale_session_writes_are_refused,
+    concurrent_session_writes_have_one_winner,
     ids_are_independent,
 ]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import time
 
-from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
+from plait.errors import SessionConflict
+from plait.stores.base import (
+    CheckpointRecord,
+    CheckpointStatus,
+    ClosingStore,
+    SessionRecord,
+    check_expected_version,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -14,7 +21,7 @@ class MemoryStore(ClosingStore):
 
     def __init__(self) -> None:
         self._checkpoints: dict[str, tuple[bytes, int, CheckpointStatus, float | None]] = {}
-        self._sessions: dict[str, tuple[bytes, float | None]] = {}
+        self._sessions: dict[str, tuple[bytes, int, float | None]] = {}
 
     @staticmethod
     def _expiry(ttl: float | None) -> float | None:
@@ -65,14 +72,35 @@ class MemoryStore(ClosingStore):
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Return the session's bytes, or None."""
-        found = self._sessions.get(session_id)
-        if found is None or not self._alive(found[1]):
-            return None
-        return found[0]
+        found = await self.get_session_record(session_id)
+        return None if found is None else found.data
 
-    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
-        """Write the session."""
-        self._sessions[session_id] = (bytes(data), self._expiry(ttl))
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Return the session with its version, or None."""
+        found = self._sessions.get(session_id)
+        if found is None or not self._alive(found[2]):
+            return None
+        return SessionRecord(session_id=session_id, data=found[0], version=found[1])
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write the session, if at `expected_version` when given; return its new version."""
+        check_expected_version(expected_version)
+        # no await from the read to the write: nothing else runs in between
+        found = self._sessions.get(session_id)
+        current = found[1] if found is not None and self._alive(found[2]) else 0
+        if expected_version is not None and expected_version != current:
+            raise SessionConflict(
+                session_id=session_id, version=current, expected_version=expected_version
+            )
+        self._sessions[session_id] = (bytes(data), current + 1, self._expiry(ttl))
+        return current + 1
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""

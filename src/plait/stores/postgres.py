@@ -2,8 +2,9 @@
 
 Two tables, `<prefix>checkpoints` and `<prefix>sessions`, are reached through a
 `psycopg_pool.AsyncConnectionPool` in autocommit mode, so each write is committed when its
-method returns. Writes and claims are single statements (`INSERT ... ON CONFLICT ...
-RETURNING`, a guarded `UPDATE`), atomic under concurrent use from any number of processes.
+method returns. Writes, claims and compare-and-set session writes are single statements
+(`INSERT ... ON CONFLICT ... RETURNING`, a guarded `UPDATE`), atomic under concurrent use
+from any number of processes.
 
 The schema is created on first use by `MIGRATIONS`, applied in order in one transaction that
 holds a `pg_advisory_xact_lock`, and recorded in `<prefix>schema_version`. Expiry times use
@@ -24,8 +25,14 @@ from collections.abc import AsyncGenerator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-from plait.errors import UsageError
-from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
+from plait.errors import SessionConflict, UsageError
+from plait.stores.base import (
+    CheckpointRecord,
+    CheckpointStatus,
+    ClosingStore,
+    SessionRecord,
+    check_expected_version,
+)
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -56,6 +63,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX {prefix}sessions_expires_at
         ON {prefix}sessions (expires_at) WHERE expires_at IS NOT NULL;
+    """,
+    """
+    ALTER TABLE {prefix}sessions ADD COLUMN IF NOT EXISTS version BIGINT NOT NULL DEFAULT 1;
     """,
 ]
 
@@ -112,10 +122,27 @@ class _Queries:
             WHERE id = %s AND version = %s AND status = 'pending' AND {live}
             RETURNING version"""
         self.delete_checkpoint = f"DELETE FROM {p}checkpoints WHERE id = %s"
-        self.get_session = f"SELECT data FROM {p}sessions WHERE id = %s AND {live}"
-        self.put_session = f"""
-            INSERT INTO {p}sessions AS s (id, data, expires_at) VALUES (%s, %s, {expiry})
-            ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data, expires_at = EXCLUDED.expires_at"""
+        self.get_session = f"SELECT data, version FROM {p}sessions WHERE id = %s AND {live}"
+        # the stored row is alive: its version counts on; an expired one starts again at 1
+        stored_live = "(s.expires_at IS NULL OR s.expires_at > now())"
+        insert = f"""
+            INSERT INTO {p}sessions AS s (id, data, version, expires_at)
+            VALUES (%s, %s, 1, {expiry})"""
+        self.put_session = f"""{insert}
+            ON CONFLICT (id) DO UPDATE SET
+                data = EXCLUDED.data,
+                version = CASE WHEN {stored_live} THEN s.version + 1 ELSE 1 END,
+                expires_at = EXCLUDED.expires_at
+            RETURNING version"""
+        self.create_session = f"""{insert}
+            ON CONFLICT (id) DO UPDATE SET
+                data = EXCLUDED.data, version = 1, expires_at = EXCLUDED.expires_at
+            WHERE NOT {stored_live}
+            RETURNING version"""
+        self.replace_session = f"""
+            UPDATE {p}sessions SET data = %s, version = version + 1, expires_at = {expiry}
+            WHERE id = %s AND version = %s AND {live}
+            RETURNING version"""
         self.delete_session = f"DELETE FROM {p}sessions WHERE id = %s"
         self.sweeps = (
             f"DELETE FROM {p}checkpoints WHERE expires_at <= now()",
@@ -278,12 +305,45 @@ class PostgresStore(ClosingStore):
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Return the session's bytes, or None."""
-        rows = await self._query(self._sql.get_session, (session_id,))
-        return bytes(rows[0][0]) if rows else None
+        found = await self.get_session_record(session_id)
+        return None if found is None else found.data
 
-    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
-        """Write the session, replacing any value and expiry."""
-        await self._query(self._sql.put_session, (session_id, bytes(data), ttl), sweep=True)
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Return the session with its version, or None."""
+        rows = await self._query(self._sql.get_session, (session_id,))
+        if not rows:
+            return None
+        data, version = rows[0]
+        return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write the session, if at `expected_version` when given; return its new version."""
+        check_expected_version(expected_version)
+        blob = bytes(data)
+        if expected_version is None:
+            rows = await self._query(self._sql.put_session, (session_id, blob, ttl), sweep=True)
+            return int(rows[0][0])
+        if expected_version == 0:
+            create = (session_id, blob, ttl)
+            rows = await self._query(self._sql.create_session, create, sweep=True)
+        else:
+            replace = (blob, ttl, session_id, expected_version)
+            rows = await self._query(self._sql.replace_session, replace, sweep=True)
+        if rows:
+            return int(rows[0][0])
+        found = await self.get_session_record(session_id)
+        raise SessionConflict(
+            session_id=session_id,
+            version=0 if found is None else found.version,
+            expected_version=expected_version,
+        )
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""

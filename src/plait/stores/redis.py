@@ -1,8 +1,10 @@
 """`RedisStore`: checkpoints and sessions in Redis, shared by every process using the server.
 
 A checkpoint is one hash `<prefix>cp:<id>` with the fields `data`, `version` and `status`;
-a session is one string key `<prefix>session:<id>`. Writes and claims of checkpoints are Lua
-scripts, so each is atomic on the server. Expiry uses Redis's own key expiry.
+a session is one hash `<prefix>session:<id>` with the fields `data` and `version` (a session
+kept as a plain string, as earlier versions of plait wrote it, reads as version 1 and becomes
+a hash when next written). Writes and claims of checkpoints and reads and writes of sessions
+are Lua scripts, so each is atomic on the server. Expiry uses Redis's own key expiry.
 
 Needs `pip install "plait[redis]"`.
 """
@@ -15,8 +17,14 @@ from collections.abc import AsyncGenerator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from plait.errors import UsageError
-from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
+from plait.errors import SessionConflict, UsageError
+from plait.stores.base import (
+    CheckpointRecord,
+    CheckpointStatus,
+    ClosingStore,
+    SessionRecord,
+    check_expected_version,
+)
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -45,6 +53,43 @@ if redis.call('HGET', KEYS[1], 'status') == 'pending'
   return 1
 end
 return 0
+"""
+
+
+# KEYS[1] = session key. Returns {data, version}, or nil when there is no session.
+_GET_SESSION = """
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'string' then
+  return {redis.call('GET', KEYS[1]), '1'}
+elseif kind == 'hash' then
+  return redis.call('HMGET', KEYS[1], 'data', 'version')
+end
+return false
+"""
+
+# KEYS[1] = session key; ARGV = data, ttl in ms ("" for none), expected version ("" for any).
+# Returns {1, new version} when written, {0, stored version} when not.
+_PUT_SESSION = """
+local kind = redis.call('TYPE', KEYS[1])['ok']
+local current = 0
+if kind == 'hash' then
+  current = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
+elseif kind == 'string' then
+  current = 1
+end
+if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= current then
+  return {0, current}
+end
+if kind ~= 'hash' then
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], 'data', ARGV[1], 'version', current + 1)
+if ARGV[2] == '' then
+  redis.call('PERSIST', KEYS[1])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return {1, current + 1}
 """
 
 
@@ -86,6 +131,8 @@ class _Connection:
         self.loop = loop
         self.put: AsyncScript = client.register_script(_PUT)
         self.claim: AsyncScript = client.register_script(_CLAIM)
+        self.get_session: AsyncScript = client.register_script(_GET_SESSION)
+        self.put_session: AsyncScript = client.register_script(_PUT_SESSION)
         self.closer = _close_when_done(client)
 
 
@@ -174,14 +221,39 @@ class RedisStore(ClosingStore):
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Return the session's bytes, or None."""
-        client = await self._client()
-        return cast("bytes | None", await client.get(self._session_key(session_id)))
+        found = await self.get_session_record(session_id)
+        return None if found is None else found.data
 
-    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
-        """Write the session, replacing any value and expiry."""
-        expiry = None if ttl is None else _milliseconds(ttl)
-        client = await self._client()
-        await client.set(self._session_key(session_id), bytes(data), px=expiry)
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Return the session with its version, or None."""
+        connection = await self._connect()
+        found: Any = await connection.get_session(keys=[self._session_key(session_id)])
+        if found is None or found[0] is None or found[1] is None:
+            return None
+        data, version = found
+        return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write the session, if at `expected_version` when given; return its new version."""
+        check_expected_version(expected_version)
+        connection = await self._connect()
+        expiry = "" if ttl is None else str(_milliseconds(ttl))
+        expected = "" if expected_version is None else str(expected_version)
+        key = self._session_key(session_id)
+        result: Any = await connection.put_session(keys=[key], args=[bytes(data), expiry, expected])
+        written, version = int(result[0]), int(result[1])
+        if written or expected_version is None:
+            return version
+        raise SessionConflict(
+            session_id=session_id, version=version, expected_version=expected_version
+        )
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""

@@ -2,9 +2,9 @@
 
 The file is in WAL mode, so readers never wait for the writer and several processes can
 share it; a writer waits up to `busy_timeout` for another. Every statement runs in
-autocommit mode, so each write is committed when its method returns; writes and claims are
-single statements (`INSERT ... ON CONFLICT ... RETURNING`, a guarded `UPDATE`), which
-makes them atomic across connections and processes.
+autocommit mode, so each write is committed when its method returns; writes, claims and
+compare-and-set session writes are single statements (`INSERT ... ON CONFLICT ...
+RETURNING`, a guarded `UPDATE`), which makes them atomic across connections and processes.
 
 The schema is created on first use by `MIGRATIONS`, applied in order under
 `BEGIN IMMEDIATE` and recorded in `plait_schema_version`. Expiry times are wall-clock
@@ -25,7 +25,14 @@ from typing import Any, cast
 
 import aiosqlite
 
-from plait.stores.base import CheckpointRecord, CheckpointStatus, ClosingStore
+from plait.errors import SessionConflict
+from plait.stores.base import (
+    CheckpointRecord,
+    CheckpointStatus,
+    ClosingStore,
+    SessionRecord,
+    check_expected_version,
+)
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
@@ -49,6 +56,9 @@ MIGRATIONS: list[str] = [
     CREATE INDEX plait_sessions_expires_at
         ON plait_sessions (expires_at) WHERE expires_at IS NOT NULL;
     """,
+    """
+    ALTER TABLE plait_sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+    """,
 ]
 
 _BUSY_TIMEOUT_MS = 30_000
@@ -69,10 +79,31 @@ UPDATE plait_checkpoints SET status = 'claimed', version = version + 1
 WHERE id = ? AND version = ? AND status = 'pending' AND {_LIVE}
 RETURNING version
 """
-_GET_SESSION = f"SELECT data FROM plait_sessions WHERE id = ? AND {_LIVE}"
-_PUT_SESSION = """
-INSERT INTO plait_sessions (id, data, expires_at) VALUES (?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at
+_GET_SESSION = f"SELECT data, version FROM plait_sessions WHERE id = ? AND {_LIVE}"
+# the stored row is alive: its version counts on; an expired one starts again at 1
+_STORED_LIVE = "(plait_sessions.expires_at IS NULL OR plait_sessions.expires_at > ?)"
+# params: id, data, expires_at, now
+_PUT_SESSION = f"""
+INSERT INTO plait_sessions (id, data, version, expires_at) VALUES (?, ?, 1, ?)
+ON CONFLICT (id) DO UPDATE SET
+    data = excluded.data,
+    version = CASE WHEN {_STORED_LIVE} THEN plait_sessions.version + 1 ELSE 1 END,
+    expires_at = excluded.expires_at
+RETURNING version
+"""
+# params: id, data, expires_at, now; no row back when a live session exists
+_CREATE_SESSION = f"""
+INSERT INTO plait_sessions (id, data, version, expires_at) VALUES (?, ?, 1, ?)
+ON CONFLICT (id) DO UPDATE SET
+    data = excluded.data, version = 1, expires_at = excluded.expires_at
+WHERE NOT {_STORED_LIVE}
+RETURNING version
+"""
+# params: data, expires_at, id, expected version, now; no row back when it is not current
+_REPLACE_SESSION = f"""
+UPDATE plait_sessions SET data = ?, version = version + 1, expires_at = ?
+WHERE id = ? AND version = ? AND {_LIVE}
+RETURNING version
 """
 _SWEEPS = (
     "DELETE FROM plait_checkpoints WHERE expires_at <= ?",
@@ -244,12 +275,44 @@ class SqliteStore(ClosingStore):
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Return the session's bytes, or None."""
-        rows = await self._query(_GET_SESSION, (session_id, time.time()))
-        return bytes(rows[0][0]) if rows else None
+        found = await self.get_session_record(session_id)
+        return None if found is None else found.data
 
-    async def put_session(self, session_id: str, data: bytes, *, ttl: float | None = None) -> None:
-        """Write the session, replacing any value and expiry."""
-        await self._write(_PUT_SESSION, (session_id, bytes(data), _expiry(ttl)))
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Return the session with its version, or None."""
+        rows = await self._query(_GET_SESSION, (session_id, time.time()))
+        if not rows:
+            return None
+        data, version = rows[0]
+        return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write the session, if at `expected_version` when given; return its new version."""
+        check_expected_version(expected_version)
+        blob, expires, now = bytes(data), _expiry(ttl), time.time()
+        if expected_version is None:
+            rows = await self._write(_PUT_SESSION, (session_id, blob, expires, now))
+            return int(rows[0][0])
+        if expected_version == 0:
+            rows = await self._write(_CREATE_SESSION, (session_id, blob, expires, now))
+        else:
+            params = (blob, expires, session_id, expected_version, now)
+            rows = await self._write(_REPLACE_SESSION, params)
+        if rows:
+            return int(rows[0][0])
+        found = await self.get_session_record(session_id)
+        raise SessionConflict(
+            session_id=session_id,
+            version=0 if found is None else found.version,
+            expected_version=expected_version,
+        )
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
