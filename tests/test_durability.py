@@ -394,7 +394,7 @@ class VanishingStore(MemoryStore):
     async def put_checkpoint(self, *args: Any, **kwargs: Any) -> int:
         raise ConnectionError("server closed the connection")
 
-    async def put_session(self, *args: Any, **kwargs: Any) -> None:
+    async def put_session(self, *args: Any, **kwargs: Any) -> int:
         raise ConnectionError("server closed the connection")
 
 

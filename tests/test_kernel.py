@@ -305,3 +305,26 @@ async def test_a_checkpoint_nested_too_deeply_is_refused() -> None:
     runner = Runner(ChatModelAgent("A", ScriptedModel([])), store=store)
     with pytest.raises(CheckpointCorrupt):
         await runner.resume("deep", value=1).collect()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_two_concurrent_turns_on_one_session_are_both_kept(kind: str, tmp_path: Any) -> None:
+    from plait.stores import SqliteStore
+
+    both_asked = asyncio.Barrier(2)
+
+    async def answer(messages: list[Message], tools: list[Any]) -> Message:
+        await both_asked.wait()  # each turn has read the session before either is saved
+        return Message.assistant(f"re: {messages[-1].content}")
+
+    store = MemoryStore() if kind == "memory" else SqliteStore(tmp_path / "s.db")
+    async with store:
+        runner = Runner(ChatModelAgent("A", FunctionModel(answer)), store=store)
+        results = await asyncio.gather(
+            runner.query("one", session_id="s").collect(),
+            runner.query("two", session_id="s").collect(),
+        )
+        assert [r.error for r in results] == [None, None]
+        saved = json.loads(await store.get_session("s") or b"{}")
+    texts = sorted(m["content"] for _, m in saved["messages"])
+    assert texts == ["one", "re: one", "re: two", "two"]

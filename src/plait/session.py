@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from plait._json import dump_plain, load_plain, to_json
-from plait.errors import CheckpointCorrupt
+from plait.errors import CheckpointCorrupt, SessionConflict
 from plait.events import AgentEvent, HandoffLog
 from plait.history import rewrite_message
 from plait.messages import Message
@@ -27,6 +27,7 @@ __all__ = ["SessionTurn"]
 FORMAT = "plait.session"
 VERSION = 1
 USER = "user"
+_ATTEMPTS = 20  # writes tried when other turns keep saving the same session first
 
 
 class _Saved:
@@ -125,9 +126,37 @@ class SessionTurn:
         local: dict[str, Any] | None = None,
     ) -> None:
         """Append the turn to the session as it is now, and write it (committed before
-        returning)."""
+        returning).
+
+        The write is a compare-and-set on the version read: when another turn wrote the
+        session in between, the session is read again and the turn appended to that, so
+        turns that end at the same time are all kept, in the order they were saved.
+        """
         await self.settle()
-        saved = _decode(self.session_id, await store.get_session(self.session_id))
+        for _ in range(_ATTEMPTS):
+            record = await store.get_session_record(self.session_id)
+            saved = _decode(self.session_id, record.data if record is not None else None)
+            text = self._encode(saved, values, handoffs, state, local)
+            try:
+                await store.put_session(
+                    self.session_id,
+                    text,
+                    ttl=ttl,
+                    expected_version=record.version if record is not None else 0,
+                )
+                return
+            except SessionConflict as conflict:
+                last = conflict
+        raise last
+
+    def _encode(
+        self,
+        saved: _Saved,
+        values: dict[str, Any],
+        handoffs: Sequence[HandoffLog],
+        state: dict[str, Any] | None,
+        local: dict[str, Any] | None,
+    ) -> bytes:
         messages = [[a, dump_plain(m, Message)] for a, m in [*saved.messages, *self.turn]]
         merged = {**saved.values, **values}
         to_json(merged, Any, root="session_values")  # names a value that is not JSON
@@ -140,5 +169,4 @@ class SessionTurn:
             "local": {**saved.local, **(local or {})},
             "handoffs": [dump_plain(h, HandoffLog) for h in [*saved.handoffs, *handoffs]],
         }
-        text = to_json(document, Any, root="session")
-        await store.put_session(self.session_id, text.encode(), ttl=ttl)
+        return to_json(document, Any, root="session").encode()
