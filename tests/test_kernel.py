@@ -328,3 +328,18 @@ async def test_two_concurrent_turns_on_one_session_are_both_kept(kind: str, tmp_
         saved = json.loads(await store.get_session("s") or b"{}")
     texts = sorted(m["content"] for _, m in saved["messages"])
     assert texts == ["one", "re: one", "re: two", "two"]
+
+
+def test_a_team_member_sees_its_own_earlier_answer_verbatim_on_the_next_turn() -> None:
+    model_a = ScriptedModel([reply("first answer"), reply("second answer")])
+    a = ChatModelAgent("a", model_a, description="answers")
+    b = ChatModelAgent("b", ScriptedModel([]), description="other")
+    runner = Runner(Team.swarm("a", [a, b], name="desk"))
+    runner.query_sync("question one", session_id="s")
+    assert runner.query_sync("question two", session_id="s").final_output == "second answer"
+    seen = [(m.role, m.content) for m in model_a.requests[1].messages if m.role != "system"]
+    assert seen == [
+        ("user", "question one"),
+        ("assistant", "first answer"),
+        ("user", "question two"),
+    ]

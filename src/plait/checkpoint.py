@@ -175,6 +175,7 @@ class _Document(_Record):
     lease: Lease | None = None
     streaming: bool
     root_input: list[Message]
+    root_authors: list[str] | None = None
     history: Pairs
     session_values: dict[str, Any]
     state: dict[str, Any]
@@ -270,6 +271,7 @@ class Checkpoint:
             lease=lease,
             streaming=snapshot.enable_streaming,
             root_input=list(snapshot.root_input),
+            root_authors=None if snapshot.root_authors is None else list(snapshot.root_authors),
             history=whole_messages(snapshot.history),
             session_values=snapshot.session_values,
             state=snapshot.state,
@@ -365,6 +367,7 @@ class Checkpoint:
         doc = self._doc
         return RunSnapshot(
             root_input=tuple(doc.root_input),
+            root_authors=None if doc.root_authors is None else tuple(doc.root_authors),
             history=as_records(doc.history),
             session_values=dict(doc.session_values),
             state=dict(doc.state),

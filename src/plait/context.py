@@ -47,7 +47,7 @@ from plait.events import (
     InterruptInfo,
     MessageVariant,
 )
-from plait.history import HistoryRecord
+from plait.history import USER, HistoryRecord, history_for
 from plait.messages import Message, Usage
 
 if TYPE_CHECKING:
@@ -220,6 +220,7 @@ class RunSnapshot:
         "metadata",
         "model_calls",
         "records",
+        "root_authors",
         "root_input",
         "session_values",
         "state",
@@ -230,6 +231,7 @@ class RunSnapshot:
 
     def __init__(self, **fields: Any) -> None:
         self.root_input: tuple[Message, ...] = ()
+        self.root_authors: tuple[str, ...] | None = None
         self.history: list[HistoryRecord] = []
         self.session_values: dict[str, Any] = {}
         self.state: dict[str, Any] = {}
@@ -263,6 +265,7 @@ class RunContext:
         "_emit",
         "_history",
         "_model_messages",
+        "_root_authors",
         "_root_input",
         "_run",
         "_teams",
@@ -294,6 +297,7 @@ class RunContext:
         self._run = run
         self._root_input = root_input
         self._history = history
+        self._root_authors: tuple[str, ...] | None = None  # None: all the caller's
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
         self._actions: list[AgentAction] | None = None
@@ -313,10 +317,12 @@ class RunContext:
         *,
         session_values: dict[str, Any] | None = None,
         enable_streaming: bool = False,
+        authors: Sequence[str] | None = None,
     ) -> RunContext:
-        """Create the context of a run's root agent."""
+        """Create the context of a run's root agent; `authors` names who wrote each of
+        `messages` (a session's earlier turns), None when all are the caller's."""
         values = session_values if session_values is not None else {}
-        return cls(
+        ctx = cls(
             agent_name=agent_name,
             run_path=(agent_name,),
             depth=0,
@@ -325,6 +331,11 @@ class RunContext:
             history=[],
             address=f"agent:{agent_name}",
         )
+        if authors is not None:
+            if len(authors) != len(ctx._root_input):
+                raise UsageError("authors must name the author of each message")
+            ctx._root_authors = tuple(authors)
+        return ctx
 
     def configure(
         self,
@@ -379,6 +390,7 @@ class RunContext:
             address=address,
         )
         ctx._budgets, ctx._teams = self._budgets, self._teams
+        ctx._root_authors = self._root_authors
         return ctx
 
     def for_agent(
@@ -401,6 +413,7 @@ class RunContext:
         ctx.depth = self.depth
         ctx._run = self._run
         ctx._root_input = self._root_input
+        ctx._root_authors = self._root_authors
         ctx._history = self._history
         ctx.address = f"{self.address};tool:{name}:{call_id}"
         ctx.tool_name = name
@@ -457,6 +470,17 @@ class RunContext:
     def root_input(self) -> tuple[Message, ...]:
         """Return the messages this run (or this agent-as-tool run) started with."""
         return self._root_input
+
+    @property
+    def root_records(self) -> list[tuple[str, Message]]:
+        """Return the root input with the author of each message ("user" for the caller)."""
+        authors = self._root_authors or (USER,) * len(self._root_input)
+        return list(zip(authors, self._root_input, strict=True))
+
+    def input_for(self, agent_name: str) -> list[Message]:
+        """Return what `agent_name` runs on in this lane: the root input and the history,
+        other agents' messages rewritten "For context", its own (and the caller's) verbatim."""
+        return history_for(agent_name, self._root_input, self._history, self._root_authors)
 
     @property
     def usage(self) -> Usage:
@@ -694,6 +718,7 @@ class RunContext:
         }
         return RunSnapshot(
             root_input=self._root_input,
+            root_authors=self._root_authors,
             history=list(self._history),
             session_values=run.session_values,
             state=run.state,
@@ -712,6 +737,9 @@ class RunContext:
     def restore(self, snapshot: RunSnapshot, answers: dict[str, list[Any]]) -> None:
         """Put a saved run back into this (root) context, with `answers` for its interrupts."""
         run = self._run
+        authors = snapshot.root_authors
+        if authors is not None and len(authors) == len(self._root_input):
+            self._root_authors = tuple(authors)
         self._history.extend(snapshot.history)
         run.state.update(snapshot.state)
         run.local.update(snapshot.local)

@@ -24,6 +24,8 @@ __all__ = [
 # One recorded message of the run's history: (author agent name, message variant).
 HistoryRecord = tuple[str, MessageVariant]
 
+USER = "user"  # the author of the caller's messages
+
 
 def rewrite_message(author: str, message: Message) -> Message:
     """Render another agent's message as a user message "For context: [author] …"."""
@@ -61,11 +63,21 @@ def as_records(pairs: Iterable[tuple[str, Message]]) -> list[HistoryRecord]:
 
 
 def history_for(
-    agent_name: str, root_input: Sequence[Message], history: Iterable[HistoryRecord]
+    agent_name: str,
+    root_input: Sequence[Message],
+    history: Iterable[HistoryRecord],
+    root_authors: Sequence[str] | None = None,
 ) -> list[Message]:
-    """Return the input for `agent_name`: the root input, then the recorded history with
-    other agents' messages rewritten "For context"."""
-    messages = list(root_input)
+    """Return the input for `agent_name`: the root input, then the recorded history, with
+    other agents' messages rewritten "For context" (`root_authors` names the author of each
+    root input message, as in a session; None: all are the caller's)."""
+    if root_authors is None:
+        messages = list(root_input)
+    else:
+        messages = [
+            m if a in (USER, agent_name) else rewrite_message(a, m)
+            for a, m in zip(root_authors, root_input, strict=True)
+        ]
     for author, variant in history:
         message = whole(variant)
         messages.append(message if author == agent_name else rewrite_message(author, message))

@@ -39,7 +39,6 @@ from plait.events import (
     InterruptInfo,
     RunResult,
 )
-from plait.history import history_for
 from plait.messages import Message
 from plait.session import SessionTurn
 from plait.stores.base import GuardedStore, Store
@@ -177,17 +176,24 @@ class Runner:
         return RunStream(self, checkpoint_id, prepare, resumed_from=checkpoint_id)
 
     def _context(
-        self, messages: Sequence[Message], values: dict[str, Any] | None, streaming: bool
+        self,
+        messages: Sequence[Message],
+        values: dict[str, Any] | None,
+        streaming: bool,
+        authors: Sequence[str] | None = None,
     ) -> RunContext:
-        ctx = RunContext.root(
-            self.agent.name, messages, session_values=values, enable_streaming=streaming
+        return RunContext.root(
+            self.agent.name,
+            messages,
+            session_values=values,
+            enable_streaming=streaming,
+            authors=authors,
         )
-        return ctx
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         if can_transfer(self.agent):
             return run_flow(self.agent, ctx)
-        messages = history_for(self.agent.name, ctx.root_input, ctx.history)
+        messages = ctx.input_for(self.agent.name)
         agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
         return enter(self.agent, agent_input, ctx)
 
@@ -213,7 +219,8 @@ class Runner:
             )
         turn = await SessionTurn.load(self._store, session_id, messages)
         merged = {**turn.values, **(values or {})}
-        ctx = self._context(turn.input_for(self.agent.name), merged, self.enable_streaming)
+        authors, root_input = turn.root_input()
+        ctx = self._context(root_input, merged, self.enable_streaming, authors)
         ctx.state.update(turn.state)
         ctx.all_local_state.update(turn.local)
         return self._start(ctx), ctx, turn

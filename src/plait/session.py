@@ -18,7 +18,7 @@ from typing import Any
 from plait._json import dump_plain, load_plain, to_json
 from plait.errors import CheckpointCorrupt, SessionConflict
 from plait.events import AgentEvent, HandoffLog
-from plait.history import rewrite_message
+from plait.history import USER
 from plait.messages import Message
 from plait.stores.base import SessionStore
 
@@ -26,7 +26,6 @@ __all__ = ["SessionTurn"]
 
 FORMAT = "plait.session"
 VERSION = 1
-USER = "user"
 _ATTEMPTS = 20  # writes tried when other turns keep saving the same session first
 
 
@@ -96,13 +95,11 @@ class SessionTurn:
             saved.local,
         )
 
-    def input_for(self, agent_name: str) -> list[Message]:
-        """Return the root input of the turn for `agent_name`."""
-        out = []
-        for author, message in [*self.prior, *self.turn]:
-            own = author in (USER, agent_name)
-            out.append(message if own else rewrite_message(author, message))
-        return out
+    def root_input(self) -> tuple[list[str], list[Message]]:
+        """Return the turn's root input as written, and the author of each message (each
+        agent then sees the others' messages "For context" and its own verbatim)."""
+        records = [*self.prior, *self.turn]
+        return [a for a, _ in records], [m for _, m in records]
 
     def note(self, event: AgentEvent) -> None:
         """Remember a message event of the root lane for the session."""

@@ -179,7 +179,7 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         return
     while True:
         turn = _Turn()
-        messages = history_for(agent.name, ctx.root_input, ctx.history)
+        messages = ctx.input_for(agent.name)
         agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
         async with aclosing(enter(agent, agent_input, ctx)) as events:
             async for event in events:

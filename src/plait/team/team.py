@@ -33,7 +33,7 @@ from plait.events import (
     MessageVariant,
     TransferToAgentAction,
 )
-from plait.history import history_for
+from plait.history import USER
 from plait.messages import Message
 from plait.team.inherit import History, Inherit, InheritFn, InheritPolicy, inherit
 from plait.tools.base import ToolInfo, ToolResult
@@ -331,7 +331,7 @@ class Team:
         except ResumeError as exc:
             yield ctx.event(error=exc)
             return
-        messages = history_for(member.name, ctx.root_input, ctx.history)
+        messages = ctx.input_for(member.name)
         while True:
             record = SwarmRecord(
                 active=member.name,
@@ -439,7 +439,8 @@ class Team:
     ) -> list[Message]:
         """What the target sees: the inherited history, then the handoff message."""
         records = [(author, await variant.get_message()) for author, variant in ctx.history]
-        history = History([*((None, m) for m in ctx.root_input), *records])
+        run_input = [(None if a == USER else a, m) for a, m in ctx.root_records]
+        history = History([*run_input, *records])
         model = getattr(source, "model", None)
         kept = await inherit(
             self.inherit,
