@@ -343,3 +343,19 @@ def test_a_team_member_sees_its_own_earlier_answer_verbatim_on_the_next_turn() -
         ("assistant", "first answer"),
         ("user", "question two"),
     ]
+
+
+async def test_a_store_down_while_the_session_is_read_is_the_runs_error() -> None:
+    from plait.errors import StoreError
+
+    class Down(MemoryStore):
+        async def get_session_record(self, session_id: str) -> Any:
+            raise ConnectionError("connection refused")
+
+        async def get_session(self, session_id: str) -> bytes | None:
+            raise ConnectionError("connection refused")
+
+    runner = Runner(ChatModelAgent("A", ScriptedModel([reply("hi")])), store=Down())
+    result = await runner.query("hello", session_id="s").collect()
+    assert isinstance(result.error, StoreError)
+    assert "reading a session" in str(result.error)

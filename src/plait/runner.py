@@ -212,18 +212,15 @@ class Runner:
                     "resume it, or start this run under another id"
                 )
         if session_id is None:
-            return (
-                self._start(ctx := self._context(messages, values, self.enable_streaming)),
-                ctx,
-                None,
-            )
+            ctx = self._context(messages, values, self.enable_streaming)
+            return Prepared(self._start(ctx), ctx)
         turn = await SessionTurn.load(self._store, session_id, messages)
         merged = {**turn.values, **(values or {})}
         authors, root_input = turn.root_input()
         ctx = self._context(root_input, merged, self.enable_streaming, authors)
         ctx.state.update(turn.state)
         ctx.all_local_state.update(turn.local)
-        return self._start(ctx), ctx, turn
+        return Prepared(self._start(ctx), ctx, turn)
 
     async def _prepare_resume(
         self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
@@ -255,7 +252,7 @@ class Runner:
             turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
         for hook in self.hooks:
             hook.resumed(ctx, checkpoint_id)
-        return self._start(ctx), ctx, turn, checkpoint.handoffs
+        return Prepared(self._start(ctx), ctx, turn, checkpoint.handoffs, record.data)
 
     def run_sync(
         self,
@@ -377,10 +374,18 @@ def _run_in_new_loop(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     )
 
 
-Prepared = (
-    tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None]
-    | tuple[AsyncIterator[AgentEvent], RunContext, SessionTurn | None, list[HandoffLog]]
-)
+@dataclasses.dataclass(slots=True)
+class Prepared:
+    """A run ready to go: its events, root context, session turn, the handoffs it made
+    before it was saved, and (for a resume) the bytes of the checkpoint it claimed."""
+
+    events: AsyncIterator[AgentEvent]
+    ctx: RunContext
+    turn: SessionTurn | None = None
+    handoffs: list[HandoffLog] = dataclasses.field(default_factory=list)
+    claimed: bytes | None = None
+
+
 Prepare = Callable[[], Awaitable[Prepared]]
 
 
@@ -418,6 +423,7 @@ class RunStream:
         self._pause_id: str | None = None  # where it paused (a new id after a resume)
         self._saved_steps = False
         self._earlier_handoffs: list[HandoffLog] = []
+        self._claimed: bytes | None = None  # a resumed checkpoint, as it was
         self._handoffs: list[HandoffLog] = []
         self._finished = False
         self._cancel = False
@@ -486,9 +492,9 @@ class RunStream:
         except BaseException:
             self._finish()
             raise
-        self._agent_events, self._ctx, self._turn = prepared[0], prepared[1], prepared[2]
-        if len(prepared) == 4:
-            self._earlier_handoffs = list(prepared[3])
+        self._agent_events, self._ctx, self._turn = prepared.events, prepared.ctx, prepared.turn
+        self._earlier_handoffs = list(prepared.handoffs)
+        self._claimed = prepared.claimed
         self._ctx.configure(
             durability=self._runner.durability,
             ids=self._runner.ids,
@@ -536,6 +542,8 @@ class RunStream:
         action = event.action
         if event.depth == 0 and action is not None and action.interrupted and event.error is None:
             event = await self._pause(event, ctx)
+        if isinstance(event.error, ResumeError) and self._claimed is not None:
+            await self._unclaim()
         self._note(event)
         if self._turn is not None:
             self._turn.note(event)
@@ -577,6 +585,19 @@ class RunStream:
             await store.put_checkpoint(
                 checkpoint_id, record.data, status="done", ttl=self._runner.checkpoint_ttl
             )
+
+    async def _unclaim(self) -> None:
+        """A resume the agents refused (they no longer match the checkpoint) leaves the
+        checkpoint pending, as it was, so it can be resumed by the right agents."""
+        claimed, self._claimed = self._claimed, None
+        if claimed is None or self._resumed_from is None:
+            return
+        try:
+            await self._runner._store.put_checkpoint(
+                self._resumed_from, claimed, ttl=self._runner.checkpoint_ttl
+            )
+        except PlaitError:
+            pass  # the run's error is already the one to report
 
     def _new_pause_id(self) -> str:
         """A pause after a resume is saved under a new id; a first pause under the run's."""

@@ -502,6 +502,10 @@ def test_resuming_after_the_paused_member_was_renamed_is_a_resume_error() -> Non
         "the checkpoint names agent 'billing', which team 'desk' no longer has; its members "
         "are: triage, accounts"
     )
+    again = Runner(build("billing"), store=store).resume_sync(paused.checkpoint_id, value="y")
+    # the refused resume left the checkpoint pending: the right team resumes it
+    assert again.error is None
+    assert "approved: y" in [e.message.message.content for e in again.events if e.message]  # type: ignore[union-attr]
 
 
 def test_the_handoff_reason_is_the_models_text_when_the_argument_is_empty() -> None:
