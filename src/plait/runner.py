@@ -9,6 +9,7 @@ a resumed checkpoint for good, and writes the session turn when the run finishes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import os
@@ -592,12 +593,10 @@ class RunStream:
         claimed, self._claimed = self._claimed, None
         if claimed is None or self._resumed_from is None:
             return
-        try:
+        with contextlib.suppress(PlaitError):  # the run's error is the one to report
             await self._runner._store.put_checkpoint(
                 self._resumed_from, claimed, ttl=self._runner.checkpoint_ttl
             )
-        except PlaitError:
-            pass  # the run's error is already the one to report
 
     def _new_pause_id(self) -> str:
         """A pause after a resume is saved under a new id; a first pause under the run's."""
