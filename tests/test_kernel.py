@@ -359,3 +359,36 @@ async def test_a_store_down_while_the_session_is_read_is_the_runs_error() -> Non
     result = await runner.query("hello", session_id="s").collect()
     assert isinstance(result.error, StoreError)
     assert "reading a session" in str(result.error)
+
+
+async def test_node_timeout_counts_the_time_before_a_pause_and_not_the_pause() -> None:
+    from plait.errors import NodeTimeout
+
+    started: list[str] = []
+
+    @tool
+    async def slow(label: str) -> str:
+        """Work for a while.
+
+        Args:
+            label: Which piece of work.
+        """
+        started.append(label)
+        await asyncio.sleep(0.3)
+        return label
+
+    script = [
+        call("slow", {"label": "before"}),
+        call("approve", {"item": "go on?"}),
+        call("slow", {"label": "after"}),
+        reply("done"),
+    ]
+    worker = ChatModelAgent("worker", ScriptedModel(script), tools=[slow, approve])
+    other = ChatModelAgent("other", ScriptedModel([]), description="other")
+    runner = Runner(Team.swarm("worker", [worker, other], node_timeout=0.5))
+    paused = await runner.query("q").collect()
+    assert paused.interrupts and paused.error is None  # 0.3 s of its 0.5 s spent
+    await asyncio.sleep(0.6)  # longer than node_timeout, but paused: it does not count
+    resumed = await runner.resume(paused.checkpoint_id, value="yes").collect()  # type: ignore[arg-type]
+    assert isinstance(resumed.error, NodeTimeout)
+    assert started == ["before", "after"]  # it ran out during the second piece of work

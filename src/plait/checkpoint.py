@@ -109,6 +109,7 @@ class SwarmRecord(_Record):
     handoffs: int
     window: list[str]
     messages: list[Message] | None = None  # the active member's input, when it was handed one
+    elapsed: float = 0.0  # seconds the active member ran before the run was saved
 
 
 class NestedRecord(_Record):

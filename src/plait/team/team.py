@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
@@ -327,25 +329,25 @@ class Team:
     async def _swarm(self, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the active member; on a handoff, check the guards and run the target."""
         try:
-            member, path, handoffs, window = self._begin(ctx)
+            member, path, handoffs, window, clock = self._begin(ctx)
         except ResumeError as exc:
             yield ctx.event(error=exc)
             return
         messages = ctx.input_for(member.name)
         while True:
-            record = SwarmRecord(
+            record = SwarmRecord.model_construct(
                 active=member.name,
                 path=list(path),
                 handoffs=handoffs,
                 window=list(window),
                 messages=messages,
             )
-            ctx.save_state("swarm", record)
+            ctx.save_state("swarm", functools.partial(clock.stamp, record))
             mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
             steps, tokens = ctx.model_calls, ctx.usage.total_tokens
             turn = _MemberTurn()
             agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
-            async with aclosing(self._timed(member, agent_input, mctx)) as events:
+            async with aclosing(self._timed(member, agent_input, mctx, clock)) as events:
                 async for event in events:
                     turn.note(event, ctx, path)
                     yield event
@@ -377,15 +379,17 @@ class Team:
             )
             yield dataclasses.replace(mctx.event(), handoff=log)
             messages = await self._handoff_input(member, target, transfer, ctx)
+            clock = _Clock()
             member, path = target, (*path, target.name)
 
     @property
     def _session_key(self) -> str:
         return f"swarm_active_agent:{self.name}"
 
-    def _begin(self, ctx: RunContext) -> tuple[Agent, tuple[str, ...], int, deque[str]]:
-        """Return where the swarm starts (member, run path, handoffs, recent targets): the
-        paused member on a resume, else the entry or the member that answered last."""
+    def _begin(self, ctx: RunContext) -> tuple[Agent, tuple[str, ...], int, deque[str], _Clock]:
+        """Return where the swarm starts (member, run path, handoffs, recent targets, the
+        member's clock): the paused member on a resume, else the entry or the member that
+        answered last."""
         by_name = self._wired
         saved = ctx.take_state("swarm", SwarmRecord)
         if saved:
@@ -399,13 +403,13 @@ class Team:
                     members=list(by_name),
                 )
             window = deque(saved.window, maxlen=self.repetitive_handoff_window)
-            return by_name[active], tuple(saved.path), saved.handoffs, window
+            return by_name[active], tuple(saved.path), saved.handoffs, window, _Clock(saved.elapsed)
         member = by_name[(self.entry or self.members[0]).name]
         last = ctx.session_values.get(self._session_key)
         if self.cross_request and last in by_name:
             member = by_name[last]
         path = (*ctx.run_path, member.name)
-        return member, path, 0, deque(maxlen=self.repetitive_handoff_window)
+        return member, path, 0, deque(maxlen=self.repetitive_handoff_window), _Clock()
 
     def _guard(
         self,
@@ -458,17 +462,19 @@ class Team:
         return kept
 
     async def _timed(
-        self, member: Agent, agent_input: AgentInput, ctx: RunContext
+        self, member: Agent, agent_input: AgentInput, ctx: RunContext, clock: _Clock
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run a member, ending it with `NodeTimeout` when it runs past `node_timeout`."""
+        """Run a member, ending it with `NodeTimeout` when it runs past `node_timeout`
+        (counting the time it ran before a pause, not the time the run was paused)."""
         events = enter(member, agent_input, ctx)
+        clock.start()
         if self.node_timeout is None:
             async with aclosing(events):
                 async for event in events:
                     yield event
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.node_timeout
+        deadline = loop.time() + self.node_timeout - clock.base
         async with aclosing(events):
             while True:
                 try:
@@ -487,6 +493,24 @@ class Team:
                     )
                     return
                 yield event
+
+
+class _Clock:
+    """How long the active member has run, across the pauses of the run."""
+
+    __slots__ = ("base", "started")
+
+    def __init__(self, base: float = 0.0) -> None:
+        self.base = base  # seconds it ran before the run was last saved and resumed
+        self.started: float | None = None
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+
+    def stamp(self, record: SwarmRecord) -> SwarmRecord:
+        """Return the swarm's record with the member's running time so far."""
+        ran = 0.0 if self.started is None else time.monotonic() - self.started
+        return record.model_copy(update={"elapsed": self.base + ran})
 
 
 async def _reason(transfer: TransferToAgentAction, said: MessageVariant | None) -> str:
