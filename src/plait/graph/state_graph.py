@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import inspect
 import typing
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
@@ -27,10 +28,12 @@ from contextlib import aclosing
 from typing import Any
 
 from plait._json import load_plain
+from plait._merge import Done
+from plait._merge import merge as fan_in
 from plait.agent import Agent, AgentInput
 from plait.agents.agent_tool import run_nested
 from plait.checkpoint import GraphRecord
-from plait.context import Interrupted, RunContext, call_in
+from plait.context import Emit, Interrupted, RunContext, call_in
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
 from plait.messages import Message
@@ -339,51 +342,35 @@ class CompiledGraph:
         self, step: _Step, state: dict[str, Any], ctx: RunContext
     ) -> AsyncIterator[AgentEvent]:
         """Run the step's nodes concurrently; yield their events and one event per node."""
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         todo = [n for n in step.frontier if n not in step.updates]
 
-        async def one(name: str) -> None:
+        async def one(name: str, emit: Emit) -> None:
             nctx = ctx.for_tool(name, "step")
             nctx.address = f"{ctx.address};node:{name}"
             try:
-                update = await call_in(nctx, self._node, name, state, nctx, queue)
+                update = await call_in(nctx, self._node, name, state, nctx, emit)
             except Exception as exc:
-                queue.put_nowait(ctx.event(error=AgentError.wrap(exc, name)))
-            else:
-                if isinstance(update, Interrupted):
-                    step.paused.extend(update.contexts)
-                    return
-                step.updates[name] = update
-                queue.put_nowait(
-                    ctx.event(output=AgentOutput(custom={"node": name, "update": update}))
-                )
-            finally:
-                queue.put_nowait(None)
+                emit(ctx.event(error=AgentError.wrap(exc, name)))
+                return
+            if isinstance(update, Interrupted):
+                step.paused.extend(update.contexts)
+                return
+            step.updates[name] = update
+            emit(ctx.event(output=AgentOutput(custom={"node": name, "update": update})))
 
-        tasks = [asyncio.ensure_future(one(n)) for n in todo]
-        try:
-            remaining = len(tasks)
-            while remaining:
-                item = await queue.get()
-                if item is None:
-                    remaining -= 1
+        jobs = [functools.partial(one, n) for n in todo]
+        async with aclosing(fan_in(jobs)) as items:
+            async for item in items:
+                if isinstance(item, Done):
                     continue
                 yield item
                 if item.error is not None:
                     return
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _node(
-        self, name: str, state: dict[str, Any], nctx: RunContext, queue: asyncio.Queue[Any]
-    ) -> Any:
+    async def _node(self, name: str, state: dict[str, Any], nctx: RunContext, emit: Emit) -> Any:
         node = self.graph.nodes[name]
-        if isinstance(node, Agent) and not callable(node):
-            return await self._agent_node(node, state, nctx, queue)
-        if not callable(node):
-            return await self._agent_node(node, state, nctx, queue)
+        if not callable(node):  # an agent
+            return await self._agent_node(node, state, nctx, emit)
         if _is_async(node):
             result = node(state)
         else:  # in a worker thread, with the context copied from the caller
@@ -393,12 +380,10 @@ class CompiledGraph:
         return result
 
     async def _agent_node(
-        self, agent: Agent, state: dict[str, Any], nctx: RunContext, queue: asyncio.Queue[Any]
+        self, agent: Agent, state: dict[str, Any], nctx: RunContext, emit: Emit
     ) -> Any:
         """Run an agent on the state's messages; its final answer is appended to them."""
-        answer = await run_nested(
-            agent, nctx, lambda: list(state.get("messages") or []), queue.put_nowait
-        )
+        answer = await run_nested(agent, nctx, lambda: list(state.get("messages") or []), emit)
         new = [answer] if answer is not None else []
         if "messages" in self.graph.reducers:
             return {"messages": new}
