@@ -12,7 +12,15 @@ from plait.errors import UsageError
 from plait.events import AgentEvent
 from plait.messages import Message
 
-__all__ = ["Agent", "AgentInput"]
+__all__ = [
+    "Agent",
+    "AgentInput",
+    "HidesParent",
+    "LinkAware",
+    "RecordsHistory",
+    "Transferable",
+    "require_agent",
+]
 
 
 @record
@@ -37,6 +45,42 @@ class Agent(Protocol):
     def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run on `input` and yield the events of this agent (and of those it calls)."""
         ...
+
+
+@runtime_checkable
+class Transferable(Protocol):
+    """An agent that takes part in transfers: `set_sub_agents` gives a parent its
+    `sub_agents` (the agents it may transfer to) and each child its `parent` (the agent it may
+    transfer back to); both are set on every agent it touches."""
+
+    sub_agents: Sequence[Agent]
+    parent: Agent | None
+
+
+@runtime_checkable
+class LinkAware(Protocol):
+    """An agent told when `set_sub_agents` changed its transfer links (a `ChatModelAgent`
+    rebuilds the tools it offers its model)."""
+
+    def transfer_links_changed(self) -> None:
+        """React to new `sub_agents` or a new `parent`."""
+        ...
+
+
+@runtime_checkable
+class HidesParent(Protocol):
+    """An agent that may not transfer back to its parent by itself (the parent is not
+    offered to its model); a flow may still hand control back to it."""
+
+    disallow_transfer_to_parent: bool
+
+
+@runtime_checkable
+class RecordsHistory(Protocol):
+    """An agent that records its own messages in the run's history (it runs a transfer flow
+    inside), so the flow around it must not record them again."""
+
+    records_history: bool
 
 
 def require_agent(value: object, what: str) -> Agent:

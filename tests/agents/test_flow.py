@@ -172,3 +172,26 @@ async def test_streamed_messages_are_rewritten_for_the_next_agent() -> None:
         .messages[2]
         .content.startswith("For context: [Parent] said: passing on.")
     )
+
+
+def test_set_sub_agents_links_any_agent_through_the_declared_protocols() -> None:
+    from plait.agent import LinkAware, Transferable
+    from plait.agents import set_sub_agents
+
+    class Plain:
+        def __init__(self, name: str) -> None:
+            self.name, self.description = name, name
+            self.told = 0
+
+        async def run(self, input: object, ctx: object) -> AsyncIterator[AgentEvent]:
+            return
+            yield
+
+        def transfer_links_changed(self) -> None:
+            self.told += 1
+
+    parent, child = Plain("p"), Plain("c")
+    set_sub_agents(parent, [child])
+    assert isinstance(child, Transferable) and isinstance(child, LinkAware)
+    assert child.parent is parent and tuple(parent.sub_agents) == (child,)
+    assert (parent.told, child.told) == (1, 1)

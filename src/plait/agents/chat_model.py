@@ -39,7 +39,7 @@ from plait.events import (
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
-from plait.tools.base import Tool, ToolInfo, ToolResult
+from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult
 from plait.tools.function import FunctionTool
 
 __all__ = ["ChatModelAgent"]
@@ -193,12 +193,8 @@ class ChatModelAgent:
         clone._build_tools()
         return clone
 
-    def _set_sub_agents(self, children: tuple[Agent, ...]) -> None:
-        self.sub_agents = children
-        self._build_tools()
-
-    def _set_parent(self, parent: Agent) -> None:
-        self.parent = parent
+    def transfer_links_changed(self) -> None:
+        """Offer the model the transfer tool for the new sub-agents and parent."""
         self._build_tools()
 
     def _transfer_visible(self) -> list[Agent]:
@@ -224,7 +220,7 @@ class ChatModelAgent:
             infos.append(info)
         self._tool_infos = tuple(infos)
         self._emitting = frozenset(
-            n for n, t in self._tools.items() if getattr(t, "emits_events", 0)
+            n for n, t in self._tools.items() if isinstance(t, EmitsEvents) and t.emits_events
         )
         rd = self._user_return_directly | ({"exit"} if self.exit_tool else set())
         unknown = sorted(rd - self._tools.keys())

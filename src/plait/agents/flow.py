@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
-from plait.agent import Agent, AgentInput
+from plait.agent import Agent, AgentInput, HidesParent, LinkAware, RecordsHistory, Transferable
 from plait.checkpoint import FlowRecord
 from plait.context import RunContext, enter
 from plait.errors import PlaitError, ResumeError, UsageError
@@ -38,9 +38,10 @@ _A = TypeVar("_A")
 def set_sub_agents(parent: _A, children: Sequence[Any]) -> _A:
     """Let `parent` transfer to each of `children` (and them back to it); return `parent`.
 
-    Each child may have one parent; a parent's sub-agents are set once.
+    Each child may have one parent; a parent's sub-agents are set once. Every agent touched
+    becomes `Transferable` (it has both `sub_agents` and `parent`); a `LinkAware` one is told.
     """
-    if getattr(parent, "sub_agents", ()):
+    if _links(parent)[0]:
         raise UsageError(f"agent '{_name(parent)}' already has sub-agents")
     names = [_name(c) for c in children]
     if len(set(names)) != len(names):
@@ -48,33 +49,38 @@ def set_sub_agents(parent: _A, children: Sequence[Any]) -> _A:
     if _name(parent) in names:
         raise UsageError(f"agent '{_name(parent)}' cannot be its own sub-agent")
     for child in children:
-        if getattr(child, "parent", None) is not None:
-            raise UsageError(
-                f"agent '{_name(child)}' already has a parent ('{_name(child.parent)}')"
-            )
-    _set(parent, "sub_agents", tuple(children))
+        current = _links(child)[1]
+        if current is not None:
+            raise UsageError(f"agent '{_name(child)}' already has a parent ('{current.name}')")
+    _link(parent, tuple(children), _links(parent)[1])
     for child in children:
-        _set(child, "parent", parent)
+        _link(child, _links(child)[0], parent)
     return parent
 
 
-def _set(agent: Any, attribute: str, value: Any) -> None:
-    setter = getattr(agent, f"_set_{attribute}", None)
-    if setter is not None:
-        setter(value)
-    else:
-        setattr(agent, attribute, value)
+def _links(agent: Any) -> tuple[Sequence[Agent], Agent | None]:
+    """Return the agent's sub-agents and parent (none for an agent never linked)."""
+    if isinstance(agent, Transferable):
+        return agent.sub_agents, agent.parent
+    return (), None
+
+
+def _link(agent: Any, sub_agents: Sequence[Agent], parent: Any) -> None:
+    agent.sub_agents = tuple(sub_agents)
+    agent.parent = parent
+    if isinstance(agent, LinkAware):
+        agent.transfer_links_changed()
 
 
 def _name(agent: Any) -> str:
-    return str(getattr(agent, "name", agent))
+    return str(agent.name) if isinstance(agent, Agent) else repr(agent)
 
 
 def transfer_targets(agent: Any, *, include_hidden_parent: bool = True) -> dict[str, Agent]:
     """Return the agents `agent` may transfer to by name: its sub-agents, then its parent."""
-    targets: dict[str, Agent] = {a.name: a for a in getattr(agent, "sub_agents", ())}
-    parent = getattr(agent, "parent", None)
-    hidden = getattr(agent, "disallow_transfer_to_parent", False)
+    sub_agents, parent = _links(agent)
+    targets: dict[str, Agent] = {a.name: a for a in sub_agents}
+    hidden = isinstance(agent, HidesParent) and agent.disallow_transfer_to_parent
     if parent is not None and (include_hidden_parent or not hidden):
         targets.setdefault(parent.name, parent)
     return targets
@@ -142,7 +148,8 @@ class TransferTool:
 
 def can_transfer(agent: Any) -> bool:
     """Whether `agent` has transfer targets (and so must run inside the flow loop)."""
-    return bool(getattr(agent, "sub_agents", ())) or getattr(agent, "parent", None) is not None
+    sub_agents, parent = _links(agent)
+    return bool(sub_agents) or parent is not None
 
 
 async def _resume_chain(
@@ -179,11 +186,12 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         return
     while True:
         turn = _Turn()
+        record = not (isinstance(agent, RecordsHistory) and agent.records_history)
         messages = ctx.input_for(agent.name)
         agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
         async with aclosing(enter(agent, agent_input, ctx)) as events:
             async for event in events:
-                turn.note(event, ctx, record=not getattr(agent, "records_history", False))
+                turn.note(event, ctx, record=record)
                 yield event
                 if event.error is not None:
                     return

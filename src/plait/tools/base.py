@@ -10,7 +10,7 @@ from plait._record import record
 from plait.context import RunContext
 from plait.events import AgentAction
 
-__all__ = ["Tool", "ToolInfo", "ToolResult"]
+__all__ = ["EmitsEvents", "Tool", "ToolInfo", "ToolResult"]
 
 
 @record
@@ -41,3 +41,11 @@ class Tool(Protocol):
     async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
         """Run the tool on the JSON arguments the model sent."""
         ...
+
+
+@runtime_checkable
+class EmitsEvents(Protocol):
+    """A tool that passes events up while it runs (an agent run as a tool): with
+    `emits_events` true, its calls run concurrently with a channel for those events."""
+
+    emits_events: bool
