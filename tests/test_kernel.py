@@ -392,3 +392,25 @@ async def test_node_timeout_counts_the_time_before_a_pause_and_not_the_pause() -
     resumed = await runner.resume(paused.checkpoint_id, value="yes").collect()  # type: ignore[arg-type]
     assert isinstance(resumed.error, NodeTimeout)
     assert started == ["before", "after"]  # it ran out during the second piece of work
+
+
+async def test_step_snapshots_can_be_kept_as_history() -> None:
+    store = MemoryStore()
+    model = ScriptedModel([call("lookup", {}), call("lookup", {}), reply("done")])
+    runner = Runner(
+        ChatModelAgent("A", model, tools=[lookup]),
+        store=store,
+        durability="step",
+        keep_steps=True,
+    )
+    result = await runner.query("go", checkpoint_id="job").collect()
+    assert result.final_output == "done"
+    running = [(await runner.read_checkpoint(f"job.step-{n}")).running for n in (1, 2)]
+    assert running == [True, True]
+    first = await store.get_checkpoint("job.step-1")
+    second = await store.get_checkpoint("job.step-2")
+    assert first is not None and second is not None and first.data != second.data
+    assert first.status == second.status == "done"  # history, not something to resume
+    assert await store.get_checkpoint("job.step-3") is None
+    with pytest.raises(CheckpointAlreadyResumed):
+        await runner.resume("job.step-1").collect()

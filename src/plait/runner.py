@@ -65,7 +65,9 @@ class Runner:
     event for the caller. `max_transfers` bounds the transfers between agents of one run
     (`MaxHandoffsExceeded` past it). `lease` is how long (seconds) a running run's step
     checkpoint stays held after its last step. `ids` replaces the source of ids and
-    timestamps; `hooks` observe the run's seams. Errors inside a run never raise out of the
+    timestamps; `hooks` observe the run's seams. With `keep_steps=True` every step checkpoint
+    is also kept as a snapshot, `"<checkpoint id>.step-<n>"` (done: readable with
+    `read_checkpoint`, not resumable). Errors inside a run never raise out of the
     runner: they are the last event (and `RunResult.error`). Nothing bound to an event loop
     is kept between runs.
     """
@@ -84,6 +86,7 @@ class Runner:
         lease: float = 60.0,
         ids: IdSource | None = None,
         hooks: Sequence[RunHooks] = (),
+        keep_steps: bool = False,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -105,7 +108,15 @@ class Runner:
         self.lease = lease
         self.ids = ids if ids is not None else IdSource()
         self.hooks = tuple(hooks)
+        self.keep_steps = keep_steps
         self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
+
+    async def read_checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        """Return a checkpoint (or a kept step snapshot), decoded and validated."""
+        record = await self._store.get_checkpoint(checkpoint_id)
+        if record is None:
+            raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
+        return Checkpoint.decode(record.data, checkpoint_id)
 
     def cancel(self, checkpoint_id: str) -> bool:
         """Ask the run with this checkpoint id to stop at its next safe point.
@@ -422,7 +433,7 @@ class RunStream:
         self._paused = False
         self._checkpoint_id = checkpoint_id  # the run's own id: its step saves go here
         self._pause_id: str | None = None  # where it paused (a new id after a resume)
-        self._saved_steps = False
+        self._steps = 0  # step checkpoints written
         self._earlier_handoffs: list[HandoffLog] = []
         self._claimed: bytes | None = None  # a resumed checkpoint, as it was
         self._handoffs: list[HandoffLog] = []
@@ -573,7 +584,7 @@ class RunStream:
                 ctx.state,
                 ctx.all_local_state,
             )
-        if self._resumed_from is not None or self._saved_steps:
+        if self._resumed_from is not None or self._steps:
             await self._retire(self._checkpoint_id)
 
     async def _retire(self, checkpoint_id: str | None) -> None:
@@ -608,7 +619,7 @@ class RunStream:
 
     async def _write(
         self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
-    ) -> None:
+    ) -> bytes:
         runner, ctx, turn = self._runner, self._ctx, self._turn
         assert ctx is not None
         if turn is not None:
@@ -627,6 +638,20 @@ class RunStream:
             handoffs=[*self._earlier_handoffs, *self._handoffs],
         )
         await runner._store.put_checkpoint(checkpoint_id, data, ttl=runner.checkpoint_ttl)
+        return data
+
+    async def _save_step(self, ctx: RunContext) -> None:
+        """Write the step checkpoint under the run's id (and a kept snapshot, if asked)."""
+        runner, checkpoint_id = self._runner, self.checkpoint_id
+        data = await self._write(checkpoint_id, (), running=True)
+        self._steps += 1
+        if runner.keep_steps:
+            snapshot = f"{checkpoint_id}.step-{self._steps}"
+            await runner._store.put_checkpoint(
+                snapshot, data, status="done", ttl=runner.checkpoint_ttl
+            )
+        for hook in ctx.hooks:
+            hook.step_saved(ctx, checkpoint_id)
 
     async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
         """Save the checkpoint of a pause (a new one); return the event reporting it."""
@@ -652,10 +677,7 @@ class RunStream:
         """Write a step checkpoint (the run goes on), or stop a cancelled run with one."""
         try:
             if kind == "step":
-                await self._write(self.checkpoint_id, (), running=True)
-                self._saved_steps = True
-                for hook in ctx.hooks:
-                    hook.step_saved(ctx, self.checkpoint_id)
+                await self._save_step(ctx)
                 return None
             checkpoint_id = self._new_pause_id()
             await self._write(checkpoint_id, (), running=False)
