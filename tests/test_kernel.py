@@ -414,3 +414,90 @@ async def test_step_snapshots_can_be_kept_as_history() -> None:
     assert await store.get_checkpoint("job.step-3") is None
     with pytest.raises(CheckpointAlreadyResumed):
         await runner.resume("job.step-1").collect()
+
+
+def test_the_seams_of_a_run_are_reported_to_its_hooks() -> None:
+    from plait.context import RunHooks
+
+    seen: list[str] = []
+
+    class Recorder(RunHooks):
+        def agent_entered(self, ctx: RunContext) -> None:
+            seen.append(f"enter {ctx.agent_name}")
+
+        def agent_exited(self, ctx: RunContext, error: Any) -> None:
+            seen.append(f"exit {ctx.agent_name}")
+
+        def model_called(self, ctx: RunContext, reply: Any, error: Any) -> None:
+            seen.append("model")
+
+        def tool_called(self, ctx: RunContext, content: Any, error: Any) -> None:
+            seen.append(f"tool {ctx.tool_name}")
+
+        def paused(self, ctx: RunContext, interrupts: Any, checkpoint_id: str) -> None:
+            seen.append("paused")
+
+        def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
+            seen.append("resumed")
+
+        def step_saved(self, ctx: RunContext, checkpoint_id: str) -> None:
+            seen.append("step saved")
+
+        def budget_charged(self, ctx: RunContext, usage: Any) -> None:
+            seen.append("charged")
+
+    model = ScriptedModel([call("lookup", {}), call("approve", {"item": "x"}), reply("done")])
+    agent = ChatModelAgent("A", model, tools=[lookup, approve])
+    runner = Runner(agent, durability="step", hooks=[Recorder()])
+    paused = runner.query_sync("go")
+    assert seen == [
+        "enter A",
+        "model",
+        "charged",
+        "tool lookup",
+        "step saved",
+        "model",
+        "charged",
+        "paused",
+        "exit A",
+    ]
+    seen.clear()
+    runner.resume_sync(paused.checkpoint_id, value="y")  # type: ignore[arg-type]
+    assert seen == [
+        "resumed",
+        "enter A",
+        "tool approve",
+        "step saved",
+        "model",
+        "charged",
+        "exit A",
+    ]
+
+
+def test_ids_and_times_come_from_one_replaceable_source() -> None:
+    from datetime import UTC, datetime
+
+    from plait.context import IdSource
+
+    class Counting(IdSource):
+        def __init__(self) -> None:
+            self.n = 0
+
+        def new_id(self) -> str:
+            self.n += 1
+            return f"id-{self.n}"
+
+        def now(self) -> datetime:
+            return datetime(2030, 1, 1, tzinfo=UTC)
+
+    a = ChatModelAgent(
+        "a", ScriptedModel([call("transfer_to_agent", {"agent_name": "b"})]), description="a"
+    )
+    b = ChatModelAgent(
+        "b", ScriptedModel([call("approve", {"item": "x"})]), description="b", tools=[approve]
+    )
+    runner = Runner(Team.swarm("a", [a, b], name="desk"), ids=Counting())
+    paused = runner.query_sync("q")
+    assert paused.handoffs[0].timestamp == datetime(2030, 1, 1, tzinfo=UTC)
+    assert [c.id for c in paused.interrupts] == ["id-2"]  # id-1 names the run's owner
+    assert paused.checkpoint_id == "id-3"

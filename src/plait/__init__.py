@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         SequentialAgent,
         set_sub_agents,
     )
-    from plait.context import RunContext, run_context
+    from plait.context import IdSource, RunContext, RunHooks, run_context
     from plait.errors import PlaitError
     from plait.events import (
         AgentAction,
@@ -71,6 +71,7 @@ __all__ = [
     "END",
     "FunctionTool",
     "HandoffLog",
+    "IdSource",
     "Inherit",
     "InterruptCtx",
     "InterruptInfo",
@@ -82,6 +83,7 @@ __all__ = [
     "ParallelAgent",
     "PlaitError",
     "RunContext",
+    "RunHooks",
     "RunResult",
     "RunStream",
     "Runner",
@@ -129,7 +131,9 @@ _EXPORTS = {
     "Middleware": "plait.agents",
     "ParallelAgent": "plait.agents",
     "PlaitError": "plait.errors",
+    "IdSource": "plait.context",
     "RunContext": "plait.context",
+    "RunHooks": "plait.context",
     "RunResult": "plait.events",
     "RunStream": "plait.runner",
     "Runner": "plait.runner",
