@@ -16,8 +16,9 @@ from plait.agent import Agent, AgentInput, HidesParent, LinkAware, RecordsHistor
 from plait.checkpoint import FlowRecord
 from plait.context import RunContext, enter
 from plait.errors import PlaitError, ResumeError, UsageError
-from plait.events import AgentAction, AgentEvent, TransferToAgentAction
+from plait.events import AgentAction, AgentEvent, MessageVariant, TransferToAgentAction
 from plait.history import history_for, rewrite_message
+from plait.messages import Message
 from plait.tools.base import ToolInfo, ToolResult
 
 __all__ = [
@@ -152,22 +153,125 @@ def can_transfer(agent: Any) -> bool:
     return bool(sub_agents) or parent is not None
 
 
-async def _resume_chain(
-    agent: Agent, ctx: RunContext, chain: list[str]
-) -> tuple[Agent, RunContext]:
-    """Follow the transfers saved with the run to the agent that was running."""
-    for name in chain:
-        target = transfer_targets(agent).get(name)
-        if target is None:
-            raise ResumeError(
-                f"the checkpoint names agent '{name}', which '{agent.name}' can no longer "
-                "transfer to"
+class Current:
+    """The agent whose turn it is in a handoff loop, its context and what it runs on."""
+
+    __slots__ = ("agent", "ctx", "messages")
+
+    def __init__(self, agent: Agent, ctx: RunContext, messages: list[Message] | None) -> None:
+        self.agent = agent
+        self.ctx = ctx
+        self.messages = messages  # None: derived from the lane's history when it runs
+
+
+class HandoffLoop:
+    """The one transfer loop: run the current agent, record what it says, follow its
+    transfer to the next agent, until an agent answers, exits, pauses or fails.
+
+    A flow (`sub_agents` transfers) and a swarm (`Team.swarm`) are two policies of it: they
+    say where the loop starts (`begin`), what record it keeps (`keep`), how an agent runs
+    (`step`), what happens when the loop ends (`finish`) and how a transfer is followed
+    (`follow`: check it, count it, and return the next agent and any events to yield).
+    """
+
+    def begin(self, ctx: RunContext) -> Current:
+        """Return the first agent (on a resume: the one that was running)."""
+        raise NotImplementedError
+
+    def keep(self, entry: RunContext, current: Current) -> None:
+        """Keep the loop's resume record for the agent about to run."""
+
+    def step(self, current: Current) -> AsyncIterator[AgentEvent]:
+        """Run the current agent."""
+        messages = current.messages
+        if messages is None:
+            messages = current.ctx.input_for(current.agent.name)
+        agent_input = AgentInput(messages=messages, enable_streaming=current.ctx.enable_streaming)
+        return enter(current.agent, agent_input, current.ctx)
+
+    def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
+        """The loop ended with an answer (or an exit): drop its record."""
+
+    async def follow(
+        self, entry: RunContext, current: Current, turn: Turn
+    ) -> tuple[Current, list[AgentEvent]]:
+        """Follow `turn.transfer`: return the next agent and events to yield first."""
+        raise NotImplementedError
+
+    async def run(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        """Run the loop in `ctx`, yielding every event."""
+        try:
+            current = self.begin(ctx)
+        except PlaitError as exc:
+            yield ctx.event(error=exc)
+            return
+        while True:
+            self.keep(ctx, current)
+            turn = Turn()
+            record = not (
+                isinstance(current.agent, RecordsHistory) and current.agent.records_history
             )
-        agent, ctx = target, ctx.for_agent(name)
-    return agent, ctx
+            async with aclosing(self.step(current)) as events:  # type: ignore[type-var]
+                async for event in events:
+                    turn.note(event, current.ctx, record=record)
+                    yield event
+                    if event.error is not None:
+                        return
+            if turn.paused:
+                return
+            if turn.transfer is None or turn.exited:
+                self.finish(ctx, current, turn)
+                return
+            try:
+                current, extra = await self.follow(ctx, current, turn)
+            except PlaitError as exc:
+                yield current.ctx.event(error=exc)
+                return
+            for event in extra:
+                yield event
 
 
-async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+class _Flow(HandoffLoop):
+    """`sub_agents` transfers: the target runs on the whole history, in its own address."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.chain: list[str] = []
+
+    def begin(self, ctx: RunContext) -> Current:
+        saved = ctx.take_state("flow", FlowRecord)
+        self.chain = list(saved.chain) if saved else []
+        agent = self.agent
+        for name in self.chain:  # follow the transfers saved with the run
+            target = transfer_targets(agent).get(name)
+            if target is None:
+                raise ResumeError(
+                    f"the checkpoint names agent '{name}', which '{agent.name}' can no longer "
+                    "transfer to"
+                )
+            agent, ctx = target, ctx.for_agent(name)
+        return Current(agent, ctx, None)
+
+    def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
+        entry.drop_state("flow")
+
+    async def follow(
+        self, entry: RunContext, current: Current, turn: Turn
+    ) -> tuple[Current, list[AgentEvent]]:
+        assert turn.transfer is not None
+        name, source = turn.transfer.dest_agent_name, current.agent
+        target = transfer_targets(source).get(name)
+        if target is None:
+            raise UsageError(
+                f"transfer failed: agent '{name}' not found when transferring from '{source.name}'"
+            )
+        current.ctx.count_transfer()
+        self.chain.append(target.name)
+        entry.save_state("flow", FlowRecord(chain=list(self.chain)))
+        return Current(target, current.ctx.for_agent(target.name), None), []
+
+
+def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
     """Run `agent` on the history of `ctx`, recording its messages, and follow its transfers.
 
     Only the agent's own events (its exact run path) are recorded and acted on; events of
@@ -176,54 +280,18 @@ async def run_flow(agent: Agent, ctx: RunContext) -> AsyncIterator[AgentEvent]:
     transfers as its resume record, so a resume continues with the agent that was running.
     Every transfer counts towards the runner's `max_transfers`.
     """
-    entry = ctx
-    saved = ctx.take_state("flow", FlowRecord)
-    chain: list[str] = list(saved.chain) if saved else []
-    try:
-        agent, ctx = await _resume_chain(agent, ctx, chain)
-    except PlaitError as exc:
-        yield ctx.event(error=exc)
-        return
-    while True:
-        turn = _Turn()
-        record = not (isinstance(agent, RecordsHistory) and agent.records_history)
-        messages = ctx.input_for(agent.name)
-        agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
-        async with aclosing(enter(agent, agent_input, ctx)) as events:
-            async for event in events:
-                turn.note(event, ctx, record=record)
-                yield event
-                if event.error is not None:
-                    return
-        if turn.paused:
-            return
-        transfer = turn.transfer
-        if transfer is None or turn.exited:
-            entry.drop_state("flow")
-            return
-        target = transfer_targets(agent).get(transfer.dest_agent_name)
-        try:
-            if target is None:
-                raise UsageError(
-                    f"transfer failed: agent '{transfer.dest_agent_name}' not found when "
-                    f"transferring from '{agent.name}'"
-                )
-            ctx.count_transfer()
-        except PlaitError as exc:
-            yield ctx.event(error=exc)
-            return
-        chain.append(target.name)
-        entry.save_state("flow", FlowRecord(chain=list(chain)))
-        agent, ctx = target, ctx.for_agent(target.name)
+    return _Flow(agent).run(ctx)
 
 
-class _Turn:
-    """What one agent's turn in a flow came to: its transfer, an exit or a pause."""
+class Turn:
+    """What one agent's turn in a handoff loop came to: its transfer, its last words, an
+    exit or a pause."""
 
-    __slots__ = ("exited", "paused", "transfer")
+    __slots__ = ("exited", "paused", "said", "transfer")
 
     def __init__(self) -> None:
         self.transfer: TransferToAgentAction | None = None
+        self.said: MessageVariant | None = None  # the agent's last assistant message
         self.exited = False
         self.paused = False
 
@@ -231,8 +299,12 @@ class _Turn:
         """Record the agent's own messages and note what its actions ask for."""
         action = event.action
         if event.run_path == ctx.run_path:
-            if record and event.output is not None and event.output.message is not None:
-                ctx.history.append((event.agent_name, event.output.message))
+            output = event.output
+            if output is not None and output.message is not None:
+                if record:
+                    ctx.history.append((event.agent_name, output.message))
+                if output.message.role == "assistant":
+                    self.said = output.message
             if action is not None and action.transfer_to_agent is not None:
                 self.transfer = action.transfer_to_agent
         if action is not None and event.depth == ctx.depth:

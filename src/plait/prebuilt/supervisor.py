@@ -8,7 +8,7 @@ from contextlib import aclosing
 from typing import Any, TypeVar
 
 from plait.agent import Agent, AgentInput, require_agent
-from plait.agents.flow import TRANSFER_TOOL, run_flow, set_sub_agents
+from plait.agents.flow import TRANSFER_TOOL, Turn, run_flow, set_sub_agents
 from plait.context import RunContext
 from plait.events import AgentAction, AgentEvent, TransferToAgentAction
 from plait.messages import Message, ToolCall
@@ -36,20 +36,14 @@ class _ReportsBack:
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the worker, then hand control back to the supervisor."""
-        finished = True
+        turn = Turn()
         async with aclosing(run_flow(self.worker, ctx)) as events:  # type: ignore[type-var]
             async for event in events:
+                turn.note(event, ctx, record=False)  # the worker's flow records its messages
                 yield event
                 if event.error is not None:
                     return
-                action = event.action
-                if (
-                    event.depth == ctx.depth
-                    and action is not None
-                    and (action.exit or action.interrupted is not None)
-                ):
-                    finished = False
-        if not finished or self.parent is None:
+        if turn.exited or turn.paused or self.parent is None:
             return
         back = self.parent.name
         call_id = f"{TRANSFER_TOOL}_{back}"

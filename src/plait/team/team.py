@@ -16,7 +16,7 @@ from typing import Any
 from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
-from plait.agents.flow import TRANSFER_TOOL, run_flow
+from plait.agents.flow import TRANSFER_TOOL, Current, HandoffLoop, Turn, run_flow
 from plait.checkpoint import SwarmRecord
 from plait.context import RunContext, enter, is_pause
 from plait.errors import (
@@ -115,30 +115,6 @@ def _roster(team: Team, owner: str) -> str:
         "message saying what it should do."
     )
     return "\n".join(lines)
-
-
-class _MemberTurn:
-    """What one member's turn came to: its last action, its last words, a stop."""
-
-    __slots__ = ("action", "said", "stopped")
-
-    def __init__(self) -> None:
-        self.action: AgentAction | None = None
-        self.said: MessageVariant | None = None  # the member's last assistant message
-        self.stopped = False
-
-    def note(self, event: AgentEvent, ctx: RunContext, path: tuple[str, ...]) -> None:
-        """Record the member's own messages; note its actions, exits and pauses."""
-        if event.run_path == path:
-            output = event.output
-            if output is not None and output.message is not None:
-                ctx.history.append((event.agent_name, output.message))
-                if output.message.role == "assistant":
-                    self.said = output.message
-            if event.action is not None:
-                self.action = event.action
-        if event.depth == ctx.depth and event.action is not None:
-            self.stopped = self.stopped or event.action.exit or bool(event.action.interrupted)
 
 
 class Team:
@@ -318,69 +294,13 @@ class Team:
             lead = inner if coordinator.name == self.name else inner.for_agent(coordinator.name)
             events: AsyncIterator[AgentEvent] = run_flow(coordinator, lead)
         else:
-            events = self._swarm(inner)
+            events = _Swarm(self).run(inner)
         keep = self.event_filter
         async with aclosing(events) as stream:  # type: ignore[type-var]
             async for event in stream:
                 important = event.error is not None or is_pause(event, ctx.depth)
                 if keep is None or important or keep(event):
                     yield event
-
-    async def _swarm(self, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
-        """Run the active member; on a handoff, check the guards and run the target."""
-        try:
-            member, path, handoffs, window, clock = self._begin(ctx)
-        except ResumeError as exc:
-            yield ctx.event(error=exc)
-            return
-        messages = ctx.input_for(member.name)
-        while True:
-            record = SwarmRecord.model_construct(
-                active=member.name,
-                path=list(path),
-                handoffs=handoffs,
-                window=list(window),
-                messages=messages,
-            )
-            ctx.save_state("swarm", functools.partial(clock.stamp, record))
-            mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
-            steps, tokens = ctx.model_calls, ctx.usage.total_tokens
-            turn = _MemberTurn()
-            agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
-            async with aclosing(self._timed(member, agent_input, mctx, clock)) as events:
-                async for event in events:
-                    turn.note(event, ctx, path)
-                    yield event
-                    if event.error is not None:
-                        return
-            transfer = turn.action.transfer_to_agent if turn.action is not None else None
-            if transfer is None or turn.stopped:
-                if not turn.stopped:
-                    ctx.drop_state("swarm")
-                    if self.cross_request:
-                        ctx.session_values[self._session_key] = member.name
-                return
-            target = self._wired.get(transfer.dest_agent_name)
-            error = self._guard(member.name, target, transfer.dest_agent_name, handoffs, window)
-            if error is not None:
-                yield mctx.event(error=error)
-                return
-            assert target is not None
-            handoffs += 1
-            window.append(target.name)
-            log = HandoffLog(
-                timestamp=ctx.ids.now(),
-                from_agent=member.name,
-                to_agent=target.name,
-                message=transfer.message,
-                reason=await _reason(transfer, turn.said),
-                step_count=ctx.model_calls - steps,
-                tokens_used=ctx.usage.total_tokens - tokens,
-            )
-            yield dataclasses.replace(mctx.event(), handoff=log)
-            messages = await self._handoff_input(member, target, transfer, ctx)
-            clock = _Clock()
-            member, path = target, (*path, target.name)
 
     @property
     def _session_key(self) -> str:
@@ -493,6 +413,75 @@ class Team:
                     )
                     return
                 yield event
+
+
+class _Swarm(HandoffLoop):
+    """A swarm's handoff loop: guards, a handoff log, inherited history, node timeouts."""
+
+    def __init__(self, team: Team) -> None:
+        self.team = team
+        self.handoffs = 0
+        self.window: deque[str] = deque()
+        self.clock = _Clock()
+        self.steps = self.tokens = 0
+
+    def begin(self, ctx: RunContext) -> Current:
+        member, path, self.handoffs, self.window, self.clock = self.team._begin(ctx)
+        mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
+        return Current(member, mctx, ctx.input_for(member.name))
+
+    def keep(self, entry: RunContext, current: Current) -> None:
+        record = SwarmRecord.model_construct(
+            active=current.agent.name,
+            path=list(current.ctx.run_path),
+            handoffs=self.handoffs,
+            window=list(self.window),
+            messages=current.messages,
+        )
+        entry.save_state("swarm", functools.partial(self.clock.stamp, record))
+        self.steps, self.tokens = entry.model_calls, entry.usage.total_tokens
+
+    def step(self, current: Current) -> AsyncIterator[AgentEvent]:
+        messages = current.messages or []
+        agent_input = AgentInput(messages=messages, enable_streaming=current.ctx.enable_streaming)
+        return self.team._timed(current.agent, agent_input, current.ctx, self.clock)
+
+    def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
+        if turn.exited:
+            return
+        entry.drop_state("swarm")
+        if self.team.cross_request:
+            entry.session_values[self.team._session_key] = current.agent.name
+
+    async def follow(
+        self, entry: RunContext, current: Current, turn: Turn
+    ) -> tuple[Current, list[AgentEvent]]:
+        transfer, member, team = turn.transfer, current.agent, self.team
+        assert transfer is not None
+        target = team._wired.get(transfer.dest_agent_name)
+        error = team._guard(
+            member.name, target, transfer.dest_agent_name, self.handoffs, self.window
+        )
+        if error is not None:
+            raise error
+        assert target is not None
+        self.handoffs += 1
+        self.window.append(target.name)
+        log = HandoffLog(
+            timestamp=entry.ids.now(),
+            from_agent=member.name,
+            to_agent=target.name,
+            message=transfer.message,
+            reason=await _reason(transfer, turn.said),
+            step_count=entry.model_calls - self.steps,
+            tokens_used=entry.usage.total_tokens - self.tokens,
+        )
+        handoff = dataclasses.replace(current.ctx.event(), handoff=log)
+        messages = await team._handoff_input(member, target, transfer, entry)
+        self.clock = _Clock()
+        path = (*current.ctx.run_path, target.name)
+        tctx = entry.for_agent(target.name, run_path=path, address=entry.address)
+        return Current(target, tctx, messages), [handoff]
 
 
 class _Clock:
