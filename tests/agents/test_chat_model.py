@@ -533,3 +533,18 @@ def test_plain_functions_are_accepted_as_tools() -> None:
     result = Runner(_agent(model, tools=[double])).query_sync("q")
     assert result.events[1].message.message.content == "42"  # type: ignore[union-attr]
     assert model.requests[0].tools[0].description == "Double a number."
+
+
+def test_a_limit_reached_before_a_call_ends_the_run_without_reusing_the_last_reply() -> None:
+    @tool
+    def again() -> str:
+        """Go again."""
+        return "again"
+
+    model = ScriptedModel([call("again", {}), call("again", {}), reply("never")])
+    agent = ChatModelAgent("A", model, tools=[again], max_iterations=2)
+    result = Runner(agent).query_sync("q")
+    assert isinstance(result.error, MaxIterationsExceeded)
+    assert len(model.requests) == 2
+    tools = [e for e in result.events if e.message and e.message.role == "tool"]
+    assert len(tools) == 2  # the last reply's tool call ran once, not again

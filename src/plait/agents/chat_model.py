@@ -259,10 +259,20 @@ class ChatModelAgent:
             yield ctx.event(error=exc)
             return
         while step is Step.MODEL or step is Step.TOOLS:
-            events = loop.model_step() if step is Step.MODEL else loop.tool_step()
-            async with aclosing(events) as stream:
-                async for event in stream:
+            if loop.is_simple(step):  # the common case: no stream, no extra generator
+                call = loop.model_call() if step is Step.MODEL else loop.one_tool()
+                for event in await call:
                     yield event
+            else:
+                stream = loop.model_stream() if step is Step.MODEL else loop.tool_round()
+                async with aclosing(stream) as live:
+                    async for event in live:
+                        yield event
+            # decided once the caller has seen the step's events (a stop asked for then
+            # is honoured at once)
+            decide = loop.after_call() if step is Step.MODEL else loop.after_round()
+            for event in await decide:
+                yield event
             step = loop.step
         if step is Step.FINAL:
             ctx.drop_state("react")
@@ -404,7 +414,17 @@ class Step(enum.Enum):
 class _Loop:
     """One run of a ChatModelAgent's ReAct loop: its model input and where it stands."""
 
-    __slots__ = ("agent", "calls_made", "ctx", "done", "input", "messages", "step")
+    __slots__ = (
+        "agent",
+        "calls_made",
+        "ctx",
+        "done",
+        "input",
+        "messages",
+        "reply",
+        "round",
+        "step",
+    )
 
     def __init__(self, agent: ChatModelAgent, agent_input: AgentInput, ctx: RunContext) -> None:
         self.agent = agent
@@ -414,6 +434,8 @@ class _Loop:
         self.calls_made = 0
         self.done: dict[int, _Outcome] = {}  # results from before a pause
         self.step = Step.MODEL
+        self.reply = _Reply()  # the model's last reply, until it is taken
+        self.round = _Round()  # the last round of tool calls, until it is decided
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
@@ -453,49 +475,83 @@ class _Loop:
         )
         self.ctx.save_state("react", record)
 
-    async def _fail(self, error: PlaitError) -> AsyncGenerator[AgentEvent, None]:
-        self.step = Step.FAIL
-        yield self.ctx.event(error=error)
+    def is_simple(self, step: Step) -> bool:
+        """Whether this step's events can be collected and then yielded: a model call that
+        does not stream, or a round of one tool that passes no events up."""
+        if step is Step.MODEL:
+            return not self.input.enable_streaming
+        calls = self.messages[-1].tool_calls
+        return len(calls) == 1 and calls[0].name not in self.agent._emitting and not self.done
 
-    async def model_step(self) -> AsyncGenerator[AgentEvent, None]:
-        """Call the model once; decide whether to run tools, answer, or stop."""
-        agent, ctx = self.agent, self.ctx
+    def _before_call(self) -> PlaitError | None:
+        """Count the call against the agent's and the teams' limits."""
         self.step = Step.FAIL
-        if self.calls_made >= agent.max_iterations:
-            yield ctx.event(
-                error=MaxIterationsExceeded(agent_name=agent.name, limit=self.calls_made)
-            )
-            return
+        if self.calls_made >= self.agent.max_iterations:
+            return MaxIterationsExceeded(agent_name=self.agent.name, limit=self.calls_made)
         self.calls_made += 1
-        box = _Reply()
         try:
-            ctx.check_steps()  # a team's total_max_steps
-            for hook in agent._before_model:
-                self.messages = (await hook(ctx, self.messages)) or self.messages
-                ctx.set_model_messages(self.messages)
+            self.ctx.check_steps()  # a team's total_max_steps
         except PlaitError as exc:
-            yield ctx.event(error=exc)
+            return exc
+        return None
+
+    async def _hooks_before(self) -> None:
+        for hook in self.agent._before_model:
+            self.messages = (await hook(self.ctx, self.messages)) or self.messages
+            self.ctx.set_model_messages(self.messages)
+
+    async def model_call(self) -> list[AgentEvent]:
+        """Call the model once (not streaming); return its events."""
+        ctx, box = self.ctx, _Reply()
+        error = self._before_call()
+        if error is None:
+            try:
+                await self._hooks_before()
+            except PlaitError as exc:
+                error = exc
+        if error is not None:
+            self.reply = box  # nothing to take
+            return [ctx.event(error=error)]
+        await self._generate(box)
+        self.reply = box
+        return [ctx.event(message=box.message)] if box.message is not None else []
+
+    async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
+        """Call the model once, streaming: its streaming event comes first."""
+        ctx, box = self.ctx, _Reply()
+        error = self._before_call()
+        if error is None:
+            try:
+                await self._hooks_before()
+            except PlaitError as exc:
+                error = exc
+        if error is not None:
+            self.reply = box  # nothing to take
+            yield ctx.event(error=error)
             return
-        if self.input.enable_streaming:
-            async with aclosing(agent._stream_reply(self.messages, ctx, box)) as chunks:
-                async for event in chunks:
-                    yield event
-        else:
-            await self._generate(box)
-            if box.message is not None:
-                yield ctx.event(message=box.message)
+        async with aclosing(self.agent._stream_reply(self.messages, ctx, box)) as chunks:
+            async for event in chunks:
+                yield event
+        self.reply = box
+
+    async def after_call(self) -> list[AgentEvent]:
+        """Take the reply and decide the next step; a stop request is honoured here."""
+        ctx, box = self.ctx, self.reply
+        if box.message is None and box.error is None:
+            return []  # the call never happened (a limit ended the run)
         for observer in ctx.hooks:
             observer.model_called(ctx, box.message, box.error)
         error = box.error if box.message is None else await self._take_reply(box.message)
         if error is not None:
-            yield ctx.event(error=error)
-            return
+            self.step = Step.FAIL
+            return [ctx.event(error=error)]
         if self.step is Step.TOOLS and ctx.cancel_requested:  # a safe point before the tools
             self._save("tools")
             stop = await ctx.safe_point()
             if stop is not None:
                 self.step = Step.FAIL
-                yield stop
+                return [stop]
+        return []
 
     async def _generate(self, box: _Reply) -> None:
         agent = self.agent
@@ -523,42 +579,46 @@ class _Loop:
             self.step = Step.FINAL
         return None
 
-    async def tool_step(self) -> AsyncGenerator[AgentEvent, None]:
-        """Run the tool calls of the last message; decide whether to call the model again."""
-        agent, ctx = self.agent, self.ctx
+    async def one_tool(self) -> list[AgentEvent]:
+        """Run the one tool call of the last message; return its events."""
+        agent, ctx, rnd = self.agent, self.ctx, _Round()
+        call = self.messages[-1].tool_calls[0]
+        event = agent._accept(await agent._run_tool(call, ctx, 0), ctx, rnd)
+        self.round = rnd
+        return [event] if event is not None else []
+
+    async def tool_round(self) -> AsyncGenerator[AgentEvent, None]:
+        """Run the tool calls of the last message concurrently, passing events up live."""
         rnd = _Round(self.done)
         self.done = {}
-        calls = self.messages[-1].tool_calls
-        if len(calls) == 1 and calls[0].name not in agent._emitting and not rnd.done:
-            # the common case: no task, no queue, no extra generator
-            event = agent._accept(await agent._run_tool(calls[0], ctx, 0), ctx, rnd)
-            if event is not None:
+        async with aclosing(self._run_concurrently(self.messages[-1].tool_calls, rnd)) as live:
+            async for event in live:
                 yield event
-        else:
-            async with aclosing(self._run_concurrently(calls, rnd)) as results:
-                async for event in results:
-                    yield event
+        self.round = rnd
+
+    async def after_round(self) -> list[AgentEvent]:
+        """Decide what a finished round of tool calls leads to: fail, pause, answer, or
+        call the model again (after a safe point)."""
+        agent, ctx, rnd = self.agent, self.ctx, self.round
         self.step = Step.FAIL
         if rnd.failed:
-            return
+            return []
         if rnd.interrupts:
             self._save("tools", rnd.outcomes)
             self.step = Step.PAUSE
-            yield ctx.pause_event(rnd.interrupts)
-            return
+            return [ctx.pause_event(rnd.interrupts)]
         self.messages.extend(rnd.messages())
         if rnd.direct is not None:  # held back until every tool of the round finished
-            yield ctx.event(message=rnd.direct.message, action=rnd.direct.action)
             agent._store_output(ctx, rnd.direct.message.content)
             self.step = Step.FINAL
-            return
+            return [ctx.event(message=rnd.direct.message, action=rnd.direct.action)]
         if ctx.saves_steps:
             self._save("model")
             stop = await ctx.safe_point()  # a step checkpoint, or a stop
             if stop is not None:
-                yield stop
-                return
+                return [stop]
         self.step = Step.MODEL
+        return []
 
     async def _run_concurrently(
         self, calls: Sequence[ToolCall], rnd: _Round

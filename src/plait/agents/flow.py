@@ -60,10 +60,13 @@ def set_sub_agents(parent: _A, children: Sequence[Any]) -> _A:
 
 
 def _links(agent: Any) -> tuple[Sequence[Agent], Agent | None]:
-    """Return the agent's sub-agents and parent (none for an agent never linked)."""
-    if isinstance(agent, Transferable):
-        return agent.sub_agents, agent.parent
-    return (), None
+    """Return the agent's sub-agents and parent, as `Transferable` declares them (none for
+    an agent never linked). Read directly: this runs for every run and every turn."""
+    try:
+        linked: Transferable = agent
+        return linked.sub_agents, linked.parent
+    except AttributeError:
+        return (), None
 
 
 def _link(agent: Any, sub_agents: Sequence[Agent], parent: Any) -> None:
