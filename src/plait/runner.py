@@ -147,6 +147,9 @@ class Runner:
         """
         messages = _check_messages(messages)
         values = dict(session_values) if session_values is not None else None
+        if session_id is None and checkpoint_id is None:  # nothing to read first
+            ctx = self._context(messages, values, self.enable_streaming)
+            return RunStream(self, None, Prepared(self._start(ctx), ctx), resumed_from=None)
         prepare = functools.partial(self._prepare_run, messages, session_id, checkpoint_id, values)
         return RunStream(self, checkpoint_id, prepare, resumed_from=None)
 
@@ -414,7 +417,7 @@ class RunStream:
         self,
         runner: Runner,
         checkpoint_id: str | None,
-        prepare: Prepare,
+        prepare: Prepare | Prepared,
         *,
         resumed_from: str | None,
     ) -> None:
@@ -422,7 +425,9 @@ class RunStream:
         self._filter = runner.event_filter
         self._ctx: RunContext | None = None
         self._agent_events: AsyncIterator[AgentEvent] | None = None
-        self._prepare: Prepare | None = prepare
+        self._prepare: Prepare | Prepared | None = prepare
+        if isinstance(prepare, Prepared):
+            self._ctx = prepare.ctx
         self._resumed_from = resumed_from
         self._turn: SessionTurn | None = None
         self._held: AgentEvent | None = None
@@ -439,7 +444,7 @@ class RunStream:
         self._handoffs: list[HandoffLog] = []
         self._finished = False
         self._cancel = False
-        self._owner = f"{_HOST}:{os.getpid()}:{runner.ids.new_id()}"
+        self._owner = ""  # who holds the lease of its step checkpoints (made when needed)
         if checkpoint_id is not None:
             runner._active[checkpoint_id] = self
 
@@ -494,7 +499,7 @@ class RunStream:
         prepare, self._prepare = self._prepare, None
         assert prepare is not None
         try:
-            prepared = await prepare()
+            prepared = prepare if isinstance(prepare, Prepared) else await prepare()
         except PlaitError as exc:
             if self._resumed_from is not None:
                 self._finish()
@@ -514,7 +519,9 @@ class RunStream:
             max_transfers=self._runner.max_transfers,
             saver=_weak_saver(self),
         )
-        _LIVE.add(self._owner)
+        if self._runner.durability == "step":
+            self._owner = f"{_HOST}:{os.getpid()}:{self._runner.ids.new_id()}"
+            _LIVE.add(self._owner)
         if self._cancel:
             self._ctx.request_cancel()
 
