@@ -499,5 +499,5 @@ def test_ids_and_times_come_from_one_replaceable_source() -> None:
     runner = Runner(Team.swarm("a", [a, b], name="desk"), ids=Counting())
     paused = runner.query_sync("q")
     assert paused.handoffs[0].timestamp == datetime(2030, 1, 1, tzinfo=UTC)
-    assert [c.id for c in paused.interrupts] == ["id-2"]  # id-1 names the run's owner
-    assert paused.checkpoint_id == "id-3"
+    assert [c.id for c in paused.interrupts] == ["id-1"]
+    assert paused.checkpoint_id == "id-2"
