@@ -501,3 +501,44 @@ def test_ids_and_times_come_from_one_replaceable_source() -> None:
     assert paused.handoffs[0].timestamp == datetime(2030, 1, 1, tzinfo=UTC)
     assert [c.id for c in paused.interrupts] == ["id-1"]
     assert paused.checkpoint_id == "id-2"
+
+
+class OnlyTheLastRequest:
+    """A custom agent that hands a composite only the user's last message."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = "filter"
+        self.description = "keeps the last request"
+
+    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        last = [m for m in input.messages if m.role == "user"][-1:]
+        async for event in self.inner.run(AgentInput(messages=last), ctx):
+            yield event
+
+
+def test_a_composite_runs_its_children_on_the_input_it_is_given() -> None:
+    from plait import SequentialAgent
+
+    first = ScriptedModel([reply("first done")])
+    second = ScriptedModel([reply("second done")])
+    seq = SequentialAgent("seq", [ChatModelAgent("one", first), ChatModelAgent("two", second)])
+    history = [Message.user("old request"), Message.assistant("old answer")]
+    result = Runner(OnlyTheLastRequest(seq)).run_sync([*history, Message.user("new request")])
+    assert result.final_output == "second done"
+    assert [m.content for m in first.requests[0].messages] == ["new request"]
+    assert [(m.role, m.content) for m in second.requests[0].messages] == [
+        ("user", "new request"),
+        ("user", "For context: [one] said: first done."),
+    ]
+
+
+def test_a_team_runs_its_members_on_the_input_it_is_given() -> None:
+    member_model = ScriptedModel([reply("handled")])
+    member = ChatModelAgent("member", member_model, description="handles")
+    other = ChatModelAgent("other", ScriptedModel([]), description="other")
+    team = Team.swarm("member", [member, other], name="desk")
+    history = [Message.user("old request"), Message.assistant("old answer")]
+    Runner(OnlyTheLastRequest(team)).run_sync([*history, Message.user("new request")])
+    seen = [m.content for m in member_model.requests[0].messages if m.role != "system"]
+    assert seen == ["new request"]

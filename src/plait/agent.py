@@ -10,6 +10,7 @@ from plait._record import record
 from plait.context import RunContext
 from plait.errors import UsageError
 from plait.events import AgentEvent
+from plait.history import USER
 from plait.messages import Message
 
 __all__ = [
@@ -19,16 +20,45 @@ __all__ = [
     "LinkAware",
     "RecordsHistory",
     "Transferable",
+    "input_for",
+    "lane_for",
     "require_agent",
 ]
 
 
 @record
 class AgentInput(JSONMixin):
-    """The messages an agent runs on, and whether model output should stream."""
+    """The messages an agent runs on, and whether model output should stream.
+
+    `source` is the conversation `messages` was rendered from, with the author of each
+    message ("user" for the caller's), when plait built the input: a composite agent hands
+    its children the same conversation, each seeing its own messages verbatim and the
+    others' "For context". Without it, a composite's children start from `messages` as the
+    caller's.
+    """
 
     messages: Sequence[Message]
     enable_streaming: bool = False
+    source: Sequence[tuple[str, Message]] | None = None
+
+
+def input_for(ctx: RunContext, agent_name: str) -> AgentInput:
+    """Return the input of `agent_name` in the lane of `ctx`: the lane's conversation as that
+    agent sees it, with the conversation itself as `source`."""
+    return AgentInput(
+        messages=ctx.input_for(agent_name),
+        enable_streaming=ctx.enable_streaming,
+        source=ctx.conversation(),
+    )
+
+
+def lane_for(ctx: RunContext, agent_input: AgentInput) -> RunContext:
+    """Return a lane of `ctx` that starts from `agent_input`: a composite runs its children
+    there, so they start from the input it was given."""
+    source = agent_input.source
+    if source is None:
+        source = [(USER, m) for m in agent_input.messages]
+    return ctx.lane(source)
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ __all__ = [
     "DoneCall",
     "FlowRecord",
     "GraphRecord",
+    "LaneRecord",
     "Lease",
     "NestedRecord",
     "ParallelRecord",
@@ -120,6 +121,13 @@ class NestedRecord(_Record):
     history: Pairs
 
 
+class LaneRecord(_Record):
+    """A composite's lane: the messages its children recorded so far."""
+
+    kind: Literal["lane"] = "lane"
+    history: Pairs
+
+
 class GraphRecord(_Record):
     """A state graph: its state, the next nodes, the step count and finished work."""
 
@@ -134,6 +142,7 @@ AnyRecord = Annotated[
     | FlowRecord
     | SwarmRecord
     | NestedRecord
+    | LaneRecord
     | GraphRecord,
     Field(discriminator="kind"),
 ]

@@ -47,7 +47,7 @@ from plait.events import (
     InterruptInfo,
     MessageVariant,
 )
-from plait.history import USER, HistoryRecord, history_for
+from plait.history import USER, HistoryRecord, history_for, whole_messages
 from plait.messages import Message, Usage
 
 if TYPE_CHECKING:
@@ -476,6 +476,20 @@ class RunContext:
         """Return the root input with the author of each message ("user" for the caller)."""
         authors = self._root_authors or (USER,) * len(self._root_input)
         return list(zip(authors, self._root_input, strict=True))
+
+    def conversation(self) -> list[tuple[str, Message]]:
+        """Return this lane's conversation so far with its authors: the root input, then the
+        history recorded in the lane."""
+        return [*self.root_records, *whole_messages(self._history)]
+
+    def lane(self, source: Sequence[tuple[str, Message]]) -> RunContext:
+        """Return a lane of this context that starts from `source` (authored messages) with
+        an empty history of its own; the same agent, path and address."""
+        ctx = self._copy(self.agent_name, self.run_path, self.address)
+        ctx._root_input = tuple(m for _, m in source)
+        ctx._root_authors = tuple(a for a, _ in source)
+        ctx._history = []
+        return ctx
 
     def input_for(self, agent_name: str) -> list[Message]:
         """Return what `agent_name` runs on in this lane: the root input and the history,

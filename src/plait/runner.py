@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from plait.agent import Agent, AgentInput
+from plait.agent import Agent, input_for
 from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint, Lease
 from plait.context import IdSource, RunContext, RunHooks, SaveKind, enter
@@ -208,9 +208,7 @@ class Runner:
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         if can_transfer(self.agent):
             return run_flow(self.agent, ctx)
-        messages = ctx.input_for(self.agent.name)
-        agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
-        return enter(self.agent, agent_input, ctx)
+        return enter(self.agent, input_for(ctx, self.agent.name), ctx)
 
     async def _prepare_run(
         self,

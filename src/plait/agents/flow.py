@@ -12,7 +12,15 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
-from plait.agent import Agent, AgentInput, HidesParent, LinkAware, RecordsHistory, Transferable
+from plait.agent import (
+    Agent,
+    AgentInput,
+    HidesParent,
+    LinkAware,
+    RecordsHistory,
+    Transferable,
+    input_for,
+)
 from plait.checkpoint import FlowRecord
 from plait.context import RunContext, enter
 from plait.errors import PlaitError, ResumeError, UsageError
@@ -186,11 +194,12 @@ class HandoffLoop:
 
     def step(self, current: Current) -> AsyncIterator[AgentEvent]:
         """Run the current agent."""
-        messages = current.messages
+        ctx, messages = current.ctx, current.messages
         if messages is None:
-            messages = current.ctx.input_for(current.agent.name)
-        agent_input = AgentInput(messages=messages, enable_streaming=current.ctx.enable_streaming)
-        return enter(current.agent, agent_input, current.ctx)
+            agent_input = input_for(ctx, current.agent.name)
+        else:
+            agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
+        return enter(current.agent, agent_input, ctx)
 
     def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
         """The loop ended with an answer (or an exit): drop its record."""

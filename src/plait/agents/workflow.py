@@ -15,9 +15,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
 from plait._merge import Done, merge
-from plait.agent import Agent, AgentInput, require_agent
+from plait.agent import Agent, AgentInput, lane_for, require_agent
 from plait.agents.flow import run_flow
-from plait.checkpoint import ParallelRecord, SequenceRecord
+from plait.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
 from plait.context import RunContext, is_pause
 from plait.errors import UsageError
 from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
@@ -68,16 +68,22 @@ class _Workflow:
                     return
 
     async def _in_order(
-        self, ctx: RunContext, iteration: int, start: int, path: tuple[str, ...], lane: _Lane
+        self,
+        ctx: RunContext,
+        where: RunContext,
+        at: tuple[int, int, tuple[str, ...]],
+        lane: _Lane,
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run the children from `start` one after another, keeping the sequence's record."""
+        """Run the children from `at` (iteration, index, run path) one after another in the
+        lane `where`, keeping the sequence's record."""
+        iteration, start, path = at
         for index in range(start, len(self.sub_agents)):
             child = self.sub_agents[index]
             path = (*path, child.name)
             ctx.save_state(
                 "sequence", SequenceRecord(index=index, path=list(path), iteration=iteration)
             )
-            child_ctx = ctx.for_agent(child.name, run_path=path, address=ctx.address)
+            child_ctx = where.for_agent(child.name, run_path=path, address=ctx.address)
             async with aclosing(self._run_child(child, child_ctx, lane)) as events:
                 async for event in events:
                     yield event
@@ -118,6 +124,27 @@ class _Lane:
         return dataclasses.replace(event, action=dataclasses.replace(action, break_loop=done))
 
 
+def open_lane(ctx: RunContext, agent_input: AgentInput) -> RunContext:
+    """Open the lane a composite runs its children in: it starts from the composite's
+    input, and what the children record there is its resume record until `close_lane`."""
+    lane = lane_for(ctx, agent_input)
+    saved = ctx.take_state("lane", LaneRecord)
+    if saved is not None:
+        lane.history.extend(as_records(saved.history))
+    ctx.save_state("lane", functools.partial(_lane_record, lane))
+    return lane
+
+
+def close_lane(ctx: RunContext, lane: RunContext) -> None:
+    """The composite finished: what its children recorded joins the history around it."""
+    ctx.drop_state("lane")
+    ctx.history.extend(lane.history)
+
+
+def _lane_record(lane: RunContext) -> LaneRecord:
+    return LaneRecord(history=whole_messages(lane.history))
+
+
 def _resume_point(ctx: RunContext) -> tuple[int, int, tuple[str, ...]]:
     """Return (iteration, index, run path before the child) to start from."""
     saved = ctx.take_state("sequence", SequenceRecord)
@@ -132,12 +159,14 @@ class SequentialAgent(_Workflow):
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run each child in order; stop at an exit, an error or a pause."""
         lane = _Lane()
+        where = open_lane(ctx, input)
         _, start, path = _resume_point(ctx)
-        async with aclosing(self._in_order(ctx, 0, start, path, lane)) as events:
+        async with aclosing(self._in_order(ctx, where, (0, start, path), lane)) as events:
             async for event in events:
                 yield event
         if not lane.paused:
             ctx.drop_state("sequence")
+            close_lane(ctx, where)
 
 
 class LoopAgent(_Workflow):
@@ -163,10 +192,12 @@ class LoopAgent(_Workflow):
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the children in rounds until a break, an exit, an error, a pause or the limit."""
         lane = _Lane()
+        where = open_lane(ctx, input)
         iteration, start, path = _resume_point(ctx)
         while self.max_iterations is None or iteration < self.max_iterations:
             lane.iteration = iteration
-            async with aclosing(self._in_order(ctx, iteration, start, path, lane)) as events:
+            at = (iteration, start, path)
+            async with aclosing(self._in_order(ctx, where, at, lane)) as events:
                 async for event in events:
                     yield event
             if lane.stop:
@@ -175,6 +206,7 @@ class LoopAgent(_Workflow):
             iteration += 1
         if not lane.paused:
             ctx.drop_state("sequence")
+            close_lane(ctx, where)
 
 
 class ParallelAgent(_Workflow):
@@ -187,13 +219,13 @@ class ParallelAgent(_Workflow):
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run every child at once and pass on their events; pause once if any paused."""
         saved = ctx.take_state("parallel", ParallelRecord)
-        base = len(ctx.history)
-        lanes = {c.name: ctx.fork().for_agent(c.name) for c in self.sub_agents}
+        base = 0
+        lanes = {c.name: lane_for(ctx, input).for_agent(c.name) for c in self.sub_agents}
         todo = list(self.sub_agents)
         if saved is not None:  # resuming: only the children not finished run again
             for name, pairs in saved.lanes.items():
                 if name in lanes:
-                    lanes[name].history[base:] = as_records(pairs)
+                    lanes[name].history[:] = as_records(pairs)
             todo = [c for c in self.sub_agents if c.name in saved.pending]
         states = {c.name: _Lane() for c in todo}
         pending = {c.name for c in todo}

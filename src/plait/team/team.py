@@ -17,6 +17,7 @@ from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.flow import TRANSFER_TOOL, Current, HandoffLoop, Turn, run_flow
+from plait.agents.workflow import close_lane, open_lane
 from plait.checkpoint import SwarmRecord
 from plait.context import RunContext, enter, is_pause
 from plait.errors import (
@@ -128,6 +129,8 @@ class Team:
     calls across all levels), `total_token_budget` (tokens across all levels) and
     `event_filter` (drops member events before they go up; errors and pauses always pass).
     """
+
+    records_history = True  # its members' messages are recorded in its own lane
 
     def __init__(
         self,
@@ -289,18 +292,22 @@ class Team:
         except PlaitError as exc:
             yield ctx.event(error=exc)
             return
+        lane = open_lane(inner, input)
         if self._wired_lead is not None:
             coordinator = self._wired_lead
-            lead = inner if coordinator.name == self.name else inner.for_agent(coordinator.name)
+            lead = lane if coordinator.name == self.name else lane.for_agent(coordinator.name)
             events: AsyncIterator[AgentEvent] = run_flow(coordinator, lead)
         else:
-            events = _Swarm(self).run(inner)
-        keep = self.event_filter
+            events = _Swarm(self).run(lane)
+        keep, paused = self.event_filter, False
         async with aclosing(events) as stream:  # type: ignore[type-var]
             async for event in stream:
                 important = event.error is not None or is_pause(event, ctx.depth)
+                paused = paused or is_pause(event, ctx.depth)
                 if keep is None or important or keep(event):
                     yield event
+        if not paused:
+            close_lane(inner, lane)
 
     @property
     def _session_key(self) -> str:
