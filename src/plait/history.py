@@ -28,7 +28,8 @@ USER = "user"  # the author of the caller's messages
 
 
 def rewrite_message(author: str, message: Message) -> Message:
-    """Render another agent's message as a user message "For context: [author] …"."""
+    """Render another agent's message as a user message "For context: [author] …"; its
+    `name` is the author (adapters do not send it to providers)."""
     parts = ["For context:"]
     if message.role == "tool":
         parts.append(f"[{author}] `{message.name}` tool returned result: {message.content}.")
@@ -37,7 +38,7 @@ def rewrite_message(author: str, message: Message) -> Message:
             parts.append(f"[{author}] said: {message.content}.")
         for tc in message.tool_calls:
             parts.append(f"[{author}] called tool: `{tc.name}` with arguments: {tc.arguments}.")
-    return Message.user(" ".join(parts))
+    return Message(role="user", content=" ".join(parts), name=author)
 
 
 def whole(variant: MessageVariant) -> Message:

@@ -46,13 +46,17 @@ def test_transfer_runs_the_child_with_the_rewritten_history() -> None:
     assert system.content.startswith("child\n\nAvailable other agents:\n- Agent name: Parent")
     assert rest == [
         Message.user("q"),
-        Message.user(
-            "For context: [Parent] said: I'll transfer. [Parent] called tool: "
-            '`transfer_to_agent` with arguments: {"agent_name": "Child"}.'
+        Message(
+            role="user",
+            content="For context: [Parent] said: I'll transfer. [Parent] called tool: "
+            '`transfer_to_agent` with arguments: {"agent_name": "Child"}.',
+            name="Parent",  # who said it, for models that can use it (not sent to providers)
         ),
-        Message.user(
-            "For context: [Parent] `transfer_to_agent` tool returned result: "
-            "successfully transferred to agent [Child]."
+        Message(
+            role="user",
+            content="For context: [Parent] `transfer_to_agent` tool returned result: "
+            "successfully transferred to agent [Child].",
+            name="Parent",
         ),
     ]
 

@@ -39,7 +39,7 @@ def test_sequential_children_see_earlier_messages_and_the_run_path_accumulates()
     assert [e.run_path for e in result.events] == [("S", "A1"), ("S", "A1", "A2")]
     assert m2.requests[0].messages == (
         Message.user("q"),
-        Message.user("For context: [A1] said: R1."),
+        Message(role="user", content="For context: [A1] said: R1.", name="A1"),
     )
     assert result.final_output == "R2"
 

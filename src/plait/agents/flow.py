@@ -124,7 +124,9 @@ class TransferTool:
 
     def info(self) -> ToolInfo:
         """Describe the tool, listing the agents it can reach."""
-        names = list(transfer_targets(self._owner, include_hidden_parent=False))
+        targets = transfer_targets(self._owner, include_hidden_parent=False)
+        names = list(targets)
+        agents = {name: agent.description or name for name, agent in targets.items()}
         return ToolInfo(
             name=TRANSFER_TOOL,
             description="Transfer the conversation to another agent better suited to it.",
@@ -139,6 +141,7 @@ class TransferTool:
                 },
                 "required": ["agent_name"],
             },
+            hints={"agents": agents},
         )
 
     async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:

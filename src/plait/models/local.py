@@ -34,7 +34,6 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import secrets
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -86,7 +85,6 @@ A request for StocksAgent: How is Apple stock doing today?
 A request for answer: What is the biggest ocean?
 
 """
-_AGENT_LINE = re.compile(r"- Agent name: (.+)\n\s+Agent description: (.+)")
 _PREAMBLE = """\
 Below are logs of an assistant that works in steps. Each step is one JSON array on one \
 line: ["TOOL", {ARGUMENTS}] calls one of the listed tools with arguments that fit it, and \
@@ -318,7 +316,7 @@ class LocalModel:
         labels: dict[str, str | list[str]] = {
             t.name: f"{t.name}: {_one_line(t.description)}" for t in tools
         }
-        labels.update(_agent_labels(messages))
+        labels.update(_agent_labels(tools))
         labels[_ANSWER] = _ANSWER_LABELS
         prompt, keep = _render(messages, tools)
         return _Step(prompt, keep, options, self.steer, _request(messages), labels)
@@ -390,21 +388,20 @@ def _sentence(chars: int) -> dict[str, Any]:
 
 
 def _request(messages: Sequence[Message]) -> str:
-    """Return the user's latest request (not a transferred agent's context note)."""
-    users = [m.content for m in messages if m.role == "user" and m.content.strip()]
-    own = [text for text in users if not text.startswith("For context:")]
-    return _one_line((own or users or [""])[-1])
+    """Return the user's latest request (not another agent's message, which has a name)."""
+    users = [m for m in messages if m.role == "user" and m.content.strip()]
+    own = [m.content for m in users if m.name is None]
+    return _one_line((own or [m.content for m in users] or [""])[-1])
 
 
-def _agent_labels(messages: Sequence[Message]) -> dict[str, str]:
-    """Read the transfer targets' descriptions from the instruction plait gives a router."""
+def _agent_labels(tools: Sequence[ToolInfo]) -> dict[str, str]:
+    """The agents a transfer tool offers, with their descriptions (from its hints)."""
     labels: dict[str, str] = {}
-    for message in messages:
-        if message.role != "system":
-            continue
-        for match in _AGENT_LINE.finditer(message.content):
-            name, description = match.group(1).strip(), match.group(2).strip()
-            labels[name] = f"{name}: {description}"
+    for info in tools:
+        agents = info.hints.get("agents") if info.name == TRANSFER_TOOL else None
+        if isinstance(agents, dict):
+            for name, description in agents.items():
+                labels[str(name)] = f"{name}: {_one_line(str(description))}"
     return labels
 
 

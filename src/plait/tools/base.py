@@ -15,11 +15,15 @@ __all__ = ["EmitsEvents", "Tool", "ToolInfo", "ToolResult"]
 
 @record
 class ToolInfo(JSONMixin):
-    """What the model is told about a tool: name, description and JSON schema of parameters."""
+    """What the model is told about a tool: name, description and JSON schema of parameters
+    (and `hints`, structured facts a local model may use, which providers are not sent)."""
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    # What a model may use besides the schema, never sent to a provider: the transfer tool
+    # puts {"agents": {name: description}} here for models that choose agents themselves.
+    hints: dict[str, Any] = field(default_factory=dict)
 
 
 @record
