@@ -542,3 +542,24 @@ def test_a_team_runs_its_members_on_the_input_it_is_given() -> None:
     Runner(OnlyTheLastRequest(team)).run_sync([*history, Message.user("new request")])
     seen = [m.content for m in member_model.requests[0].messages if m.role != "system"]
     assert seen == ["new request"]
+
+
+async def test_run_metadata_is_saved_with_the_checkpoint_and_restored() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def traced() -> str:
+        """Pause once, remembering the trace."""
+        ctx = run_context()
+        ctx.metadata.setdefault("trace_id", "abc123")
+        seen.append(dict(ctx.metadata))
+        return str(interrupt("ok?"))
+
+    store = MemoryStore()
+    model = ScriptedModel([call("traced", {}), reply("done")])
+    runner = Runner(ChatModelAgent("A", model, tools=[traced]), store=store)
+    paused = await runner.query("q").collect()
+    checkpoint = await runner.read_checkpoint(paused.checkpoint_id)  # type: ignore[arg-type]
+    assert checkpoint.metadata == {"trace_id": "abc123"}
+    await runner.resume(paused.checkpoint_id, value="y").collect()  # type: ignore[arg-type]
+    assert seen == [{"trace_id": "abc123"}, {"trace_id": "abc123"}]

@@ -30,6 +30,7 @@ __all__ = [
     "Checkpoint",
     "DoneCall",
     "FlowRecord",
+    "GraphJoin",
     "GraphRecord",
     "LaneRecord",
     "Lease",
@@ -128,11 +129,23 @@ class LaneRecord(_Record):
     history: Pairs
 
 
+class GraphJoin(_Record):
+    """A join of a state graph: its source nodes, and those that have finished."""
+
+    sources: list[str]
+    seen: list[str]
+
+
 class GraphRecord(_Record):
-    """A state graph: its state, the next nodes, the step count and finished work."""
+    """A state graph: its state, the next nodes, the step count, the updates of nodes that
+    finished in the paused super-step, and its joins."""
 
     kind: Literal["graph"] = "graph"
-    data: dict[str, Any]
+    state: dict[str, Any]
+    frontier: list[str]
+    steps: int
+    done: dict[str, Any] = {}
+    joins: list[GraphJoin] = []
 
 
 AnyRecord = Annotated[
@@ -455,5 +468,5 @@ def _v1_record(key: str, state: dict[str, Any]) -> dict[str, Any]:
     elif "input" in state:
         record = {"kind": "nested", **state}
     else:
-        record = {"kind": "graph", "data": state}
+        record = {"kind": "graph", **state}
     return {"address": address, "record": record}

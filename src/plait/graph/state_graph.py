@@ -32,7 +32,7 @@ from plait._merge import Done
 from plait._merge import merge as fan_in
 from plait.agent import Agent, AgentInput
 from plait.agents.agent_tool import run_nested
-from plait.checkpoint import GraphRecord
+from plait.checkpoint import GraphJoin, GraphRecord
 from plait.context import Emit, Interrupted, RunContext, call_in
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
@@ -167,9 +167,8 @@ class CompiledGraph:
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run super-steps from START until no node is triggered."""
-        record = ctx.take_state("graph", GraphRecord)
-        saved = record.data if record is not None else None
-        if saved:
+        saved = ctx.take_state("graph", GraphRecord)
+        if saved is not None:
             state, frontier, steps, done, seen = self._restore(saved)
         else:
             state, steps, done = self._initial(input, ctx), 0, {}
@@ -228,19 +227,22 @@ class CompiledGraph:
         seen: dict[tuple[str, ...], set[str]],
     ) -> None:
         """Keep the graph's resume record: where the next super-step starts."""
-        data = self._pause_state(state, frontier, steps, done, seen)
-        ctx.save_state("graph", GraphRecord.model_construct(data=data))
+        joins = [GraphJoin(sources=list(k), seen=sorted(v)) for k, v in seen.items()]
+        record = GraphRecord.model_construct(
+            state=state, frontier=list(frontier), steps=steps, done=done, joins=joins
+        )
+        ctx.save_state("graph", record)
 
     def _restore(
-        self, saved: dict[str, Any]
+        self, saved: GraphRecord
     ) -> tuple[dict[str, Any], list[str], int, dict[str, Any], dict[tuple[str, ...], set[str]]]:
         """Unpack a saved pause: state and finished updates rebuilt as the schema's types."""
         done = {
             node: self._typed(update) if isinstance(update, Mapping) else update
-            for node, update in saved["done"].items()
+            for node, update in saved.done.items()
         }
-        seen = {tuple(j["sources"]): set(j["seen"]) for j in saved["joins"]}
-        return self._typed(saved["state"]), list(saved["frontier"]), saved["steps"], done, seen
+        seen = {tuple(j.sources): set(j.seen) for j in saved.joins}
+        return self._typed(saved.state), list(saved.frontier), saved.steps, done, seen
 
     def _typed(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Rebuild JSON values as their keys' annotated types; `messages` as `Message`s.
@@ -273,17 +275,6 @@ class CompiledGraph:
             except PydanticUserError:
                 self._adapters[key] = None
         return self._adapters[key]
-
-    def _pause_state(
-        self,
-        state: dict[str, Any],
-        frontier: list[str],
-        steps: int,
-        done: dict[str, Any],
-        seen: dict[tuple[str, ...], set[str]],
-    ) -> dict[str, Any]:
-        joins = [{"sources": list(k), "seen": sorted(v)} for k, v in seen.items()]
-        return {"state": state, "frontier": frontier, "steps": steps, "done": done, "joins": joins}
 
     def _apply(self, state: dict[str, Any], update: Any) -> dict[str, Any]:
         if not update:

@@ -372,7 +372,7 @@ class Team:
         records = [(author, await variant.get_message()) for author, variant in ctx.history]
         run_input = [(None if a == USER else a, m) for a, m in ctx.root_records]
         history = History([*run_input, *records])
-        model = getattr(source, "model", None)
+        model = source.model if isinstance(source, ChatModelAgent) else None
         kept = await inherit(
             self.inherit,
             history,
