@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import aclosing
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
@@ -894,10 +893,3 @@ def is_pause(event: AgentEvent, depth: int) -> bool:
     return (
         event.depth == depth and event.action is not None and event.action.interrupted is not None
     )
-
-
-async def drain(events: AsyncIterator[AgentEvent]) -> AsyncGenerator[AgentEvent, None]:
-    """Yield `events`, closing them when the consumer stops early."""
-    async with aclosing(events) as stream:  # type: ignore[type-var]
-        async for event in stream:
-            yield event
