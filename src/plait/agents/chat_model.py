@@ -495,44 +495,40 @@ class _Loop:
             return exc
         return None
 
-    async def _hooks_before(self) -> None:
-        for hook in self.agent._before_model:
-            self.messages = (await hook(self.ctx, self.messages)) or self.messages
-            self.ctx.set_model_messages(self.messages)
+    async def _open_call(self, box: _Reply) -> PlaitError | None:
+        """Count the call against the limits and run the before-model middlewares; `box`
+        becomes the reply to take (empty when the call cannot happen)."""
+        self.reply = box
+        error = self._before_call()
+        if error is not None:
+            return error
+        try:
+            for hook in self.agent._before_model:
+                self.messages = (await hook(self.ctx, self.messages)) or self.messages
+                self.ctx.set_model_messages(self.messages)
+        except PlaitError as exc:
+            return exc
+        return None
 
     async def model_call(self) -> list[AgentEvent]:
         """Call the model once (not streaming); return its events."""
         ctx, box = self.ctx, _Reply()
-        error = self._before_call()
-        if error is None:
-            try:
-                await self._hooks_before()
-            except PlaitError as exc:
-                error = exc
+        error = await self._open_call(box)
         if error is not None:
-            self.reply = box  # nothing to take
             return [ctx.event(error=error)]
         await self._generate(box)
-        self.reply = box
         return [ctx.event(message=box.message)] if box.message is not None else []
 
     async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
         """Call the model once, streaming: its streaming event comes first."""
         ctx, box = self.ctx, _Reply()
-        error = self._before_call()
-        if error is None:
-            try:
-                await self._hooks_before()
-            except PlaitError as exc:
-                error = exc
+        error = await self._open_call(box)
         if error is not None:
-            self.reply = box  # nothing to take
             yield ctx.event(error=error)
             return
         async with aclosing(self.agent._stream_reply(self.messages, ctx, box)) as chunks:
             async for event in chunks:
                 yield event
-        self.reply = box
 
     async def after_call(self) -> list[AgentEvent]:
         """Take the reply and decide the next step; a stop request is honoured here."""
