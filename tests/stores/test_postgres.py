@@ -16,7 +16,7 @@ import pytest
 
 from plait.errors import SessionConflict, UsageError
 from plait.stores import PostgresStore, SessionRecord
-from plait.stores.conformance import CHECKS, Check
+from plait.stores.conformance import CHECKS, Check, two_clients_save_one_of_two_turns
 from plait.stores.postgres import MIGRATIONS
 
 DSN = os.environ.get("PLAIT_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -178,14 +178,4 @@ async def test_sessions_written_before_versions_read_as_version_one(
 
 async def test_two_stores_save_one_of_two_turns(make_store: StoreFactory) -> None:
     async with make_store() as a, make_store() as b:
-        version = await a.put_session("s", b"start")
-        stores = [a, b] * 10
-        writes = [
-            store.put_session("s", f"turn {n}".encode(), expected_version=version)
-            for n, store in enumerate(stores)
-        ]
-        results = await asyncio.gather(*writes, return_exceptions=True)
-        won = [n for n, result in enumerate(results) if result == version + 1]
-        assert len(won) == 1
-        assert sum(isinstance(result, SessionConflict) for result in results) == 19
-        assert await b.get_session("s") == f"turn {won[0]}".encode()
+        await two_clients_save_one_of_two_turns(a, b)

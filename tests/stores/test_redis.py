@@ -19,7 +19,7 @@ import pytest
 
 from plait.errors import SessionConflict, UsageError
 from plait.stores import SessionRecord
-from plait.stores.conformance import CHECKS, Check
+from plait.stores.conformance import CHECKS, Check, two_clients_save_one_of_two_turns
 from plait.stores.redis import RedisStore, _import_redis
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
@@ -130,17 +130,7 @@ async def test_concurrent_turns_from_two_clients_save_one(redis_url: str, prefix
         RedisStore(redis_url, prefix=prefix) as first,
         RedisStore(redis_url, prefix=prefix) as second,
     ):
-        version = await first.put_session("s", b"start")
-        stores = [first, second] * 10
-        writes = [
-            store.put_session("s", f"turn {n}".encode(), expected_version=version)
-            for n, store in enumerate(stores)
-        ]
-        results = await asyncio.gather(*writes, return_exceptions=True)
-        won = [n for n, result in enumerate(results) if result == version + 1]
-        assert len(won) == 1
-        assert sum(isinstance(result, SessionConflict) for result in results) == 19
-        assert await second.get_session("s") == f"turn {won[0]}".encode()
+        await two_clients_save_one_of_two_turns(first, second)
 
 
 async def test_sessions_kept_as_strings_read_as_version_one(

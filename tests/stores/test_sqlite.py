@@ -14,7 +14,7 @@ import pytest
 
 from plait.errors import SessionConflict
 from plait.stores import SessionRecord, SqliteStore
-from plait.stores.conformance import CHECKS, Check
+from plait.stores.conformance import CHECKS, Check, two_clients_save_one_of_two_turns
 from plait.stores.sqlite import MIGRATIONS
 
 
@@ -152,14 +152,4 @@ async def test_sessions_written_before_versions_read_as_version_one(db_path: Pat
 
 async def test_two_stores_on_one_file_save_one_of_two_turns(db_path: Path) -> None:
     async with SqliteStore(db_path) as a, SqliteStore(db_path) as b:
-        version = await a.put_session("s", b"start")
-        stores = [a, b] * 10
-        writes = [
-            store.put_session("s", f"turn {n}".encode(), expected_version=version)
-            for n, store in enumerate(stores)
-        ]
-        results = await asyncio.gather(*writes, return_exceptions=True)
-        won = [n for n, result in enumerate(results) if result == version + 1]
-        assert len(won) == 1
-        assert sum(isinstance(result, SessionConflict) for result in results) == 19
-        assert await b.get_session("s") == f"turn {won[0]}".encode()
+        await two_clients_save_one_of_two_turns(a, b)

@@ -147,7 +147,17 @@ class SessionStore(Protocol):
 
 
 class ClosingStore:
-    """Give a store `async with` support: the block's end closes it."""
+    """The common part of plait's stores: `async with` support (the block's end closes the
+    store), and `get_session` read through `get_session_record`."""
+
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Return the session with its version (each store defines this)."""
+        raise NotImplementedError
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Return the session's bytes, or None."""
+        found = await self.get_session_record(session_id)
+        return None if found is None else found.data
 
     async def close(self) -> None:
         """Release connections."""

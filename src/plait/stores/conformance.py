@@ -14,7 +14,7 @@ from typing import TypeVar
 from plait.errors import SessionConflict, UsageError
 from plait.stores.base import Store
 
-__all__ = ["CHECKS"]
+__all__ = ["CHECKS", "two_clients_save_one_of_two_turns"]
 
 Check = Callable[[Store], Awaitable[None]]
 _E = TypeVar("_E", bound=Exception)
@@ -206,6 +206,22 @@ async def ids_are_independent(store: Store) -> None:
     record = await store.get_checkpoint(shared)
     assert record is not None and record.data == b"checkpoint"
     assert await store.get_session(shared) == b"session"
+
+
+async def two_clients_save_one_of_two_turns(first: Store, second: Store) -> None:
+    """Two clients of one store (two connections, or two processes' stores) racing to save
+    a session at the same version: exactly one write wins, the rest are `SessionConflict`s."""
+    version = await first.put_session("s", b"start")
+    stores = [first, second] * 10
+    writes = [
+        store.put_session("s", f"turn {n}".encode(), expected_version=version)
+        for n, store in enumerate(stores)
+    ]
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    won = [n for n, result in enumerate(results) if result == version + 1]
+    assert len(won) == 1
+    assert sum(isinstance(result, SessionConflict) for result in results) == 19
+    assert await second.get_session("s") == f"turn {won[0]}".encode()
 
 
 CHECKS: list[Check] = [

@@ -70,11 +70,6 @@ class MemoryStore(ClosingStore):
         """Delete the checkpoint."""
         self._checkpoints.pop(checkpoint_id, None)
 
-    async def get_session(self, session_id: str) -> bytes | None:
-        """Return the session's bytes, or None."""
-        found = await self.get_session_record(session_id)
-        return None if found is None else found.data
-
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
         found = self._sessions.get(session_id)

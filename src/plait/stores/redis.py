@@ -219,11 +219,6 @@ class RedisStore(ClosingStore):
         client = await self._client()
         await client.delete(self._checkpoint_key(checkpoint_id))
 
-    async def get_session(self, session_id: str) -> bytes | None:
-        """Return the session's bytes, or None."""
-        found = await self.get_session_record(session_id)
-        return None if found is None else found.data
-
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
         connection = await self._connect()

@@ -273,11 +273,6 @@ class SqliteStore(ClosingStore):
         """Delete the checkpoint."""
         await self._query("DELETE FROM plait_checkpoints WHERE id = ?", (checkpoint_id,))
 
-    async def get_session(self, session_id: str) -> bytes | None:
-        """Return the session's bytes, or None."""
-        found = await self.get_session_record(session_id)
-        return None if found is None else found.data
-
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
         rows = await self._query(_GET_SESSION, (session_id, time.time()))
