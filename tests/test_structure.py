@@ -1,4 +1,5 @@
-"""The shape of the source: short functions, and the run context's internals kept inside it."""
+"""The shape of the source: short functions, the run context's internals kept inside it, and
+the pause signal kept inside the kernel."""
 
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ def test_only_the_context_module_touches_the_run_contexts_private_fields() -> No
     assert reach_ins == []
 
 
-def test_only_the_context_module_raises_or_catches_the_pause_signal() -> None:
+def test_only_the_kernel_raises_or_catches_the_pause_signal() -> None:
     users = [
         str(path.relative_to(SRC))
         for path, tree in _modules()
-        if path.name != "context.py"
+        if path.name != "kernel.py"
         for node in ast.walk(tree)
         if (isinstance(node, ast.Raise) and "InterruptSignal" in ast.unparse(node))
         or (

@@ -18,11 +18,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from plait._json import to_json
-from plait.context import RunSnapshot
 from plait.errors import CheckpointCorrupt, ResumeError, SerializationError, UsageError
 from plait.events import AgentAction, HandoffLog, InterruptCtx
 from plait.history import as_records, whole_messages
 from plait.messages import Message
+from plait.run_state import RunSnapshot
 
 __all__ = [
     "FORMAT",

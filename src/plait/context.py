@@ -1,6 +1,10 @@
-"""The run context and the run kernel: how one run enters agents, pauses, saves and charges.
+"""The run context: what a tool, node or agent can see of the run it is part of.
 
-A run's life, in one place:
+`RunContext` is a view of one place in a run (an agent, or one tool call of it) over the
+run's shared state (`plait.run_state.RunState`): where it is (agent, run path, depth,
+address), what the run holds (session values, team state, usage), its budgets, the resume
+records components keep while they work (`save_state`), and how it pauses (`interrupt`) and
+stops between steps (`safe_point`). A run's life, in one place:
 
     Runner ──► enter(root) ──► agent.run ──► model call ─► tool calls ─► safe point ─┐
                  ▲   │            │                          │              │ step: save│
@@ -10,31 +14,20 @@ A run's life, in one place:
                  │            Runner saves a checkpoint (a new id) ─► RunResult
                  └──────── resume: records restored, each taken once by its component
 
-`enter` is the only entry into an agent: it sets the current context for every step of the
-agent (so `plait.interrupt()` and `plait.run_context()` see the agent's own context) and turns
-the pause signal into the agent's pause event. `call_in` does the same for one tool or node
-call. This module is the only one that raises or catches the pause signal.
-
-Components keep a typed resume record in the run state while they work (`save_state`); a
-pause or a step save snapshots every record at once, so saving a step never unwinds the
-stack. Budgets (model calls, tokens, transfers) live in the run state and are saved with it.
+`enter`, `call_in` and the pause signal live in `plait.kernel`. A pause or a step save
+snapshots every record at once, so saving a step never unwinds the stack. Budgets (model
+calls, tokens, transfers) live in the run state and are saved with it. This module is the only
+one that touches `RunContext`'s private fields.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from contextvars import ContextVar
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from plait.errors import (
-    AgentError,
     MaxDepthExceeded,
-    MaxHandoffsExceeded,
-    MaxStepsExceeded,
     PlaitError,
-    TokenBudgetExceeded,
     UsageError,
 )
 from plait.events import (
@@ -47,206 +40,15 @@ from plait.events import (
     MessageVariant,
 )
 from plait.history import USER, HistoryRecord, history_for, whole_messages
+from plait.kernel import current, raise_pause
 from plait.messages import Message, Usage
+from plait.run_state import Budget, IdSource, RunHooks, RunSnapshot, RunState, Saver
 
-if TYPE_CHECKING:
-    from plait.agent import Agent, AgentInput
-
-__all__ = [
-    "Budget",
-    "IdSource",
-    "Paused",
-    "RunContext",
-    "RunHooks",
-    "call_in",
-    "enter",
-    "is_pause",
-    "raise_pause",
-    "run_context",
-]
+__all__ = ["Emit", "IdSource", "RunContext", "RunHooks", "run_context"]
 
 _T = TypeVar("_T")
 
 Emit = Callable[[AgentEvent], None]
-SaveKind = Literal["step", "cancel"]
-Saver = Callable[[SaveKind, "RunContext"], Awaitable["AgentEvent | None"]]
-
-
-class IdSource:
-    """Where a run gets its ids (interrupts, checkpoints) and timestamps.
-
-    Replace it (`Runner(ids=...)`) to make them deterministic, as a durable-execution engine
-    replaying a run must.
-    """
-
-    def new_id(self) -> str:
-        """Return a fresh unique id."""
-        return uuid.uuid4().hex
-
-    def now(self) -> datetime:
-        """Return the current time (timezone-aware UTC)."""
-        return datetime.now(UTC)
-
-
-class RunHooks:
-    """The seams of a run: override any of these to observe it (tracing, serving, metrics).
-
-    Each is called synchronously at the point it names; a hook must not raise.
-    """
-
-    def agent_entered(self, ctx: RunContext) -> None:
-        """An agent starts (or resumes) running in `ctx`."""
-
-    def agent_exited(self, ctx: RunContext, error: PlaitError | None) -> None:
-        """An agent finished, paused or failed (`error`)."""
-
-    def model_called(
-        self, ctx: RunContext, reply: Message | None, error: PlaitError | None
-    ) -> None:
-        """A model call of agent `ctx.agent_name` returned `reply` (or failed)."""
-
-    def tool_called(self, ctx: RunContext, content: Any, error: PlaitError | None) -> None:
-        """A tool call (`ctx.tool_name`, `ctx.tool_call_id`) returned `content` (or failed)."""
-
-    def paused(
-        self, ctx: RunContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
-    ) -> None:
-        """The run paused and was saved under `checkpoint_id`."""
-
-    def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
-        """The run was resumed from `checkpoint_id`."""
-
-    def step_saved(self, ctx: RunContext, checkpoint_id: str) -> None:
-        """A step checkpoint of the running run was written."""
-
-    def budget_charged(self, ctx: RunContext, usage: Usage | None) -> None:
-        """A model call was counted towards the run's totals and budgets."""
-
-
-class Budget:
-    """A team's limits on model calls and tokens, counted across every level below it."""
-
-    __slots__ = ("max_steps", "max_tokens", "steps", "team", "tokens")
-
-    def __init__(self, team: str, max_steps: int | None, max_tokens: int | None) -> None:
-        self.team = team
-        self.max_steps = max_steps
-        self.max_tokens = max_tokens
-        self.steps = 0
-        self.tokens = 0
-
-
-class Paused:
-    """What `interrupt()` calls left for the checkpoint: their states and earlier answers."""
-
-    __slots__ = ("answers", "user_states")
-
-    def __init__(self) -> None:
-        self.user_states: dict[str, Any] = {}  # the `state=` given to interrupt()
-        self.answers: dict[str, list[Any]] = {}  # values interrupt() already returned
-
-
-class _RunState:
-    """State shared by every agent of one run; all of it is saved with a checkpoint."""
-
-    __slots__ = (
-        "budgets",
-        "cancel_requested",
-        "durability",
-        "enable_streaming",
-        "frames",
-        "hooks",
-        "ids",
-        "input_tokens",
-        "local",
-        "max_transfers",
-        "metadata",
-        "model_calls",
-        "output_tokens",
-        "paused",
-        "restored",
-        "resume_answers",
-        "resume_user_states",
-        "saver",
-        "session_values",
-        "state",
-        "transfers",
-    )
-
-    def __init__(self, session_values: dict[str, Any], enable_streaming: bool) -> None:
-        self.session_values = session_values
-        self.state: dict[str, Any] = {}
-        self.local: dict[str, dict[str, Any]] = {}  # each agent's own state, by agent name
-        self.enable_streaming = enable_streaming
-        self.durability = "exit"
-        self.cancel_requested = False
-        self.model_calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.transfers = 0
-        self.max_transfers: int | None = None
-        self.budgets: dict[str, Budget] = {}  # by the address of the team that set them
-        self.frames: dict[tuple[str, str], Any] = {}  # live resume records: (address, kind)
-        self.restored: dict[tuple[str, str], Any] = {}  # records of a resumed checkpoint
-        self.paused = Paused()
-        self.resume_user_states: dict[str, Any] = {}
-        self.resume_answers: dict[str, list[Any]] = {}
-        self.ids = IdSource()
-        self.hooks: tuple[RunHooks, ...] = ()
-        self.saver: Saver | None = None
-        self.metadata: dict[str, Any] = {}
-
-
-class InterruptSignal(BaseException):
-    """Raised by `interrupt()` to pause the run; a `BaseException`, so `except Exception`
-    in a tool cannot swallow it. Only this module raises and catches it."""
-
-    def __init__(self, contexts: tuple[InterruptCtx, ...]) -> None:
-        super().__init__(contexts)
-        self.contexts = contexts
-
-
-class RunSnapshot:
-    """Everything a checkpoint holds of a run, as Python objects (encoded by
-    `plait.checkpoint`)."""
-
-    __slots__ = (
-        "answers",
-        "budgets",
-        "enable_streaming",
-        "history",
-        "local",
-        "metadata",
-        "model_calls",
-        "records",
-        "root_authors",
-        "root_input",
-        "session_values",
-        "state",
-        "tokens",
-        "transfers",
-        "user_states",
-    )
-
-    def __init__(self, **fields: Any) -> None:
-        self.root_input: tuple[Message, ...] = ()
-        self.root_authors: tuple[str, ...] | None = None
-        self.history: list[HistoryRecord] = []
-        self.session_values: dict[str, Any] = {}
-        self.state: dict[str, Any] = {}
-        self.local: dict[str, dict[str, Any]] = {}
-        self.enable_streaming = False
-        self.records: dict[tuple[str, str], Any] = {}  # (address, kind) -> record
-        self.user_states: dict[str, Any] = {}
-        self.answers: dict[str, list[Any]] = {}
-        # team key -> (team, max_steps, max_tokens, steps, tokens)
-        self.budgets: dict[str, tuple[str, int | None, int | None, int, int]] = {}
-        self.model_calls = 0
-        self.tokens = (0, 0)  # (input, output)
-        self.transfers = 0
-        self.metadata: dict[str, Any] = {}
-        for name, value in fields.items():
-            setattr(self, name, value)
 
 
 class RunContext:
@@ -282,7 +84,7 @@ class RunContext:
         agent_name: str,
         run_path: tuple[str, ...],
         depth: int,
-        run: _RunState,
+        run: RunState,
         root_input: tuple[Message, ...],
         history: list[HistoryRecord],
         address: str,
@@ -325,7 +127,7 @@ class RunContext:
             agent_name=agent_name,
             run_path=(agent_name,),
             depth=0,
-            run=_RunState(values, enable_streaming),
+            run=RunState(values, enable_streaming),
             root_input=tuple(messages),
             history=[],
             address=f"agent:{agent_name}",
@@ -558,48 +360,18 @@ class RunContext:
         Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
         """
         run = self._run
-        run.model_calls += 1
-        tokens = 0
-        if usage is not None:
-            run.input_tokens += usage.input_tokens
-            run.output_tokens += usage.output_tokens
-            tokens = usage.input_tokens + usage.output_tokens
         for hook in run.hooks:
             hook.budget_charged(self, usage)
-        for key in self._budgets:
-            budget = run.budgets[key]
-            budget.steps += 1
-            budget.tokens += tokens
-            if budget.max_tokens is not None and budget.tokens > budget.max_tokens:
-                raise TokenBudgetExceeded(
-                    f"team '{budget.team}' spent {budget.tokens} tokens, over its "
-                    f"total_token_budget={budget.max_tokens}",
-                    team=budget.team,
-                    limit=budget.max_tokens,
-                )
+        run.charge(self._budgets, usage)
 
     def check_steps(self) -> None:
         """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""
-        for key in self._budgets:
-            budget = self._run.budgets[key]
-            if budget.max_steps is not None and budget.steps >= budget.max_steps:
-                raise MaxStepsExceeded(
-                    f"team '{budget.team}' reached total_max_steps={budget.max_steps} model calls",
-                    team=budget.team,
-                    limit=budget.max_steps,
-                )
+        self._run.check_steps(self._budgets)
 
     def count_transfer(self) -> None:
         """Count one transfer between agents; raise `MaxHandoffsExceeded` past the runner's
         `max_transfers`."""
-        run = self._run
-        run.transfers += 1
-        if run.max_transfers is not None and run.transfers > run.max_transfers:
-            raise MaxHandoffsExceeded(
-                f"the run transferred between agents {run.transfers} times, over the runner's "
-                f"max_transfers={run.max_transfers}",
-                limit=run.max_transfers,
-            )
+        self._run.count_transfer()
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -656,7 +428,7 @@ class RunContext:
             return value
         run.paused.user_states[self.address] = state
         run.paused.answers[self.address] = list(answered)
-        raise InterruptSignal((InterruptCtx(id=run.ids.new_id(), address=self.address, info=info),))
+        raise_pause((InterruptCtx(id=run.ids.new_id(), address=self.address, info=info),))
 
     def interrupt_state(self) -> Any:
         """Return the `state` saved by the interrupt at this point, when resumed."""
@@ -800,96 +572,10 @@ _make_event: Callable[..., AgentEvent] = AgentEvent._make  # type: ignore[attr-d
 
 _new_context = object.__new__
 
-_current: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
-
 
 def run_context() -> RunContext:
     """Return the context of the run this code is part of (inside a tool, node or agent)."""
-    ctx = _current.get()
+    ctx = current()
     if ctx is None:
         raise UsageError("run_context() is only available while a plait run is executing")
     return ctx
-
-
-# --- the kernel: entering agents, calling tools, pausing ----------------------------------
-
-
-class Interrupted:
-    """What `call_in` returns when the call paused: the interrupts it raised."""
-
-    __slots__ = ("contexts",)
-
-    def __init__(self, contexts: tuple[InterruptCtx, ...]) -> None:
-        self.contexts = contexts
-
-
-class _Agentish(Protocol):
-    name: str
-
-    def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]: ...
-
-
-async def enter(
-    agent: Agent | _Agentish, agent_input: AgentInput, ctx: RunContext
-) -> AsyncGenerator[AgentEvent, None]:
-    """Run `agent` in `ctx`: the one way into an agent.
-
-    Every step of the agent runs with `ctx` as the current context; a pause raised out of it
-    becomes its pause event, and an exception its error event.
-    """
-    hooks = ctx._run.hooks
-    for hook in hooks:
-        hook.agent_entered(ctx)
-    error: PlaitError | None = None
-    events = agent.run(agent_input, ctx)
-    try:
-        while True:
-            token = _current.set(ctx)
-            try:
-                event = await anext(events)
-            except StopAsyncIteration:
-                return
-            except InterruptSignal as signal:
-                yield ctx.pause_event(signal.contexts)
-                return
-            except Exception as exc:
-                error = AgentError.wrap(exc, ctx.agent_name)
-                yield ctx.event(error=error)
-                return
-            finally:
-                _current.reset(token)
-            error = event.error if event.error is not None else error
-            yield event
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        for hook in hooks:
-            hook.agent_exited(ctx, error)
-
-
-async def call_in(
-    ctx: RunContext, fn: Callable[..., Awaitable[_T]], *args: Any
-) -> _T | Interrupted:
-    """Await `fn(*args)` with `ctx` as the current context (a tool or node call); a pause
-    raised inside is returned as `Interrupted`."""
-    token = _current.set(ctx)
-    try:
-        return await fn(*args)
-    except InterruptSignal as signal:
-        return Interrupted(signal.contexts)
-    finally:
-        _current.reset(token)
-
-
-def raise_pause(contexts: Sequence[InterruptCtx]) -> None:
-    """Pause the tool or node call running now on `contexts` (an agent run as a tool whose
-    child paused passes the child's interrupts up this way)."""
-    raise InterruptSignal(tuple(contexts))
-
-
-def is_pause(event: AgentEvent, depth: int) -> bool:
-    """Whether `event` announces a pause of this lane (not of an agent run as a tool)."""
-    return (
-        event.depth == depth and event.action is not None and event.action.interrupted is not None
-    )

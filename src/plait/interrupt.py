@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from plait.context import InterruptSignal, run_context
+from plait.context import run_context
+from plait.kernel import InterruptSignal
 
 __all__ = ["InterruptSignal", "interrupt", "interrupt_state"]
 

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 from plait.agent import Agent, input_for
 from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint, Lease
-from plait.context import IdSource, RunContext, RunHooks, SaveKind, enter
+from plait.context import RunContext
 from plait.errors import (
     CheckpointAlreadyResumed,
     CheckpointNotFound,
@@ -40,7 +40,9 @@ from plait.events import (
     InterruptInfo,
     RunResult,
 )
+from plait.kernel import enter
 from plait.messages import Message
+from plait.run_state import IdSource, RunHooks, SaveKind
 from plait.session import SessionTurn
 from plait.stores.base import GuardedStore, Store
 from plait.stores.memory import MemoryStore

@@ -11,10 +11,11 @@ from typing import Any
 from plait.agent import Agent, require_agent
 from plait.agents.flow import run_flow
 from plait.checkpoint import NestedRecord
-from plait.context import RunContext, is_pause, raise_pause
+from plait.context import RunContext
 from plait.errors import InvalidToolArguments, UsageError
 from plait.events import AgentEvent
 from plait.history import as_records, rewrite_message, whole_messages
+from plait.kernel import is_pause, raise_pause
 from plait.messages import Message
 from plait.tools.base import ToolInfo
 

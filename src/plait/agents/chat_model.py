@@ -16,7 +16,7 @@ from plait.agents.flow import TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
 from plait.checkpoint import DoneCall, ReactRecord
-from plait.context import Emit, Interrupted, RunContext, call_in
+from plait.context import Emit, RunContext
 from plait.errors import (
     InvalidToolArguments,
     LimitExceeded,
@@ -36,6 +36,7 @@ from plait.events import (
     MessageStream,
     MessageVariant,
 )
+from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model

@@ -22,10 +22,11 @@ from plait.agent import (
     input_for,
 )
 from plait.checkpoint import FlowRecord
-from plait.context import RunContext, enter
+from plait.context import RunContext
 from plait.errors import PlaitError, ResumeError, UsageError
 from plait.events import AgentAction, AgentEvent, MessageVariant, TransferToAgentAction
 from plait.history import history_for, rewrite_message
+from plait.kernel import enter
 from plait.messages import Message
 from plait.tools.base import ToolInfo, ToolResult
 

@@ -18,10 +18,11 @@ from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput, lane_for, require_agent
 from plait.agents.flow import run_flow
 from plait.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
-from plait.context import RunContext, is_pause
+from plait.context import RunContext
 from plait.errors import UsageError
 from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
 from plait.history import as_records, whole_messages
+from plait.kernel import is_pause
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 

@@ -33,9 +33,10 @@ from plait._merge import merge as fan_in
 from plait.agent import Agent, AgentInput
 from plait.agents.agent_tool import run_nested
 from plait.checkpoint import GraphJoin, GraphRecord
-from plait.context import Emit, Interrupted, RunContext, call_in
+from plait.context import Emit, RunContext
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
+from plait.kernel import Interrupted, call_in
 from plait.messages import Message
 
 __all__ = ["END", "START", "CompiledGraph", "StateGraph", "append", "merge"]

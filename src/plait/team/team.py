@@ -19,7 +19,7 @@ from plait.agents.chat_model import ChatModelAgent
 from plait.agents.flow import TRANSFER_TOOL, Current, HandoffLoop, Turn, run_flow
 from plait.agents.workflow import close_lane, open_lane
 from plait.checkpoint import SwarmRecord
-from plait.context import RunContext, enter, is_pause
+from plait.context import RunContext
 from plait.errors import (
     MaxDepthExceeded,
     MaxHandoffsExceeded,
@@ -37,6 +37,7 @@ from plait.events import (
     TransferToAgentAction,
 )
 from plait.history import USER
+from plait.kernel import enter, is_pause
 from plait.messages import Message
 from plait.team.inherit import History, Inherit, InheritFn, InheritPolicy, inherit
 from plait.tools.base import ToolInfo, ToolResult

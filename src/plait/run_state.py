@@ -1,0 +1,237 @@
+"""The state of one run, shared by every agent of it, and what it is saved as.
+
+`RunState` is what `RunContext` views: session values, team state, each agent's own state,
+usage, budgets, the live resume records of the components, and the run's options. All of it
+is saved with a checkpoint (`RunSnapshot`). `IdSource` gives the run its ids and times, and
+`RunHooks` observes the seams of a run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from plait.errors import MaxHandoffsExceeded, MaxStepsExceeded, PlaitError, TokenBudgetExceeded
+from plait.events import AgentEvent, InterruptCtx
+from plait.history import HistoryRecord
+from plait.messages import Message, Usage
+
+if TYPE_CHECKING:
+    from plait.context import RunContext
+
+__all__ = ["Budget", "IdSource", "Paused", "RunHooks", "RunSnapshot", "RunState"]
+
+SaveKind = Literal["step", "cancel"]
+Saver = Callable[[SaveKind, "RunContext"], Awaitable["AgentEvent | None"]]
+
+
+class IdSource:
+    """Where a run gets its ids (interrupts, checkpoints) and timestamps.
+
+    Replace it (`Runner(ids=...)`) to make them deterministic, as a durable-execution engine
+    replaying a run must.
+    """
+
+    def new_id(self) -> str:
+        """Return a fresh unique id."""
+        return uuid.uuid4().hex
+
+    def now(self) -> datetime:
+        """Return the current time (timezone-aware UTC)."""
+        return datetime.now(UTC)
+
+
+class RunHooks:
+    """The seams of a run: override any of these to observe it (tracing, serving, metrics).
+
+    Each is called synchronously at the point it names; a hook must not raise.
+    """
+
+    def agent_entered(self, ctx: RunContext) -> None:
+        """An agent starts (or resumes) running in `ctx`."""
+
+    def agent_exited(self, ctx: RunContext, error: PlaitError | None) -> None:
+        """An agent finished, paused or failed (`error`)."""
+
+    def model_called(
+        self, ctx: RunContext, reply: Message | None, error: PlaitError | None
+    ) -> None:
+        """A model call of agent `ctx.agent_name` returned `reply` (or failed)."""
+
+    def tool_called(self, ctx: RunContext, content: Any, error: PlaitError | None) -> None:
+        """A tool call (`ctx.tool_name`, `ctx.tool_call_id`) returned `content` (or failed)."""
+
+    def paused(
+        self, ctx: RunContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
+    ) -> None:
+        """The run paused and was saved under `checkpoint_id`."""
+
+    def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
+        """The run was resumed from `checkpoint_id`."""
+
+    def step_saved(self, ctx: RunContext, checkpoint_id: str) -> None:
+        """A step checkpoint of the running run was written."""
+
+    def budget_charged(self, ctx: RunContext, usage: Usage | None) -> None:
+        """A model call was counted towards the run's totals and budgets."""
+
+
+class Budget:
+    """A team's limits on model calls and tokens, counted across every level below it."""
+
+    __slots__ = ("max_steps", "max_tokens", "steps", "team", "tokens")
+
+    def __init__(self, team: str, max_steps: int | None, max_tokens: int | None) -> None:
+        self.team = team
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.steps = 0
+        self.tokens = 0
+
+
+class Paused:
+    """What `interrupt()` calls left for the checkpoint: their states and earlier answers."""
+
+    __slots__ = ("answers", "user_states")
+
+    def __init__(self) -> None:
+        self.user_states: dict[str, Any] = {}  # the `state=` given to interrupt()
+        self.answers: dict[str, list[Any]] = {}  # values interrupt() already returned
+
+
+class RunState:
+    """State shared by every agent of one run; all of it is saved with a checkpoint."""
+
+    __slots__ = (
+        "budgets",
+        "cancel_requested",
+        "durability",
+        "enable_streaming",
+        "frames",
+        "hooks",
+        "ids",
+        "input_tokens",
+        "local",
+        "max_transfers",
+        "metadata",
+        "model_calls",
+        "output_tokens",
+        "paused",
+        "restored",
+        "resume_answers",
+        "resume_user_states",
+        "saver",
+        "session_values",
+        "state",
+        "transfers",
+    )
+
+    def __init__(self, session_values: dict[str, Any], enable_streaming: bool) -> None:
+        self.session_values = session_values
+        self.state: dict[str, Any] = {}
+        self.local: dict[str, dict[str, Any]] = {}  # each agent's own state, by agent name
+        self.enable_streaming = enable_streaming
+        self.durability = "exit"
+        self.cancel_requested = False
+        self.model_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.transfers = 0
+        self.max_transfers: int | None = None
+        self.budgets: dict[str, Budget] = {}  # by the address of the team that set them
+        self.frames: dict[tuple[str, str], Any] = {}  # live resume records: (address, kind)
+        self.restored: dict[tuple[str, str], Any] = {}  # records of a resumed checkpoint
+        self.paused = Paused()
+        self.resume_user_states: dict[str, Any] = {}
+        self.resume_answers: dict[str, list[Any]] = {}
+        self.ids = IdSource()
+        self.hooks: tuple[RunHooks, ...] = ()
+        self.saver: Saver | None = None
+        self.metadata: dict[str, Any] = {}
+
+    def charge(self, budgets: tuple[str, ...], usage: Usage | None) -> None:
+        """Count one model call and its usage in the totals and in `budgets` (team keys);
+        raise `TokenBudgetExceeded` when a team's token budget is now exceeded."""
+        self.model_calls += 1
+        tokens = 0
+        if usage is not None:
+            self.input_tokens += usage.input_tokens
+            self.output_tokens += usage.output_tokens
+            tokens = usage.input_tokens + usage.output_tokens
+        for key in budgets:
+            budget = self.budgets[key]
+            budget.steps += 1
+            budget.tokens += tokens
+            if budget.max_tokens is not None and budget.tokens > budget.max_tokens:
+                raise TokenBudgetExceeded(
+                    f"team '{budget.team}' spent {budget.tokens} tokens, over its "
+                    f"total_token_budget={budget.max_tokens}",
+                    team=budget.team,
+                    limit=budget.max_tokens,
+                )
+
+    def check_steps(self, budgets: tuple[str, ...]) -> None:
+        """Raise `MaxStepsExceeded` if one more model call would break one of `budgets`."""
+        for key in budgets:
+            budget = self.budgets[key]
+            if budget.max_steps is not None and budget.steps >= budget.max_steps:
+                raise MaxStepsExceeded(
+                    f"team '{budget.team}' reached total_max_steps={budget.max_steps} model calls",
+                    team=budget.team,
+                    limit=budget.max_steps,
+                )
+
+    def count_transfer(self) -> None:
+        """Count one transfer; raise `MaxHandoffsExceeded` past `max_transfers`."""
+        self.transfers += 1
+        if self.max_transfers is not None and self.transfers > self.max_transfers:
+            raise MaxHandoffsExceeded(
+                f"the run transferred between agents {self.transfers} times, over the runner's "
+                f"max_transfers={self.max_transfers}",
+                limit=self.max_transfers,
+            )
+
+
+class RunSnapshot:
+    """Everything a checkpoint holds of a run, as Python objects (encoded by
+    `plait.checkpoint`)."""
+
+    __slots__ = (
+        "answers",
+        "budgets",
+        "enable_streaming",
+        "history",
+        "local",
+        "metadata",
+        "model_calls",
+        "records",
+        "root_authors",
+        "root_input",
+        "session_values",
+        "state",
+        "tokens",
+        "transfers",
+        "user_states",
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        self.root_input: tuple[Message, ...] = ()
+        self.root_authors: tuple[str, ...] | None = None
+        self.history: list[HistoryRecord] = []
+        self.session_values: dict[str, Any] = {}
+        self.state: dict[str, Any] = {}
+        self.local: dict[str, dict[str, Any]] = {}
+        self.enable_streaming = False
+        self.records: dict[tuple[str, str], Any] = {}  # (address, kind) -> record
+        self.user_states: dict[str, Any] = {}
+        self.answers: dict[str, list[Any]] = {}
+        # team key -> (team, max_steps, max_tokens, steps, tokens)
+        self.budgets: dict[str, tuple[str, int | None, int | None, int, int]] = {}
+        self.model_calls = 0
+        self.tokens = (0, 0)  # (input, output)
+        self.transfers = 0
+        self.metadata: dict[str, Any] = {}
+        for name, value in fields.items():
+            setattr(self, name, value)
