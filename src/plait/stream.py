@@ -1,0 +1,473 @@
+"""`RunStream`: one run's events, and what the run saves as it goes.
+
+A stream starts its run (or resumes it), passes its events on, saves a checkpoint when the run
+pauses (always under a new id) or at a safe point (`durability="step"`: under the run's own
+id, held by a lease while the run lives; a stop asked for: as a pause), retires a resumed
+checkpoint for good, and writes the session turn when the run finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+from plait.checkpoint import Checkpoint, Lease
+from plait.context import RunContext
+from plait.errors import PlaitError, ResumeError, RunCancelled, UsageError
+from plait.events import (
+    AgentAction,
+    AgentEvent,
+    HandoffLog,
+    InterruptCtx,
+    InterruptInfo,
+    RunResult,
+)
+from plait.run_state import IdSource, RunHooks, SaveKind
+from plait.session import SessionTurn
+from plait.stores.base import GuardedStore
+
+__all__ = ["Prepared", "RunSetup", "RunStream", "check_lease"]
+
+EventFilter = Callable[[AgentEvent], bool]
+
+# Owners of the leases held by runs alive in this process ("host:pid:token").
+_HOST = socket.gethostname()
+_LIVE: set[str] = set()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunSetup:
+    """What a runner gives each of its streams: where to save, and the run's options."""
+
+    agent_name: str
+    store: GuardedStore
+    active: weakref.WeakValueDictionary[str, RunStream]
+    event_filter: EventFilter | None
+    durability: str
+    ids: IdSource
+    hooks: tuple[RunHooks, ...]
+    max_transfers: int | None
+    lease: float
+    keep_steps: bool
+    checkpoint_ttl: float | None
+    session_ttl: float | None
+
+
+def check_lease(checkpoint: Checkpoint) -> None:
+    """Refuse to resume the step checkpoint of a run that is still alive."""
+    lease = checkpoint.lease
+    if not checkpoint.running or lease is None or lease.until <= time.time():
+        return
+    host, _, rest = lease.owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host == _HOST:
+        if pid == str(os.getpid()):
+            if lease.owner not in _LIVE:
+                return  # this process's run has ended
+        elif pid.isdigit() and not _pid_alive(int(pid)):
+            return  # the process that ran it is gone
+    raise ResumeError(
+        f"checkpoint '{checkpoint.checkpoint_id}' is held by a run that is still going "
+        f"({lease.owner}, lease for {lease.until - time.time():.0f} s more); resume it once "
+        "that run has stopped"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _weak_saver(stream: RunStream) -> Callable[[SaveKind, RunContext], Awaitable[Any]]:
+    """The stream's safe-point saver, without a reference cycle between run and stream (so
+    dropping an unfinished stream closes its run at once)."""
+    ref = weakref.ref(stream)
+
+    async def save(kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        stream = ref()
+        if stream is None:
+            return None
+        return await stream._save_at_safe_point(kind, ctx)
+
+    return save
+
+
+@dataclasses.dataclass(slots=True)
+class Prepared:
+    """A run ready to go: its events, root context, session turn, the handoffs it made
+    before it was saved, and (for a resume) the bytes of the checkpoint it claimed."""
+
+    events: AsyncIterator[AgentEvent]
+    ctx: RunContext
+    turn: SessionTurn | None = None
+    handoffs: list[HandoffLog] = dataclasses.field(default_factory=list)
+    claimed: bytes | None = None
+
+
+Prepare = Callable[[], Awaitable[Prepared]]
+
+
+class RunStream:
+    """The events of one run, as an async iterator.
+
+    Iterate it for the events; `await stream.collect()` drains what is left and returns the
+    `RunResult`. Leaving the iteration early, `aclose()`, or `async with` exit cancel the run
+    cleanly: tools in flight are cancelled and model streams closed. `cancel()` instead asks
+    the run to stop at its next safe point and leave a checkpoint.
+    """
+
+    def __init__(
+        self,
+        setup: RunSetup,
+        checkpoint_id: str | None,
+        prepare: Prepare | Prepared,
+        *,
+        resumed_from: str | None,
+    ) -> None:
+        self._setup = setup
+        self._filter = setup.event_filter
+        self._ctx: RunContext | None = None
+        self._agent_events: AsyncIterator[AgentEvent] | None = None
+        self._prepare: Prepare | Prepared | None = prepare
+        if isinstance(prepare, Prepared):
+            self._ctx = prepare.ctx
+        self._resumed_from = resumed_from
+        self._turn: SessionTurn | None = None
+        self._held: AgentEvent | None = None
+        self._events: list[AgentEvent] = []
+        self._last_output: AgentEvent | None = None
+        self._error: PlaitError | None = None
+        self._interrupts: tuple[InterruptCtx, ...] = ()
+        self._paused = False
+        self._checkpoint_id = checkpoint_id  # the run's own id: its step saves go here
+        self._pause_id: str | None = None  # where it paused (a new id after a resume)
+        self._steps = 0  # step checkpoints written
+        self._earlier_handoffs: list[HandoffLog] = []
+        self._claimed: bytes | None = None  # a resumed checkpoint, as it was
+        self._handoffs: list[HandoffLog] = []
+        self._finished = False
+        self._cancel = False
+        self._owner = ""  # who holds the lease of its step checkpoints (made when needed)
+        if checkpoint_id is not None:
+            setup.active[checkpoint_id] = self
+
+    @property
+    def checkpoint_id(self) -> str:
+        """Return the id this run is saved under: where it paused or was cancelled, else
+        the id its step checkpoints (and a first pause) use (made on first use)."""
+        if self._pause_id is not None:
+            return self._pause_id
+        if self._checkpoint_id is None:
+            self._checkpoint_id = self._setup.ids.new_id()
+            self._setup.active[self._checkpoint_id] = self
+        return self._checkpoint_id
+
+    @property
+    def context(self) -> RunContext:
+        """Return the run's root context (session values, usage so far)."""
+        if self._ctx is None:
+            raise UsageError("this run has no context until its first event")
+        return self._ctx
+
+    def cancel(self) -> None:
+        """Stop at the next safe point (after a model call, or after the tools in flight)."""
+        self._cancel = True
+        if self._ctx is not None:
+            self._ctx.request_cancel()
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        keep = self._filter
+        while True:
+            event = await (self._next_held() if self._turn is not None else self._next_event())
+            if keep is None or keep(event):
+                self._events.append(event)
+                return event
+
+    async def _next_held(self) -> AgentEvent:
+        """With a session, hold one event back so the session is written before the last."""
+        if self._held is None:
+            self._held = await self._next_event()
+        current = self._held
+        try:
+            self._held = await self._next_event()
+        except StopAsyncIteration:
+            self._held = None
+            self._turn = None
+        return current
+
+    async def _start(self) -> None:
+        prepare, self._prepare = self._prepare, None
+        assert prepare is not None
+        try:
+            prepared = prepare if isinstance(prepare, Prepared) else await prepare()
+        except PlaitError as exc:
+            if self._resumed_from is not None:
+                self._finish()
+                raise  # a rejected resume raises, and leaves the checkpoint as it was
+            self._fail_at_start(exc)
+            return
+        except BaseException:
+            self._finish()
+            raise
+        self._agent_events, self._ctx, self._turn = prepared.events, prepared.ctx, prepared.turn
+        self._earlier_handoffs = list(prepared.handoffs)
+        self._claimed = prepared.claimed
+        self._ctx.configure(
+            durability=self._setup.durability,
+            ids=self._setup.ids,
+            hooks=self._setup.hooks,
+            max_transfers=self._setup.max_transfers,
+            saver=_weak_saver(self),
+        )
+        if self._setup.durability == "step":
+            self._owner = f"{_HOST}:{os.getpid()}:{self._setup.ids.new_id()}"
+            _LIVE.add(self._owner)
+        if self._cancel:
+            self._ctx.request_cancel()
+
+    def _fail_at_start(self, exc: PlaitError) -> None:
+        """A run that could not start (its session could not be read) ends with the error."""
+        ctx = RunContext.root(self._setup.agent_name, ())
+        self._ctx = ctx
+
+        async def failed() -> AsyncIterator[AgentEvent]:
+            yield ctx.event(error=exc)
+
+        self._agent_events = failed()
+
+    def _finish(self) -> None:
+        self._finished = True
+        _LIVE.discard(self._owner)
+        if self._checkpoint_id is not None:
+            self._setup.active.pop(self._checkpoint_id, None)
+
+    async def _next_event(self) -> AgentEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._prepare is not None:
+            await self._start()
+        ctx = self._ctx
+        assert ctx is not None and self._agent_events is not None
+        try:
+            event = await anext(self._agent_events)
+        except StopAsyncIteration:
+            failure = await self._completed()
+            if failure is None:
+                raise
+            event = ctx.event(error=failure)  # the run ended but its records were not kept
+        except BaseException:
+            self._finish()
+            raise
+        action = event.action
+        if event.depth == 0 and action is not None and action.interrupted and event.error is None:
+            event = await self._pause(event, ctx)
+        if isinstance(event.error, ResumeError) and self._claimed is not None:
+            await self._unclaim()
+        self._note(event)
+        if self._turn is not None:
+            self._turn.note(event)
+        if event.error is not None or self._paused:
+            await self.aclose()
+        return event
+
+    async def _completed(self) -> PlaitError | None:
+        """The run finished: write its session turn and retire its checkpoints."""
+        self._finish()
+        try:
+            await self._keep_records()
+        except PlaitError as exc:
+            return exc
+        return None
+
+    async def _keep_records(self) -> None:
+        setup = self._setup
+        ctx = self._ctx
+        if self._turn is not None and self._error is None and ctx is not None:
+            await self._turn.save(
+                setup.store,
+                ctx.session_values,
+                [*self._earlier_handoffs, *self._handoffs],
+                setup.session_ttl,
+                ctx.state,
+                ctx.all_local_state,
+            )
+        if self._resumed_from is not None or self._steps:
+            await self._retire(self._checkpoint_id)
+
+    async def _retire(self, checkpoint_id: str | None) -> None:
+        """Mark a checkpoint done for good (it stays readable until its TTL)."""
+        if checkpoint_id is None:
+            return
+        store = self._setup.store
+        record = await store.get_checkpoint(checkpoint_id)
+        if record is not None and record.status != "done":
+            await store.put_checkpoint(
+                checkpoint_id, record.data, status="done", ttl=self._setup.checkpoint_ttl
+            )
+
+    async def _unclaim(self) -> None:
+        """A resume the agents refused (they no longer match the checkpoint) leaves the
+        checkpoint pending, as it was, so it can be resumed by the right agents."""
+        claimed, self._claimed = self._claimed, None
+        if claimed is None or self._resumed_from is None:
+            return
+        with contextlib.suppress(PlaitError):  # the run's error is the one to report
+            await self._setup.store.put_checkpoint(
+                self._resumed_from, claimed, ttl=self._setup.checkpoint_ttl
+            )
+
+    def _new_pause_id(self) -> str:
+        """A pause after a resume is saved under a new id; a first pause under the run's."""
+        if self._resumed_from is not None:
+            self._pause_id = self._setup.ids.new_id()
+        else:
+            self._pause_id = self.checkpoint_id
+        return self._pause_id
+
+    async def _write(
+        self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
+    ) -> bytes:
+        setup, ctx, turn = self._setup, self._ctx, self._turn
+        assert ctx is not None
+        if turn is not None:
+            await turn.settle()
+        lease = None
+        if running:
+            lease = Lease(owner=self._owner, until=time.time() + setup.lease)
+        data = Checkpoint.encode(
+            ctx.snapshot(),
+            interrupts,
+            agent_name=setup.agent_name,
+            session_id=turn.session_id if turn is not None else None,
+            session_turn=list(turn.turn) if turn is not None else None,
+            running=running,
+            lease=lease,
+            handoffs=[*self._earlier_handoffs, *self._handoffs],
+        )
+        await setup.store.put_checkpoint(checkpoint_id, data, ttl=setup.checkpoint_ttl)
+        return data
+
+    async def _save_step(self, ctx: RunContext) -> None:
+        """Write the step checkpoint under the run's id (and a kept snapshot, if asked)."""
+        setup, checkpoint_id = self._setup, self.checkpoint_id
+        data = await self._write(checkpoint_id, (), running=True)
+        self._steps += 1
+        if setup.keep_steps:
+            snapshot = f"{checkpoint_id}.step-{self._steps}"
+            await setup.store.put_checkpoint(
+                snapshot, data, status="done", ttl=setup.checkpoint_ttl
+            )
+        for hook in ctx.hooks:
+            hook.step_saved(ctx, checkpoint_id)
+
+    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
+        """Save the checkpoint of a pause (a new one); return the event reporting it."""
+        assert event.action is not None and event.action.interrupted is not None
+        contexts = event.action.interrupted.contexts
+        try:
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, contexts, running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
+        except PlaitError as exc:
+            self._pause_id = None
+            return ctx.event(error=exc)
+        self._paused = True
+        for hook in ctx.hooks:
+            hook.paused(ctx, contexts, checkpoint_id)
+        info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
+        return dataclasses.replace(
+            event, action=dataclasses.replace(event.action, interrupted=info)
+        )
+
+    async def _save_at_safe_point(self, kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        """Write a step checkpoint (the run goes on), or stop a cancelled run with one."""
+        try:
+            if kind == "step":
+                await self._save_step(ctx)
+                return None
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, (), running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
+        except PlaitError as exc:
+            return ctx.event(error=exc)
+        self._paused = True
+        error = RunCancelled(
+            f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
+            "to continue"
+        )
+        info = InterruptInfo(contexts=(), checkpoint_id=checkpoint_id)
+        return ctx.event(action=AgentAction(interrupted=info), error=error)
+
+    async def aclose(self) -> None:
+        """Stop the run: cancel what is in flight and close every stream."""
+        self._finish()
+        aclose = getattr(self._agent_events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def collect(self) -> RunResult:
+        """Drain the remaining events and return the run's `RunResult`."""
+        async for _ in self:
+            pass
+        final: Any = None
+        last = self._last_output
+        if self._error is None and not self._paused and last is not None and last.output:
+            variant = last.output.message
+            if variant is not None:
+                final = (await variant.get_message()).content
+            else:
+                final = last.output.custom
+        return RunResult(
+            events=tuple(self._events),
+            final_output=final,
+            error=self._error,
+            interrupts=self._interrupts,
+            checkpoint_id=self.checkpoint_id if self._paused else None,
+            handoffs=tuple(self._handoffs),
+            usage=self._ctx.usage if self._ctx is not None else RunResult().usage,
+        )
+
+    def _note(self, event: AgentEvent) -> None:
+        action = event.action
+        if action is not None and action.interrupted is not None and event.depth == 0:
+            self._interrupts = action.interrupted.contexts
+        if event.error is not None:
+            self._error = event.error
+            return
+        output = event.output
+        if (
+            output is not None
+            and event.depth == 0
+            and (output.message or output.custom is not None)
+        ):
+            self._last_output = event
+        if event.handoff is not None:
+            self._handoffs.append(event.handoff)
