@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from plait._record import record
-from plait.errors import PlaitError, StoreError, UsageError
+from plait.errors import PlaitError, SessionConflict, StoreError, UsageError
 
 _T = TypeVar("_T")
 
@@ -158,6 +158,15 @@ class ClosingStore:
         """Return the session's bytes, or None."""
         found = await self.get_session_record(session_id)
         return None if found is None else found.data
+
+    async def _conflict(self, session_id: str, expected_version: int) -> SessionConflict:
+        """Return the error for a compare-and-set that did not hold, naming what is stored."""
+        found = await self.get_session_record(session_id)
+        return SessionConflict(
+            session_id=session_id,
+            version=0 if found is None else found.version,
+            expected_version=expected_version,
+        )
 
     async def close(self) -> None:
         """Release connections."""

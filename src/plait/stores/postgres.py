@@ -25,7 +25,7 @@ from collections.abc import AsyncGenerator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-from plait.errors import SessionConflict, UsageError
+from plait.errors import UsageError
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -333,12 +333,7 @@ class PostgresStore(ClosingStore):
             rows = await self._query(self._sql.replace_session, replace, sweep=True)
         if rows:
             return int(rows[0][0])
-        found = await self.get_session_record(session_id)
-        raise SessionConflict(
-            session_id=session_id,
-            version=0 if found is None else found.version,
-            expected_version=expected_version,
-        )
+        raise await self._conflict(session_id, expected_version)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""

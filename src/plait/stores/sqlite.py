@@ -25,7 +25,6 @@ from typing import Any, cast
 
 import aiosqlite
 
-from plait.errors import SessionConflict
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -302,12 +301,7 @@ class SqliteStore(ClosingStore):
             rows = await self._write(_REPLACE_SESSION, params)
         if rows:
             return int(rows[0][0])
-        found = await self.get_session_record(session_id)
-        raise SessionConflict(
-            session_id=session_id,
-            version=0 if found is None else found.version,
-            expected_version=expected_version,
-        )
+        raise await self._conflict(session_id, expected_version)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
