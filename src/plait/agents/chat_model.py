@@ -7,7 +7,6 @@ import enum
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from plait._merge import Done, merge
@@ -15,28 +14,23 @@ from plait.agent import Agent, AgentInput
 from plait.agents.flow import TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
+from plait.agents.tool_calls import Outcome, Round, ToolCalls
 from plait.checkpoint import DoneCall, ReactRecord
 from plait.context import Emit, RunContext
 from plait.errors import (
-    InvalidToolArguments,
-    LimitExceeded,
     MaxIterationsExceeded,
     ModelError,
     PlaitError,
     ResumeError,
-    RunCancelled,
-    ToolError,
     UsageError,
 )
 from plait.events import (
     AgentAction,
     AgentEvent,
     AgentOutput,
-    InterruptCtx,
     MessageStream,
     MessageVariant,
 )
-from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -57,23 +51,6 @@ def _exit(final_result: str) -> ToolResult:
     return ToolResult(content=final_result, action=AgentAction(exit=True))
 
 
-@dataclass(slots=True)
-class _Outcome:
-    """What one tool call produced."""
-
-    index: int
-    call: ToolCall
-    message: Message
-    action: AgentAction | None = None
-    fatal: PlaitError | None = None
-    interrupts: tuple[InterruptCtx, ...] = ()
-
-    @property
-    def ends_turn(self) -> bool:
-        action = self.action
-        return action is not None and (action.exit or action.transfer_to_agent is not None)
-
-
 class _Reply:
     """The model's reply to one call, or why there is none."""
 
@@ -82,26 +59,6 @@ class _Reply:
     def __init__(self) -> None:
         self.message: Message | None = None
         self.error: PlaitError | None = None
-
-
-class _Round:
-    """What a round of tool calls left for the ReAct loop."""
-
-    __slots__ = ("direct", "done", "failed", "interrupts", "outcomes")
-
-    def __init__(self, done: dict[int, _Outcome] | None = None) -> None:
-        self.outcomes: list[_Outcome] = []
-        self.direct: _Outcome | None = None
-        self.failed = False
-        self.interrupts: list[InterruptCtx] = []
-        self.done = done or {}  # results from before a pause: not run again, not re-emitted
-
-    def messages(self) -> list[Message]:
-        """Return the tool messages in the order of the calls."""
-        outcomes = self.outcomes
-        if len(outcomes) > 1:
-            outcomes.sort(key=lambda o: o.index)
-        return [o.message for o in outcomes]
 
 
 class ChatModelAgent:
@@ -228,6 +185,14 @@ class ChatModelAgent:
         if unknown:
             raise UsageError(f"agent '{self.name}': return_directly names unknown tools {unknown}")
         self.return_directly = rd
+        self._calls = ToolCalls(
+            self.name,
+            self._tools,
+            return_directly=rd,
+            tool_errors=self.tool_errors,
+            before_tool=self._before_tool,
+            after_tool=self._after_tool,
+        )
 
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
@@ -313,90 +278,6 @@ class ChatModelAgent:
         err.__cause__ = exc
         return err
 
-    def _accept(self, outcome: _Outcome, ctx: RunContext, rnd: _Round) -> AgentEvent | None:
-        """Record a finished tool call; return its event unless it is held back.
-
-        A return-directly result (or one whose action exits or transfers) is held back to be
-        yielded last; if several are called, the last in the message wins.
-        """
-        if outcome.interrupts:
-            rnd.interrupts.extend(outcome.interrupts)
-            return None
-        rnd.outcomes.append(outcome)
-        if outcome.fatal is not None:
-            rnd.failed = True
-            return ctx.event(error=outcome.fatal)
-        if outcome.call.name in self.return_directly or outcome.ends_turn:
-            held = rnd.direct
-            if held is None or outcome.index > held.index:
-                rnd.direct = outcome
-                if held is None:
-                    return None
-                outcome = held  # superseded: emitted now, like any other result
-        if outcome.index in rnd.done:
-            return None  # finished before the pause: its event was already seen
-        return ctx.event(message=outcome.message, action=outcome.action)
-
-    async def _run_tool(
-        self, call: ToolCall, ctx: RunContext, index: int, emit: Emit | None = None
-    ) -> _Outcome:
-        """Run one tool call through the tool middlewares; failures become an outcome."""
-        tctx = ctx.for_tool(call.name, call.id)
-        if emit is not None:
-            tctx.set_emit(emit)
-        for hook in self._before_tool:
-            call = (await hook(tctx, call)) or call
-        tool = self._tools.get(call.name)
-        action: AgentAction | None = None
-        fatal: PlaitError | None = None
-        if tool is None:
-            content, fatal = self._unknown_tool(call)
-        else:
-            try:
-                result = await call_in(tctx, tool.call, call.arguments, tctx)
-            except Exception as exc:
-                content, fatal = self._tool_failure(call, exc)
-            else:
-                if isinstance(result, Interrupted):
-                    message = Message.tool("", call.id, name=call.name)
-                    return _Outcome(index, call, message, interrupts=result.contexts)
-                if isinstance(result, ToolResult):
-                    content, action = result.content, result.action
-                else:
-                    content = result
-            sent = tctx.take_action()
-            if sent is not None:
-                action = sent if action is None else sent.merge(action)
-        for observer in tctx.hooks:
-            observer.tool_called(tctx, content, fatal)
-        if fatal is None:
-            for hook in self._after_tool:
-                content = (await hook(tctx, call, content)) or content
-        message = Message.tool(content, call.id, name=call.name)
-        return _Outcome(index, call, message, action, fatal)
-
-    def _unknown_tool(self, call: ToolCall) -> tuple[str, PlaitError | None]:
-        names = ", ".join(self._tools) or "(none)"
-        text = f"there is no tool named '{call.name}'; the available tools are: {names}"
-        if self.tool_errors == "raise":
-            return "", ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
-        return f"Error: {text}.", None
-
-    def _tool_failure(self, call: ToolCall, exc: Exception) -> tuple[str, PlaitError | None]:
-        if isinstance(exc, LimitExceeded | RunCancelled):
-            return "", exc
-        if isinstance(exc, InvalidToolArguments):
-            text = str(exc)
-        else:
-            text = f"tool '{call.name}' raised {type(exc).__name__}: {exc}"
-        if self.tool_errors == "model":
-            return f"Error: {text}", None
-        if isinstance(exc, ToolError):
-            return "", exc
-        err = ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
-        err.__cause__ = exc
-        return "", err
-
 
 def _streaming_output(stream: MessageStream) -> AgentOutput:
     return AgentOutput(message=MessageVariant(is_streaming=True, role="assistant", stream=stream))
@@ -433,10 +314,10 @@ class _Loop:
         self.ctx = ctx
         self.messages: list[Message] = []
         self.calls_made = 0
-        self.done: dict[int, _Outcome] = {}  # results from before a pause
+        self.done: dict[int, Outcome] = {}  # results from before a pause
         self.step = Step.MODEL
         self.reply = _Reply()  # the model's last reply, until it is taken
-        self.round = _Round()  # the last round of tool calls, until it is decided
+        self.round = Round()  # the last round of tool calls, until it is decided
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
@@ -452,9 +333,9 @@ class _Loop:
         self.ctx.set_model_messages(self.messages)
         return self.step
 
-    def _restore_done(self, record: ReactRecord) -> dict[int, _Outcome]:
+    def _restore_done(self, record: ReactRecord) -> dict[int, Outcome]:
         calls = self.messages[-1].tool_calls if self.messages else []
-        done: dict[int, _Outcome] = {}
+        done: dict[int, Outcome] = {}
         for saved in record.done:
             if not 0 <= saved.index < len(calls):
                 raise ResumeError(
@@ -463,10 +344,10 @@ class _Loop:
                 )
             call = calls[saved.index]
             message = Message.tool(saved.content, call.id, name=call.name)
-            done[saved.index] = _Outcome(saved.index, call, message, saved.action)
+            done[saved.index] = Outcome(saved.index, call, message, saved.action)
         return done
 
-    def _save(self, phase: Literal["tools", "model"], outcomes: Sequence[_Outcome] = ()) -> None:
+    def _save(self, phase: Literal["tools", "model"], outcomes: Sequence[Outcome] = ()) -> None:
         done = [
             DoneCall.model_construct(index=o.index, content=o.message.content, action=o.action)
             for o in outcomes
@@ -578,15 +459,15 @@ class _Loop:
 
     async def one_tool(self) -> list[AgentEvent]:
         """Run the one tool call of the last message; return its events."""
-        agent, ctx, rnd = self.agent, self.ctx, _Round()
+        agent, ctx, rnd = self.agent, self.ctx, Round()
         call = self.messages[-1].tool_calls[0]
-        event = agent._accept(await agent._run_tool(call, ctx, 0), ctx, rnd)
+        event = agent._calls.accept(await agent._calls.run(call, ctx, 0), ctx, rnd)
         self.round = rnd
         return [event] if event is not None else []
 
     async def tool_round(self) -> AsyncGenerator[AgentEvent, None]:
         """Run the tool calls of the last message concurrently, passing events up live."""
-        rnd = _Round(self.done)
+        rnd = Round(self.done)
         self.done = {}
         async with aclosing(self._run_concurrently(self.messages[-1].tool_calls, rnd)) as live:
             async for event in live:
@@ -618,19 +499,19 @@ class _Loop:
         return []
 
     async def _run_concurrently(
-        self, calls: Sequence[ToolCall], rnd: _Round
+        self, calls: Sequence[ToolCall], rnd: Round
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run a round of tool calls concurrently; yield each result as it completes, and the
         events that tools (agents run as tools) pass up while they run."""
         agent, ctx = self.agent, self.ctx
         for index in sorted(rnd.done):
-            agent._accept(rnd.done[index], ctx, rnd)
+            agent._calls.accept(rnd.done[index], ctx, rnd)
         todo = [(i, c) for i, c in enumerate(calls) if i not in rnd.done]
         jobs = [functools.partial(_tool_job, agent, c, ctx, i) for i, c in todo]
         async with aclosing(merge(jobs)) as items:
             async for item in items:
                 if isinstance(item, Done):
-                    event = agent._accept(item.value, ctx, rnd)
+                    event = agent._calls.accept(item.value, ctx, rnd)
                     if event is not None:
                         yield event
                     if rnd.failed:
@@ -641,5 +522,5 @@ class _Loop:
 
 async def _tool_job(
     agent: ChatModelAgent, call: ToolCall, ctx: RunContext, index: int, emit: Emit
-) -> _Outcome:
-    return await agent._run_tool(call, ctx, index, emit)
+) -> Outcome:
+    return await agent._calls.run(call, ctx, index, emit)

@@ -1,0 +1,161 @@
+"""A round of tool calls: run each call through the middlewares, turn failures and pauses
+into outcomes, and decide which results are shown now and which are held back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from plait.agents.middleware import Hook
+from plait.context import Emit, RunContext
+from plait.errors import InvalidToolArguments, LimitExceeded, PlaitError, RunCancelled, ToolError
+from plait.events import AgentAction, AgentEvent, InterruptCtx
+from plait.kernel import Interrupted, call_in
+from plait.messages import Message, ToolCall
+from plait.tools.base import Tool, ToolResult
+
+__all__ = ["Outcome", "Round", "ToolCalls"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one tool call produced."""
+
+    index: int
+    call: ToolCall
+    message: Message
+    action: AgentAction | None = None
+    fatal: PlaitError | None = None
+    interrupts: tuple[InterruptCtx, ...] = ()
+
+    @property
+    def ends_turn(self) -> bool:
+        action = self.action
+        return action is not None and (action.exit or action.transfer_to_agent is not None)
+
+
+class Round:
+    """What a round of tool calls left for the ReAct loop."""
+
+    __slots__ = ("direct", "done", "failed", "interrupts", "outcomes")
+
+    def __init__(self, done: dict[int, Outcome] | None = None) -> None:
+        self.outcomes: list[Outcome] = []
+        self.direct: Outcome | None = None
+        self.failed = False
+        self.interrupts: list[InterruptCtx] = []
+        self.done = done or {}  # results from before a pause: not run again, not re-emitted
+
+    def messages(self) -> list[Message]:
+        """Return the tool messages in the order of the calls."""
+        outcomes = self.outcomes
+        if len(outcomes) > 1:
+            outcomes.sort(key=lambda o: o.index)
+        return [o.message for o in outcomes]
+
+
+class ToolCalls:
+    """How one agent runs its tool calls: its tools, which results end its turn, what a
+    failure becomes, and the tool middlewares."""
+
+    def __init__(
+        self,
+        agent_name: str,
+        tools: Mapping[str, Tool],
+        *,
+        return_directly: frozenset[str],
+        tool_errors: Literal["model", "raise"],
+        before_tool: Sequence[Hook],
+        after_tool: Sequence[Hook],
+    ) -> None:
+        self.name = agent_name
+        self._tools = tools
+        self.return_directly = return_directly
+        self.tool_errors = tool_errors
+        self._before_tool = before_tool
+        self._after_tool = after_tool
+
+    def accept(self, outcome: Outcome, ctx: RunContext, rnd: Round) -> AgentEvent | None:
+        """Record a finished tool call; return its event unless it is held back.
+
+        A return-directly result (or one whose action exits or transfers) is held back to be
+        yielded last; if several are called, the last in the message wins.
+        """
+        if outcome.interrupts:
+            rnd.interrupts.extend(outcome.interrupts)
+            return None
+        rnd.outcomes.append(outcome)
+        if outcome.fatal is not None:
+            rnd.failed = True
+            return ctx.event(error=outcome.fatal)
+        if outcome.call.name in self.return_directly or outcome.ends_turn:
+            held = rnd.direct
+            if held is None or outcome.index > held.index:
+                rnd.direct = outcome
+                if held is None:
+                    return None
+                outcome = held  # superseded: emitted now, like any other result
+        if outcome.index in rnd.done:
+            return None  # finished before the pause: its event was already seen
+        return ctx.event(message=outcome.message, action=outcome.action)
+
+    async def run(
+        self, call: ToolCall, ctx: RunContext, index: int, emit: Emit | None = None
+    ) -> Outcome:
+        """Run one tool call through the tool middlewares; failures become an outcome."""
+        tctx = ctx.for_tool(call.name, call.id)
+        if emit is not None:
+            tctx.set_emit(emit)
+        for hook in self._before_tool:
+            call = (await hook(tctx, call)) or call
+        tool = self._tools.get(call.name)
+        action: AgentAction | None = None
+        fatal: PlaitError | None = None
+        if tool is None:
+            content, fatal = self._unknown_tool(call)
+        else:
+            try:
+                result = await call_in(tctx, tool.call, call.arguments, tctx)
+            except Exception as exc:
+                content, fatal = self._tool_failure(call, exc)
+            else:
+                if isinstance(result, Interrupted):
+                    message = Message.tool("", call.id, name=call.name)
+                    return Outcome(index, call, message, interrupts=result.contexts)
+                if isinstance(result, ToolResult):
+                    content, action = result.content, result.action
+                else:
+                    content = result
+            sent = tctx.take_action()
+            if sent is not None:
+                action = sent if action is None else sent.merge(action)
+        for observer in tctx.hooks:
+            observer.tool_called(tctx, content, fatal)
+        if fatal is None:
+            for hook in self._after_tool:
+                content = (await hook(tctx, call, content)) or content
+        message = Message.tool(content, call.id, name=call.name)
+        return Outcome(index, call, message, action, fatal)
+
+    def _unknown_tool(self, call: ToolCall) -> tuple[str, PlaitError | None]:
+        names = ", ".join(self._tools) or "(none)"
+        text = f"there is no tool named '{call.name}'; the available tools are: {names}"
+        if self.tool_errors == "raise":
+            return "", ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
+        return f"Error: {text}.", None
+
+    def _tool_failure(self, call: ToolCall, exc: Exception) -> tuple[str, PlaitError | None]:
+        if isinstance(exc, LimitExceeded | RunCancelled):
+            return "", exc
+        if isinstance(exc, InvalidToolArguments):
+            text = str(exc)
+        else:
+            text = f"tool '{call.name}' raised {type(exc).__name__}: {exc}"
+        if self.tool_errors == "model":
+            return f"Error: {text}", None
+        if isinstance(exc, ToolError):
+            return "", exc
+        err = ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
+        err.__cause__ = exc
+        return "", err
