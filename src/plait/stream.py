@@ -42,7 +42,7 @@ _HOST = socket.gethostname()
 _LIVE: set[str] = set()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class RunSetup:
     """What a runner gives each of its streams: where to save, and the run's options."""
 
