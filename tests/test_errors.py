@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from plait import errors
@@ -76,3 +78,51 @@ def test_session_conflict_says_the_turn_was_not_saved() -> None:
     assert "(version 1, expected none)" in str(new)
     gone = SessionConflict(session_id="chat-1", version=0, expected_version=2)
     assert "(no longer stored, expected 2)" in str(gone)
+
+
+def test_decoded_details_cannot_shadow_the_message_methods_or_class_attributes() -> None:
+    from plait.events import RunResult
+
+    details = {
+        "message": 5,
+        "with_traceback": 5,
+        "details": 5,
+        "args": 5,
+        "__class__": 5,
+        "tool_name": "t",
+        "call_id": None,
+    }
+    raw = json.dumps({"error": {"type": "ToolError", "message": "boom", "details": details}})
+    err = RunResult.from_json(raw).error
+    assert isinstance(err, ToolError)
+    assert str(err) == "boom" and err.message == "boom" and err.args == ("boom",)
+    assert callable(err.with_traceback) and type(err) is ToolError
+    assert (err.tool_name, err.call_id) == ("t", None)  # details still read as attributes
+    assert err.details() == details
+    again = RunResult.from_json(RunResult(error=err).to_json()).error
+    assert again == err and str(again) == "boom"
+    with pytest.raises(AttributeError, match="no attribute 'agent_name'"):
+        _ = err.agent_name
+
+
+def test_constructor_details_cannot_shadow_methods_either() -> None:
+    err = PlaitError("bad", details="a detail", with_traceback=1, limit=3)
+    assert err.details() == {"details": "a detail", "with_traceback": 1, "limit": 3}
+    assert err.limit == 3  # type: ignore[attr-defined]
+    assert callable(err.with_traceback)
+
+
+def test_an_attribute_set_later_counts_as_a_detail() -> None:
+    err = ModelError("down")
+    err.agent_name = "A"
+    assert err.details() == {"agent_name": "A", "status_code": None, "fix": None}
+
+
+def test_details_that_are_not_an_object_are_refused() -> None:
+    from pydantic import ValidationError
+
+    from plait.events import RunResult
+
+    raw = json.dumps({"error": {"type": "ToolError", "message": "boom", "details": [1]}})
+    with pytest.raises(ValidationError, match="details are encoded as an object"):
+        RunResult.from_json(raw)

@@ -66,17 +66,34 @@ __all__ = [
 
 
 class PlaitError(Exception):
-    """Base class of every error plait raises or reports."""
+    """Base class of every error plait raises or reports.
+
+    The keyword `details` are kept in a mapping of their own and read as attributes
+    (`err.tool_name`), after the error's real attributes: a detail never hides `message`,
+    a method or a class attribute, whether given here or decoded from JSON.
+    """
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
         self.message = message
-        for key, value in details.items():
-            setattr(self, key, value)
+        self._details = details
+
+    if not TYPE_CHECKING:  # for mypy, only the attributes each subclass declares exist
+
+        def __getattr__(self, name: str) -> Any:
+            details = self.__dict__.get("_details")
+            if details is not None and name in details and not name.startswith("_"):
+                return details[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def details(self) -> dict[str, Any]:
-        """Return the structured attributes of this error (everything except the message)."""
-        return {k: v for k, v in vars(self).items() if k != "message" and not k.startswith("_")}
+        """Return the structured attributes of this error (everything except the message);
+        an attribute set after the error was made counts, and wins over a detail."""
+        details = dict(self.__dict__.get("_details") or {})
+        for key, value in vars(self).items():
+            if key != "message" and not key.startswith("_"):
+                details[key] = value
+        return details
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -113,10 +130,13 @@ def _error_from_json(value: Any) -> PlaitError:
     cls = getattr(sys.modules[__name__], str(value.get("type")), None)
     if not (isinstance(cls, type) and issubclass(cls, PlaitError)):
         cls = PlaitError
+    details = value.get("details") or {}
+    if not isinstance(details, dict):
+        raise ValueError("an error's details are encoded as an object")
     err = cls.__new__(cls)
     Exception.__init__(err, value["message"])
     err.message = value["message"]
-    err.__dict__.update(value.get("details") or {})
+    err._details = dict(details)  # read through __getattr__: they cannot shadow anything
     return err
 
 

@@ -262,3 +262,26 @@ def test_what_is_not_an_agent_is_refused_when_an_agent_tool_is_built(
     assert str(raised.value) == (
         f"AgentTool: agent is {shown}, not an Agent (needs name, description and run)"
     )
+
+
+def test_a_custom_input_model_is_checked_strictly_as_json() -> None:
+    from pydantic import BaseModel
+
+    class Ask(BaseModel):
+        count: int
+
+    inner_model = ScriptedModel([reply("counted")])
+    tool_ = AgentTool(ChatModelAgent("Inner", inner_model), input_schema=Ask)
+    model = ScriptedModel([call("Inner", '{"count": "3"}'), call("Inner", '{"count": 3}'), "done"])
+    result = Runner(ChatModelAgent("Outer", model, tools=[tool_])).query_sync("q")
+    texts = [
+        e.message.message.content  # type: ignore[union-attr]
+        for e in result.events
+        if e.message and e.message.role == "tool" and e.depth == 0
+    ]
+    assert texts == [
+        "Error: invalid arguments for tool 'Inner': count: Input should be a valid integer"
+        " (got '3')",
+        "counted",
+    ]
+    assert inner_model.requests[0].messages == (Message.user('{"count": 3}'),)

@@ -16,6 +16,7 @@ from plait import (
     Runner,
     ToolCall,
     ToolResult,
+    TransferToAgentAction,
     run_context,
     tool,
 )
@@ -548,3 +549,112 @@ def test_a_limit_reached_before_a_call_ends_the_run_without_reusing_the_last_rep
     assert len(model.requests) == 2
     tools = [e for e in result.events if e.message and e.message.role == "tool"]
     assert len(tools) == 2  # the last reply's tool call ran once, not again
+
+
+# --- what the model sends and is told -----------------------------------------------------------
+
+
+def test_an_unknown_tool_name_is_quoted_cut_to_200_characters() -> None:
+    name = "n" * 1_000_000
+    model = ScriptedModel([call(name, {}), reply("sorry")])
+    result = Runner(_agent(model, tools=[lookup])).query_sync("q")
+    content = result.events[1].message.message.content  # type: ignore[union-attr]
+    assert content == (
+        f"Error: there is no tool named '{'n' * 200}'…(1,000,000 characters); "
+        "the available tools are: lookup."
+    )
+
+
+class _WrongModel:
+    """A custom model whose generate returns, and whose stream gives, what it is told."""
+
+    def __init__(self, generated: object, streamed: object) -> None:
+        self.generated = generated
+        self.streamed = streamed
+
+    async def generate(self, messages: object, *, tools: object = (), **options: object) -> object:
+        return self.generated
+
+    def stream(self, messages: object, *, tools: object = (), **options: object) -> object:
+        return self.streamed
+
+
+async def _yielding(*chunks: object) -> object:
+    for chunk in chunks:
+        yield chunk
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(None, "NoneType"), ({"role": "assistant"}, "dict"), ("hi", "str")]
+)
+def test_a_model_that_returns_no_message_ends_the_run_with_a_model_error(
+    value: object, shown: str
+) -> None:
+    agent = ChatModelAgent("A", _WrongModel(value, None))  # type: ignore[arg-type]
+    result = Runner(agent).query_sync("q")
+    assert kinds(result.events) == ["error:ModelError"]
+    assert isinstance(result.error, ModelError) and result.error.agent_name == "A"
+    assert str(result.error) == (
+        f"model _WrongModel: generate() returned {shown}, expected a Message "
+        "(see the plait.models.ChatModel protocol)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("streamed", "said"),
+    [
+        (None, "stream() returned NoneType, expected an async iterator of Messages"),
+        ("hi", "stream() returned str, expected an async iterator of Messages"),
+        ({"role": "assistant"}, "stream() returned dict, expected an async iterator of Messages"),
+        (_yielding(Message.assistant("a"), {"x": 1}), "stream() yielded dict, expected Message"),
+        (_yielding(None), "stream() yielded NoneType, expected Message chunks"),
+    ],
+)
+async def test_a_model_that_streams_no_messages_ends_the_run_with_a_model_error(
+    streamed: object, said: str
+) -> None:
+    agent = ChatModelAgent("A", _WrongModel(None, streamed))  # type: ignore[arg-type]
+    result = await Runner(agent, enable_streaming=True).query("q").collect()
+    assert isinstance(result.error, ModelError) and result.error.agent_name == "A"
+    assert str(result.error).startswith(f"model _WrongModel: {said}")
+    assert result.final_output is None
+
+
+def test_an_async_def_stream_is_named_as_the_mistake_it_is() -> None:
+    class Coroutine(_WrongModel):
+        async def stream(  # type: ignore[override]
+            self, messages: object, *, tools: object = (), **options: object
+        ) -> object:
+            return Message.assistant("not streamed")
+
+    agent = ChatModelAgent("A", Coroutine(None, None))  # type: ignore[arg-type]
+    result = Runner(agent, enable_streaming=True).query_sync("q")
+    assert isinstance(result.error, ModelError)
+    assert "stream() returned coroutine, expected an async iterator" in str(result.error)
+
+
+@tool
+def go_elsewhere() -> ToolResult:
+    """Hand the conversation to agent X."""
+    return ToolResult(
+        content="handing over",
+        action=AgentAction(transfer_to_agent=TransferToAgentAction(dest_agent_name="X")),
+    )
+
+
+def test_a_transfer_from_an_agent_with_no_targets_is_told_to_the_model() -> None:
+    model = ScriptedModel([call("go_elsewhere", {}), reply("I'll answer myself")])
+    result = Runner(_agent(model, tools=[go_elsewhere])).query_sync("q")
+    assert kinds(result.events) == ["assistant", "tool:go_elsewhere", "assistant"]
+    tool_event = result.events[1]
+    assert tool_event.action is None
+    assert tool_event.message.message.content == (  # type: ignore[union-attr]
+        "Error: tool 'go_elsewhere' asked to transfer to agent 'X', but agent 'A' has no "
+        "agents to transfer to."
+    )
+    assert result.final_output == "I'll answer myself"
+    fatal_model = ScriptedModel([call("go_elsewhere", {}, id="c1"), reply("never")])
+    fatal = Runner(_agent(fatal_model, tools=[go_elsewhere], tool_errors="raise")).query_sync("q")
+    assert kinds(fatal.events) == ["assistant", "error:ToolError"]
+    assert isinstance(fatal.error, ToolError)
+    assert (fatal.error.tool_name, fatal.error.call_id) == ("go_elsewhere", "c1")

@@ -17,7 +17,7 @@ from plait import (
     TransferToAgentAction,
     set_sub_agents,
 )
-from plait.errors import UsageError
+from plait.errors import InvalidToolArguments, UsageError
 from plait.testing import ScriptedModel, call, reply
 from tests.conftest import kinds
 
@@ -82,6 +82,52 @@ def test_an_unknown_target_is_told_to_the_model_and_the_loop_goes_on() -> None:
     assert content == "Error: there is no agent named 'ghost'; you can transfer to: Child."
     assert result.events[1].action is None
     assert result.final_output == "I'll answer myself"
+
+
+_USE = 'call transfer_to_agent with {"agent_name": <one of: Child>}.'
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ('{"agent_name": "ghost"}', "there is no agent named 'ghost'; you can transfer to: Child."),
+        ('{"agent_name": 5}', _USE),
+        ("not json", _USE),
+        ("{}", _USE),
+    ],
+)
+def test_transfer_misuse_under_tool_errors_raise_ends_the_run(arguments: str, problem: str) -> None:
+    model = ScriptedModel([call("transfer_to_agent", arguments, id="t1"), reply("never")])
+    child_model = ScriptedModel([reply("never either")])
+    child = ChatModelAgent("Child", child_model)
+    parent = ChatModelAgent("Parent", model, sub_agents=[child], tool_errors="raise")
+    result = Runner(parent).query_sync("q")
+    assert kinds(result.events) == ["assistant", "error:InvalidToolArguments"]
+    err = result.error
+    assert isinstance(err, InvalidToolArguments) and str(err) == problem
+    assert (err.tool_name, err.call_id, err.agent_name) == ("transfer_to_agent", "t1", "Parent")
+    assert (model.remaining, child_model.remaining) == (1, 1)
+    told = Runner(
+        ChatModelAgent(
+            "Parent",
+            ScriptedModel([call("transfer_to_agent", arguments), reply("ok")]),
+            sub_agents=[ChatModelAgent("Child", ScriptedModel([]))],
+        )
+    ).query_sync("q")
+    assert told.events[1].message.message.content == f"Error: {problem}"  # type: ignore[union-attr]
+    assert told.final_output == "ok"
+
+
+def test_an_unknown_target_is_quoted_cut_to_200_characters() -> None:
+    model = ScriptedModel([_transfer("g" * 10_485_760), reply("ok")])
+    parent = ChatModelAgent(
+        "Parent", model, sub_agents=[ChatModelAgent("Child", ScriptedModel([]))]
+    )
+    content = Runner(parent).query_sync("q").events[1].message.message.content  # type: ignore[union-attr]
+    assert content == (
+        f"Error: there is no agent named '{'g' * 200}'…(10,485,760 characters); "
+        "you can transfer to: Child."
+    )
 
 
 def test_a_chain_grows_the_run_path_and_transfer_back_reruns_the_parent() -> None:

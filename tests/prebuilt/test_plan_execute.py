@@ -75,7 +75,7 @@ def test_an_unexpected_tool_call_from_the_replanner_is_an_error() -> None:
     )
     result = runner.query_sync("q")
     assert isinstance(result.error, ModelError)
-    assert "unexpected tool call: foo" in str(result.error)
+    assert "unexpected tool call: 'foo'" in str(result.error)
 
 
 def test_a_planner_that_does_not_plan_is_an_error() -> None:

@@ -19,6 +19,7 @@ from plait import (
     tool,
 )
 from plait.errors import (
+    InvalidToolArguments,
     MaxDepthExceeded,
     MaxHandoffsExceeded,
     MaxStepsExceeded,
@@ -190,6 +191,17 @@ def test_an_unknown_member_name_is_told_to_the_model() -> None:
     assert result.final_output == "I'll do it myself"
     text = result.events[1].message.message.content  # type: ignore[union-attr]
     assert text == "Error: agent 'nobody' not found. Available agents: b."
+
+
+def test_an_unknown_member_under_tool_errors_raise_ends_the_run() -> None:
+    a, _ = _agent("a", _to("n" * 1_000_000, id="h1"), reply("never"), tool_errors="raise")
+    b, b_model = _agent("b", reply("never either"))
+    result = Runner(Team.swarm("a", [a, b])).query_sync("q")
+    err = result.error
+    assert isinstance(err, InvalidToolArguments)
+    assert (err.tool_name, err.call_id, err.agent_name) == ("transfer_to_agent", "h1", "a")
+    assert str(err) == f"agent '{'n' * 200}'…(1,000,000 characters) not found. Available agents: b."
+    assert b_model.remaining == 1
 
 
 async def test_cross_request_continues_at_the_active_member() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
+import math
 import threading
 from typing import Literal
 
@@ -150,3 +153,114 @@ async def test_contextvar_is_reset_after_a_tool_call() -> None:
     await asyncio.sleep(0)
     with pytest.raises(Usage):
         run_context()
+
+
+# --- what the model sends and is told -----------------------------------------------------------
+
+
+@tool
+def typed(count: int, ratio: float = 0.0, label: str = "", flag: bool = False) -> str:
+    """Take one argument of each JSON type.
+
+    Args:
+        count: An integer.
+        ratio: A number.
+        label: A string.
+        flag: A boolean.
+    """
+    return f"{count!r} {ratio!r} {label!r} {flag!r}"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ('{"count": "2"}', "count: Input should be a valid integer (got '2')"),
+        ('{"count": true}', "count: Input should be a valid integer (got True)"),
+        ('{"count": 2.0}', "count: Input should be a valid integer (got 2.0)"),
+        ('{"count": 1, "ratio": "0.5"}', "ratio: Input should be a valid number (got '0.5')"),
+        ('{"count": 1, "label": 5}', "label: Input should be a valid string (got 5)"),
+        ('{"count": 1, "flag": 1}', "flag: Input should be a valid boolean (got 1)"),
+        ('{"count": 1, "flag": "true"}', "flag: Input should be a valid boolean (got 'true')"),
+    ],
+)
+async def test_arguments_must_have_the_json_types_the_schema_advertises(
+    arguments: str, problem: str
+) -> None:
+    props = typed.info().parameters["properties"]
+    assert [props[p]["type"] for p in props] == ["integer", "number", "string", "boolean"]
+    ctx = RunContext.root("a", []).for_tool("typed", "c1")
+    with pytest.raises(InvalidToolArguments) as info:
+        await typed.call(arguments, ctx)
+    assert str(info.value) == f"invalid arguments for tool 'typed': {problem}"
+
+
+async def test_json_values_of_the_advertised_types_are_accepted() -> None:
+    ctx = RunContext.root("a", [])
+    out = await typed.call('{"count": 2, "ratio": 1, "label": "x", "flag": true}', ctx)
+    assert out == "2 1.0 'x' True"  # a JSON integer is a JSON number too
+
+    @tool
+    def when(at: datetime.date, tags: tuple[str, ...] = ()) -> str:
+        """Formats and arrays come as JSON strings and arrays."""
+        return f"{at.isoformat()} {tags}"
+
+    assert await when.call('{"at": "2024-05-01", "tags": ["a"]}', ctx) == "2024-05-01 ('a',)"
+
+
+def test_a_mistyped_argument_is_told_to_the_model_or_raised() -> None:
+    from plait import ChatModelAgent, Runner
+    from plait.testing import ScriptedModel, call, reply
+
+    model = ScriptedModel([call("typed", {"count": "2"}), reply("fixed")])
+    result = Runner(ChatModelAgent("A", model, tools=[typed])).query_sync("q")
+    told = result.events[1].message.message.content  # type: ignore[union-attr]
+    assert told == (
+        "Error: invalid arguments for tool 'typed': count: Input should be a valid integer"
+        " (got '2')"
+    )
+    assert result.final_output == "fixed"
+    strict = ScriptedModel([call("typed", {"count": True})])
+    agent = ChatModelAgent("A", strict, tools=[typed], tool_errors="raise")
+    fatal = Runner(agent).query_sync("q")
+    assert isinstance(fatal.error, InvalidToolArguments) and fatal.error.tool_name == "typed"
+
+
+async def test_an_error_quotes_at_most_200_characters_of_a_bad_value() -> None:
+    ctx = RunContext.root("a", [])
+    huge = "x" * 10_485_760
+    with pytest.raises(InvalidToolArguments) as info:
+        await typed.call(f'{{"count": "{huge}"}}', ctx)
+    text = str(info.value)
+    assert len(text) < 400
+    assert f"(got '{'x' * 200}'…(10,485,760 characters))" in text
+    key = "k" * 1_000_000
+    with pytest.raises(InvalidToolArguments) as info:
+        await typed.call(f'{{"count": 1, "{key}": 1}}', ctx)
+    assert len(str(info.value)) < 400
+    assert "…(1,000,000 characters): Extra inputs are not permitted" in str(info.value)
+
+
+async def test_an_error_lists_at_most_ten_problems() -> None:
+    @tool
+    def total(numbers: list[int]) -> int:
+        """Add up."""
+        return sum(numbers)
+
+    with pytest.raises(InvalidToolArguments) as info:
+        await total.call(
+            '{"numbers": [' + ",".join(['"1"'] * 1000) + "]}", RunContext.root("a", [])
+        )
+    text = str(info.value)
+    assert text.count("Input should be a valid integer") == 10
+    assert text.endswith("; and 990 more problems")
+
+
+async def test_nan_and_infinity_in_a_result_are_encoded_as_strings() -> None:
+    @tool
+    def measure() -> dict[str, object]:
+        """Measure."""
+        return {"mean": math.nan, "max": math.inf, "min": -math.inf, "rows": [1.5, math.nan]}
+
+    out = await measure.call("{}", RunContext.root("a", []))
+    assert out == '{"mean":"NaN","max":"Infinity","min":"-Infinity","rows":[1.5,"NaN"]}'
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))

@@ -18,6 +18,7 @@ from plait.history import as_records, rewrite_message, whole_messages
 from plait.kernel import is_pause, raise_pause
 from plait.messages import Message
 from plait.tools.base import ToolInfo
+from plait.tools.function import describe_invalid_arguments
 
 __all__ = ["AgentTool", "run_nested"]
 
@@ -34,8 +35,9 @@ class AgentTool:
     is told about; limit errors and cancellation end the whole run.
 
     `input_schema` (a JSON schema, or a pydantic model class) replaces `{request}` as the
-    tool's parameters; the arguments are then checked against it and the child gets them,
-    as the JSON the model sent, as its user message.
+    tool's parameters; the arguments are then checked against it (a model class strictly,
+    as `@tool` checks its arguments) and the child gets them, as the JSON the model sent, as
+    its user message.
     """
 
     def __init__(
@@ -110,20 +112,21 @@ class AgentTool:
     def _custom_request(self, arguments_json: str, ctx: RunContext) -> str:
         """With a custom schema, the child's message is the arguments as the model sent them."""
         problem = None
-        try:
-            args = json.loads(arguments_json or "{}")
-        except ValueError as exc:
-            problem = f"the arguments for tool '{self.agent.name}' are not valid JSON: {exc}"
-        else:
-            if self._validator is not None:
-                from pydantic import ValidationError
+        if self._validator is not None:  # strict, as JSON: like the arguments of a `@tool`
+            from pydantic import ValidationError
 
-                try:
-                    self._validator.validate_python(args)
-                except ValidationError as exc:
-                    problem = f"invalid arguments for tool '{self.agent.name}': {exc}"
-            elif not isinstance(args, dict):
-                problem = f"the arguments for tool '{self.agent.name}' must be a JSON object"
+            try:
+                self._validator.validate_json(arguments_json or "{}", strict=True)
+            except ValidationError as exc:
+                problem = describe_invalid_arguments(exc, self.agent.name)
+        else:
+            try:
+                args = json.loads(arguments_json or "{}")
+            except ValueError as exc:
+                problem = f"the arguments for tool '{self.agent.name}' are not valid JSON: {exc}"
+            else:
+                if not isinstance(args, dict):
+                    problem = f"the arguments for tool '{self.agent.name}' must be a JSON object"
         if problem is not None:
             raise InvalidToolArguments(
                 problem,

@@ -5,13 +5,20 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
-from plait.agents.flow import TransferTool, set_sub_agents, transfer_instruction
+from plait.agents.flow import (
+    TRANSFER_TOOL,
+    TransferTool,
+    can_transfer,
+    set_sub_agents,
+    transfer_instruction,
+)
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
@@ -78,8 +85,9 @@ class ChatModelAgent:
         max_iterations: the most model calls in one run (`MaxIterationsExceeded` before more).
         gen_model_input: `(instruction, input, ctx) -> messages` builds the first model input.
         middlewares: `Middleware` hooks around model and tool calls.
-        tool_errors: "model" (default) tells the model about a failing tool call; "raise"
-            ends the run with a `ToolError`.
+        tool_errors: "model" (default) tells the model about a failing tool call (the tool
+            raised, the arguments do not match its schema, the tool is unknown, or its result
+            transfers with nowhere to go); "raise" ends the run with a `ToolError`.
         model_options: keyword options passed to every model call.
         sub_agents: agents this one may transfer to (see `set_sub_agents`); they may
             transfer back unless they were built with `disallow_transfer_to_parent=True`.
@@ -192,6 +200,7 @@ class ChatModelAgent:
             tool_errors=self.tool_errors,
             before_tool=self._before_tool,
             after_tool=self._after_tool,
+            transfers=TRANSFER_TOOL in self._tools or can_transfer(self),
         )
 
     @property
@@ -257,7 +266,14 @@ class ChatModelAgent:
         except Exception as exc:
             box.error = self._model_error(exc)
             return
-        stream = MessageStream(source, on_error=self._model_error)
+        if not isinstance(source, AsyncIterator):
+            if inspect.iscoroutine(source):  # `async def stream` that returns, not yields
+                source.close()
+            box.error = self._wrong_output(
+                "stream() returned", source, "an async iterator of Messages"
+            )
+            return
+        stream = MessageStream(_CheckedChunks(source, self), on_error=self._model_error)
         try:
             yield ctx.event(output=_streaming_output(stream))
             try:
@@ -277,6 +293,40 @@ class ChatModelAgent:
         err = ModelError(f"model call failed: {type(exc).__name__}: {exc}", agent_name=self.name)
         err.__cause__ = exc
         return err
+
+    def _wrong_output(self, what: str, value: object, expected: str) -> ModelError:
+        """The error for a model whose `generate`/`stream` gave something other than a Message."""
+        return ModelError(
+            f"model {type(self.model).__name__}: {what} {type(value).__name__}, "
+            f"expected {expected} (see the plait.models.ChatModel protocol)",
+            agent_name=self.name,
+        )
+
+
+class _CheckedChunks:
+    """A model's stream that fails with a `ModelError` at a chunk that is not a Message."""
+
+    __slots__ = ("_agent", "_source")
+
+    def __init__(self, source: AsyncIterator[Any], agent: ChatModelAgent) -> None:
+        self._source = source
+        self._agent = agent
+
+    def __aiter__(self) -> _CheckedChunks:
+        return self
+
+    async def __anext__(self) -> Message:
+        chunk = await self._source.__anext__()
+        if isinstance(chunk, Message):
+            return chunk
+        await self.aclose()
+        raise self._agent._wrong_output("stream() yielded", chunk, "Message chunks")
+
+    async def aclose(self) -> None:
+        """Close the model's stream."""
+        aclose = getattr(self._source, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def _streaming_output(stream: MessageStream) -> AgentOutput:
@@ -434,11 +484,16 @@ class _Loop:
     async def _generate(self, box: _Reply) -> None:
         agent = self.agent
         try:
-            box.message = await agent.model.generate(
+            reply = await agent.model.generate(
                 self.messages, tools=agent._tool_infos, **agent.model_options
             )
         except Exception as exc:
             box.error = agent._model_error(exc)
+            return
+        if isinstance(reply, Message):
+            box.message = reply
+        else:
+            box.error = agent._wrong_output("generate() returned", reply, "a Message")
 
     async def _take_reply(self, reply: Message) -> PlaitError | None:
         """Count the reply, pass it through the middlewares and decide the next step."""

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
+from plait._quote import quote
 from plait.agent import (
     Agent,
     AgentInput,
@@ -23,7 +24,7 @@ from plait.agent import (
 )
 from plait.checkpoint import FlowRecord
 from plait.context import RunContext
-from plait.errors import PlaitError, ResumeError, UsageError
+from plait.errors import InvalidToolArguments, PlaitError, ResumeError, UsageError
 from plait.events import AgentAction, AgentEvent, MessageVariant, TransferToAgentAction
 from plait.history import history_for, rewrite_message
 from plait.kernel import enter
@@ -146,7 +147,13 @@ class TransferTool:
         )
 
     async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
-        """Transfer to the named agent, or tell the model which names are valid."""
+        """Transfer to the named agent.
+
+        Raises:
+            InvalidToolArguments: The arguments are not `{"agent_name": <a target's name>}`;
+                the message says which names are valid. Like any failing tool call, the
+                model is told, or the run ends with it under `tool_errors="raise"`.
+        """
         try:
             args = json.loads(arguments_json or "{}")
             name = args["agent_name"] if isinstance(args, dict) else None
@@ -155,11 +162,15 @@ class TransferTool:
         targets = transfer_targets(self._owner)
         valid = ", ".join(targets) or "(none)"
         if not isinstance(name, str):
-            return f'Error: call {TRANSFER_TOOL} with {{"agent_name": <one of: {valid}>}}.'
-        if name not in targets:
-            return f"Error: there is no agent named '{name}'; you can transfer to: {valid}."
-        action = AgentAction(transfer_to_agent=TransferToAgentAction(dest_agent_name=name))
-        return ToolResult(content=f"successfully transferred to agent [{name}]", action=action)
+            problem = f'call {TRANSFER_TOOL} with {{"agent_name": <one of: {valid}>}}.'
+        elif name not in targets:
+            problem = f"there is no agent named {quote(name)}; you can transfer to: {valid}."
+        else:
+            action = AgentAction(transfer_to_agent=TransferToAgentAction(dest_agent_name=name))
+            return ToolResult(content=f"successfully transferred to agent [{name}]", action=action)
+        raise InvalidToolArguments(
+            problem, tool_name=TRANSFER_TOOL, call_id=ctx.tool_call_id, agent_name=ctx.agent_name
+        )
 
 
 def can_transfer(agent: Any) -> bool:

@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from plait._quote import quote
 from plait.agents.middleware import Hook
 from plait.context import Emit, RunContext
 from plait.errors import InvalidToolArguments, LimitExceeded, PlaitError, RunCancelled, ToolError
-from plait.events import AgentAction, AgentEvent, InterruptCtx
+from plait.events import AgentAction, AgentEvent, InterruptCtx, TransferToAgentAction
 from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
 from plait.tools.base import Tool, ToolResult
@@ -68,8 +69,10 @@ class ToolCalls:
         tool_errors: Literal["model", "raise"],
         before_tool: Sequence[Hook],
         after_tool: Sequence[Hook],
+        transfers: bool = True,
     ) -> None:
         self.name = agent_name
+        self.transfers = transfers  # whether a result's transfer has anywhere to go
         self._tools = tools
         self.return_directly = return_directly
         self.tool_errors = tool_errors
@@ -130,6 +133,8 @@ class ToolCalls:
             sent = tctx.take_action()
             if sent is not None:
                 action = sent if action is None else sent.merge(action)
+        if action is not None and action.transfer_to_agent is not None and not self.transfers:
+            content, action, fatal = self._stray_transfer(call, action.transfer_to_agent)
         for observer in tctx.hooks:
             observer.tool_called(tctx, content, fatal)
         if fatal is None:
@@ -140,10 +145,23 @@ class ToolCalls:
 
     def _unknown_tool(self, call: ToolCall) -> tuple[str, PlaitError | None]:
         names = ", ".join(self._tools) or "(none)"
-        text = f"there is no tool named '{call.name}'; the available tools are: {names}"
+        text = f"there is no tool named {quote(call.name)}; the available tools are: {names}"
         if self.tool_errors == "raise":
             return "", ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
         return f"Error: {text}.", None
+
+    def _stray_transfer(
+        self, call: ToolCall, transfer: TransferToAgentAction
+    ) -> tuple[str, AgentAction | None, PlaitError | None]:
+        """A result that transfers, from an agent with no one to transfer to: a failure."""
+        text = (
+            f"tool '{call.name}' asked to transfer to agent {quote(transfer.dest_agent_name)}, "
+            f"but agent '{self.name}' has no agents to transfer to"
+        )
+        if self.tool_errors == "raise":
+            err = ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
+            return "", None, err
+        return f"Error: {text}.", None, None
 
     def _tool_failure(self, call: ToolCall, exc: Exception) -> tuple[str, PlaitError | None]:
         if isinstance(exc, LimitExceeded | RunCancelled):

@@ -16,7 +16,9 @@ class ChatModel(Protocol):
     """A chat model: `generate` returns a whole message, `stream` yields its chunks.
 
     The chunks of `stream` concatenate to the message (text joined, tool-call chunks merged
-    by index, usage summed). Any object with these two methods is accepted as a model.
+    by index, usage summed). Any object with these two methods is accepted as a model. One
+    whose `generate` returns anything but a `Message`, or whose `stream` is not an async
+    iterator of `Message`s, ends the run with a `ModelError` naming the type it gave.
     """
 
     async def generate(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
+from plait._quote import quote
 from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import LoopAgent, SequentialAgent
@@ -178,7 +179,7 @@ class _Deciding:
             return ModelError(f"{self.name}: the model did not call {names}", agent_name=self.name)
         tc = reply.tool_calls[0]
         if tc.name not in names:
-            return ModelError(f"unexpected tool call: {tc.name}", agent_name=self.name)
+            return ModelError(f"unexpected tool call: {quote(tc.name)}", agent_name=self.name)
         try:
             args = json.loads(tc.arguments or "{}")
         except ValueError as exc:
@@ -192,7 +193,8 @@ class _Deciding:
         )
         if not valid:
             return ModelError(
-                f"{self.name}: bad arguments for '{tc.name}': {tc.arguments}", agent_name=self.name
+                f"{self.name}: bad arguments for '{tc.name}': {quote(tc.arguments)}",
+                agent_name=self.name,
             )
         return reply, tc.name, args
 

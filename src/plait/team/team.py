@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
+from plait._quote import quote
 from plait.agent import Agent, AgentInput, require_agent
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
@@ -21,6 +22,7 @@ from plait.agents.workflow import close_lane, open_lane
 from plait.checkpoint import SwarmRecord
 from plait.context import RunContext
 from plait.errors import (
+    InvalidToolArguments,
     MaxDepthExceeded,
     MaxHandoffsExceeded,
     NodeTimeout,
@@ -83,19 +85,23 @@ class _SwarmTransfer:
         )
 
     async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
-        """Hand off to the named member, or tell the model which names are valid."""
+        """Hand off to the named member; an `InvalidToolArguments` says which names are valid."""
         try:
             args = json.loads(arguments_json or "{}")
         except ValueError:
             args = None
         others = self._others()
+        problem = None
         if not isinstance(args, dict) or not isinstance(args.get("agent_name"), str):
-            return (
-                f'Error: call {TRANSFER_TOOL} with {{"agent_name": <one of: {", ".join(others)}>}}.'
+            problem = f'call {TRANSFER_TOOL} with {{"agent_name": <one of: {", ".join(others)}>}}.'
+        elif args["agent_name"] not in others:
+            problem = f"agent {quote(args['agent_name'])} not found. Available agents: "
+            problem += f"{', '.join(others)}."
+        if problem is not None:
+            raise InvalidToolArguments(
+                problem, tool_name=TRANSFER_TOOL, call_id=ctx.tool_call_id, agent_name=self._owner
             )
         name = args["agent_name"]
-        if name not in others:
-            return f"Error: agent '{name}' not found. Available agents: {', '.join(others)}."
         action = TransferToAgentAction(
             dest_agent_name=name,
             message=str(args.get("message") or ""),

@@ -28,7 +28,12 @@ class ToolInfo(JSONMixin):
 
 @record
 class ToolResult(JSONMixin):
-    """A tool's result with an action attached to its event (exit, transfer, break…)."""
+    """A tool's result with an action attached to its event (exit, transfer, break…).
+
+    A transfer from an agent that has no one to transfer to (no sub-agents, no parent, not a
+    swarm member) is a failed tool call: the model is told, or with `tool_errors="raise"`
+    the run ends with a `ToolError`.
+    """
 
     content: str
     action: AgentAction | None = None

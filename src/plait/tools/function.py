@@ -8,6 +8,7 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
+from plait._quote import QUOTE_CHARS, quote
 from plait.context import RunContext
 from plait.errors import InvalidToolArguments, UsageError
 from plait.tools.base import ToolInfo, ToolResult
@@ -15,7 +16,7 @@ from plait.tools.base import ToolInfo, ToolResult
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
-__all__ = ["FunctionTool", "tool"]
+__all__ = ["FunctionTool", "describe_invalid_arguments", "tool"]
 
 
 class FunctionTool:
@@ -24,7 +25,16 @@ class FunctionTool:
     The schema comes from the type hints (pydantic models allowed) and the Google-style
     docstring (`Args:` lines describe parameters). A parameter annotated `RunContext` is
     injected and hidden from the model. Sync functions run in a worker thread with the
-    context variables copied. A result that is not a `str` is JSON-encoded.
+    context variables copied.
+
+    The arguments must match the schema the model was shown, as JSON: they are validated in
+    pydantic's strict mode, so an `"integer"` takes a JSON integer (not `"2"`, `true` or
+    `2.0`), a `"number"` a JSON number, a `"string"` a JSON string, a `"boolean"` only
+    `true`/`false`; formats sent as strings (dates, UUIDs, paths) are parsed. Anything else is
+    an `InvalidToolArguments`, which quotes at most 200 characters of a bad value.
+
+    A result that is not a `str` is JSON-encoded; a float NaN or infinity in it, which JSON
+    cannot hold, is encoded as the string `"NaN"`, `"Infinity"` or `"-Infinity"`.
     """
 
     def __init__(
@@ -85,10 +95,10 @@ class FunctionTool:
     async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
         """Validate the arguments, run the function and encode its result."""
         try:
-            args = self._args_model.model_validate_json(arguments_json or "{}")
+            args = self._args_model.model_validate_json(arguments_json or "{}", strict=True)
         except self._validation_error as exc:
             raise InvalidToolArguments(
-                _describe(exc, self.name),
+                describe_invalid_arguments(exc, self.name),
                 tool_name=self.name,
                 call_id=ctx.tool_call_id,
                 agent_name=ctx.agent_name,
@@ -115,10 +125,15 @@ class FunctionTool:
 def _encode(value: Any) -> str:
     import pydantic_core
 
-    return pydantic_core.to_json(value).decode()
+    return pydantic_core.to_json(value, inf_nan_mode="strings").decode()
 
 
-def _describe(exc: ValidationError, name: str) -> str:
+_MAX_PROBLEMS = 10  # the most schema mismatches one error message lists
+
+
+def describe_invalid_arguments(exc: ValidationError, name: str) -> str:
+    """Say what is wrong with the arguments sent to tool `name`, quoting each bad value
+    cut to 200 characters and listing at most 10 problems."""
     errors = exc.errors(include_url=False)
     for err in errors:
         if err["type"] == "json_invalid":
@@ -126,12 +141,16 @@ def _describe(exc: ValidationError, name: str) -> str:
         if err["type"] == "model_type":
             return f"the arguments for tool '{name}' must be a JSON object"
     problems = []
-    for err in errors:
+    for err in errors[:_MAX_PROBLEMS]:
         where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if len(where) > QUOTE_CHARS:  # a key the model made up
+            where = quote(where)
         problem = f"{where}: {err['msg']}"
         if err["type"] not in ("missing",):
-            problem += f" (got {err.get('input')!r})"
+            problem += f" (got {quote(err.get('input'))})"
         problems.append(problem)
+    if len(errors) > _MAX_PROBLEMS:
+        problems.append(f"and {len(errors) - _MAX_PROBLEMS:,} more problems")
     return f"invalid arguments for tool '{name}': " + "; ".join(problems)
 
 
