@@ -11,7 +11,7 @@ import pytest
 from plait import ChatModelAgent, Runner, tool
 from plait.errors import UsageError
 from plait.models import OpenAIModel
-from plait.prebuilt import DirectoryBackend, MemoryBackend, deep_agent
+from plait.prebuilt import DirectoryBackend, MemoryBackend, deep_agent, filesystem
 from plait.prebuilt.deep import TODOS_KEY
 from plait.testing import ScriptedModel, call, reply
 
@@ -85,6 +85,57 @@ def test_file_tools_work_in_the_workspace_and_refuse_to_leave_it(tmp_path: Path)
     assert (root / "notes" / "a.md").read_text() == "hello"
     assert texts[1].startswith("Error:") and "top secret" not in texts[1]
     assert texts[2].startswith("Error:") and "top secret" not in texts[2]
+
+
+def test_file_tool_errors_never_show_where_the_workspace_is(tmp_path: Path) -> None:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (root / "away").symlink_to(tmp_path / "elsewhere")
+    long = "n" * 300
+    model = ScriptedModel(
+        [
+            call("read_file", {"file_path": long}),
+            call("write_file", {"file_path": f"notes/{long}.md", "content": "x"}),
+            call("write_file", {"file_path": "away/x.md", "content": "x"}),
+            call("ls", {"path": "away"}),
+            call("read_file", {"file_path": "notes"}),
+            reply("done"),
+        ]
+    )
+    result, _ = _run(deep_agent("deep", model, backend=DirectoryBackend(root)))
+    texts = [
+        e.message.message.content for e in result.events if e.message and e.message.role == "tool"
+    ]  # type: ignore[attr-defined]
+    assert len(texts) == 5 and all(text.startswith("Error:") for text in texts)
+    assert [text for text in texts if str(tmp_path) in text] == []
+    assert f"File name too long: '/{long}'" in texts[0]
+    assert f"File name too long: '/notes/{long}.md'" in texts[1]
+    assert "path '/away/x.md' leads outside the root through a symlink" in texts[2]
+    assert texts[4].endswith("/notes is not a file")
+
+
+def test_file_limits_bound_the_file_tools_of_the_agent_and_its_sub_agent() -> None:
+    backend = MemoryBackend({"wide.txt": "x" * 50})
+    model = ScriptedModel(
+        [
+            call("read_file", {"file_path": "wide.txt"}),
+            call("task", {"subagent_type": "general-purpose", "description": "read it"}),
+            call("read_file", {"file_path": "wide.txt"}),
+            reply("read"),
+            reply("done"),
+        ]
+    )
+    agent = deep_agent(
+        "deep", model, backend=backend, file_limits=filesystem.FileLimits(max_line_chars=10)
+    )
+    result, _ = _run(agent)
+    texts = [
+        e.message.message.content for e in result.events if e.message and e.message.role == "tool"
+    ]  # type: ignore[attr-defined]
+    cut = "     1\txxxxxxxxxx [line truncated: only its first 10 characters are shown"
+    assert texts[0].startswith(cut)
+    assert texts[1].startswith(cut)  # the sub-agent's read
 
 
 def test_the_general_purpose_sub_agent_shares_the_file_workspace() -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import shutil
+import sys
+import threading
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -239,6 +245,176 @@ async def test_symlinks_leading_outside_the_root_are_refused(root: Path, tmp_pat
         await run(backend, "read_file", file_path="loop")
 
 
+async def test_symlinks_inside_the_root_are_followed_and_climbing_out_is_refused(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "s.txt").write_text("s3cret")
+    (root / "real").mkdir()
+    (root / "real" / "ok.txt").write_text("ok")
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "up").symlink_to("../../real")  # relative, stays inside
+    (root / "a" / "b" / "out").symlink_to("../../../outside")  # relative, climbs out
+    (root / "abs").symlink_to(root / "real")  # absolute, inside
+    (root / "chain").symlink_to("a/b/up")  # a link to a link
+    backend = DirectoryBackend(root)
+    for path in ["a/b/up/ok.txt", "abs/ok.txt", "chain/ok.txt"]:
+        assert await run(backend, "read_file", file_path=path) == "     1\tok", path
+    await run(backend, "write_file", file_path="chain/new.txt", content="n")
+    assert (root / "real" / "new.txt").read_text() == "n"
+    for name, args in [
+        ("read_file", {"file_path": "a/b/out/s.txt"}),
+        ("write_file", {"file_path": "a/b/out/new.txt", "content": "x"}),
+        ("ls", {"path": "a/b/out"}),
+        ("glob", {"pattern": "a/b/out/*"}),
+        ("grep", {"pattern": "s3cret", "path": "a/b/out"}),
+    ]:
+        with pytest.raises(PathOutsideRoot, match="outside the root through a symlink") as info:
+            await run(backend, name, **args)
+        assert str(tmp_path) not in str(info.value), name
+    assert sorted(p.name for p in outside.iterdir()) == ["s.txt"]
+
+
+# Points root/d inside, then outside by its absolute path, then outside by "..", in a loop.
+FLIP = """
+import itertools, os, sys
+root, outside = sys.argv[1:]
+for n, target in enumerate(itertools.cycle([outside, "../outside", "in"])):
+    os.symlink(target, os.path.join(root, ".next"))
+    os.replace(os.path.join(root, ".next"), os.path.join(root, "d"))
+    if n == 0:
+        print("flipping", flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+async def test_a_symlink_swapped_while_the_tools_run_never_leads_outside(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("OUTSIDE secret\n")
+    (outside / "outside-only.txt").write_text("OUTSIDE\n")
+    (root / "in").mkdir()
+    (root / "in" / "secret.txt").write_text("inside secret\n")
+    (root / "d").symlink_to("in")
+    backend = DirectoryBackend(root)
+    flipper = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", FLIP, root, outside, stdout=asyncio.subprocess.PIPE
+    )
+    assert flipper.stdout is not None
+    assert await flipper.stdout.readline() == b"flipping\n"
+    calls = [
+        ("read_file", {"file_path": "d/secret.txt"}),
+        ("write_file", {"file_path": "d/pwned.txt", "content": "pwned"}),
+        ("edit_file", {"file_path": "d/secret.txt", "old_string": "OUTSIDE", "new_string": "x"}),
+        ("ls", {"path": "d"}),
+        ("grep", {"pattern": "secret", "path": "d"}),
+        ("glob", {"pattern": "d/*"}),
+    ]
+    tools = {t.name: t for t in filesystem_tools(backend)}
+    seen: Counter[str] = Counter()
+    leaked: list[tuple[str, str]] = []
+    try:
+        for name, args in calls * 300:
+            try:
+                result = await tools[name].call(json.dumps(args), RunContext.root("a", []))
+            except PathOutsideRoot:
+                seen["refused"] += 1
+            except ValueError as error:
+                seen[f"{name}: {error}"] += 1
+            else:
+                seen["done"] += 1
+                if "OUTSIDE" in result or "outside-only" in result:
+                    leaked.append((name, result))
+    finally:
+        flipper.kill()
+        await flipper.wait()
+    assert leaked == []
+    assert {key for key in seen if ":" in key} <= {
+        "edit_file: old_string was not found in /d/secret.txt"
+    }
+    assert sorted(p.name for p in outside.iterdir()) == ["outside-only.txt", "secret.txt"]
+    assert (outside / "secret.txt").read_text() == "OUTSIDE secret\n"
+    assert seen["refused"] and seen["done"]  # the link really was swapped under the tools
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+async def test_a_named_pipe_is_refused_not_opened_to_block(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    backend = DirectoryBackend(root)
+    returned = threading.Event()
+    unblocked: list[bool] = []
+
+    def unblock() -> None:  # if a tool is stuck opening the pipe, open its other end
+        if not returned.wait(10):
+            unblocked.append(True)
+            os.close(os.open(root / "pipe", os.O_RDONLY | os.O_NONBLOCK))
+
+    helper = threading.Thread(target=unblock)
+    helper.start()
+    try:
+        with pytest.raises(ValueError, match="/pipe is not a regular file"):
+            await run(backend, "write_file", file_path="pipe", content="x")
+        with pytest.raises(ValueError, match="/pipe is not a regular file"):
+            await run(backend, "read_file", file_path="pipe")
+        assert await run(backend, "grep", pattern="x") == "no matches for 'x'"
+    finally:
+        returned.set()
+        helper.join()
+    assert unblocked == []
+
+
+async def test_without_descriptors_every_symlink_is_refused(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "supports_dir_fd", set())  # as on Windows: no open(dir_fd=...)
+    (root / "real").mkdir()
+    (root / "real" / "ok.txt").write_text("inside")
+    (root / "inner").symlink_to(root / "real", target_is_directory=True)
+    backend = DirectoryBackend(root)
+    await seed(backend, {"notes/a.md": "hello\n"})
+    assert await run(backend, "read_file", file_path="notes/a.md") == "     1\thello"
+    assert await run(backend, "ls") == "/notes/\n/real/"
+    assert await run(backend, "glob", pattern="**") == "/notes/a.md\n/real/ok.txt"
+    for name, args in [
+        ("read_file", {"file_path": "inner/ok.txt"}),
+        ("write_file", {"file_path": "inner/new.txt", "content": "x"}),
+    ]:
+        with pytest.raises(PathOutsideRoot, match="symlink"):
+            await run(backend, name, **args)
+    assert sorted(p.name for p in (root / "real").iterdir()) == ["ok.txt"]
+
+
+async def test_errors_name_paths_from_the_root_never_the_host_path(
+    root: Path, tmp_path: Path
+) -> None:
+    backend = DirectoryBackend(root)
+    long = "n" * 300  # longer than a file name may be
+    for name, args in [
+        ("read_file", {"file_path": long}),
+        ("write_file", {"file_path": f"{long}/a.txt", "content": "x"}),
+        ("edit_file", {"file_path": long, "old_string": "a", "new_string": "b"}),
+        ("ls", {"path": long}),
+        ("grep", {"pattern": "x", "path": long}),
+    ]:
+        with pytest.raises(OSError, match="name too long") as info:
+            await run(backend, name, **args)
+        assert str(tmp_path) not in str(info.value), name
+        assert f"'/{long}" in str(info.value), name
+    shutil.rmtree(root)
+    for name, args in [
+        ("write_file", {"file_path": "a.txt", "content": "x"}),
+        ("ls", {}),
+    ]:
+        with pytest.raises(OSError, match="root directory") as info:
+            await run(backend, name, **args)
+        assert str(tmp_path) not in str(info.value), name
+    assert os.listdir(tmp_path) == []  # the root was not made again
+
+
 def test_directory_backend_root_must_be_a_directory(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a directory"):
         DirectoryBackend(tmp_path / "missing")
@@ -359,6 +535,68 @@ async def test_grep_skips_files_that_are_not_text(root: Path) -> None:
     assert await run(backend, "grep", pattern="foo") == "/text.txt:1:foo"
     with pytest.raises(ValueError, match=r"/blob\.bin is not a UTF-8 text file"):
         await run(backend, "read_file", file_path="blob.bin")
+
+
+# --- bounded work -----------------------------------------------------------------------------
+
+
+async def test_read_file_cuts_a_huge_line_and_says_so(backend: FileBackend) -> None:
+    await seed(backend, {"min.js": "x" * 20_000_000, "long.txt": "x" * 100_000 + "\nsecond\n"})
+    huge = await run(backend, "read_file", file_path="min.js")
+    assert huge == "     1\t" + "x" * 2_000 + (
+        " [line truncated: only its first 2000 characters are shown; grep finds the rest]"
+    )
+    first = await run(backend, "read_file", file_path="long.txt", limit=1)
+    assert first.startswith("     1\t" + "x" * 2_000 + " [line truncated")
+    assert first.endswith("]\n... /long.txt has 2 lines; read on with offset=2")
+    assert await run(backend, "read_file", file_path="long.txt", offset=2) == "     2\tsecond"
+
+
+@pytest.mark.timeout(120)
+async def test_glob_with_many_double_stars_ends_quickly(backend: FileBackend) -> None:
+    await seed(
+        backend, {"/".join(f"d{n}" for n in range(depth)) + "/f.txt": "" for depth in range(17)}
+    )
+    pattern = "/".join(["**"] * 10)
+    started = time.monotonic()
+    assert await run(backend, "glob", pattern=pattern + "/nothing") == (
+        f"no files match '{pattern}/nothing'"
+    )
+    assert time.monotonic() - started < 5  # matching never backtracks over the segments
+    assert len((await run(backend, "glob", pattern=pattern + "/f.txt")).splitlines()) == 17
+
+
+@pytest.mark.timeout(120)
+async def test_grep_with_a_backtracking_pattern_ends_quickly() -> None:
+    backend = MemoryBackend({"a.txt": ("a" * 26 + "b\n") * 3 + "aaa\n"})
+    started = time.monotonic()
+    assert await run(backend, "grep", pattern="(a+)+$") == "/a.txt:4:aaa"
+    assert time.monotonic() - started < 5  # RE2 matches in linear time
+
+
+async def test_grep_tells_the_model_what_re2_cannot_do(backend: FileBackend) -> None:
+    await seed(backend, TREE)
+    for pattern in [r"(o)\1", "foo(?=d)"]:
+        with pytest.raises(ValueError, match="RE2 syntax, which has no backreferences") as info:
+            await run(backend, "grep", pattern=pattern)
+        assert f"invalid regular expression {pattern!r}" in str(info.value)
+
+
+async def test_grep_output_is_bounded_and_shows_long_lines_around_the_match(
+    backend: FileBackend,
+) -> None:
+    long_line = "x" * 40_000 + "needle" + "x" * 40_000
+    await seed(backend, {"a.txt": "".join(f"needle {n} {'y' * 3_000}\n" for n in range(100))})
+    await seed(backend, {"b.txt": long_line + "\n"})
+    lines = (await run(backend, "grep", pattern="needle", path="b.txt")).splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 2_200
+    assert (
+        "needle" in lines[0]
+        and "[line truncated: characters 39501-41500 of 80006 shown]" in lines[0]
+    )
+    out = await run(backend, "grep", pattern="needle")
+    assert len(out) <= 100_000
+    assert out.endswith("... stopped at 100000 characters; narrow the search")
 
 
 # --- inside an agent --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from plait.agents.chat_model import ChatModelAgent
 from plait.context import RunContext
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
-from plait.prebuilt.filesystem import FileBackend, MemoryBackend, filesystem_tools
+from plait.prebuilt.filesystem import FileBackend, FileLimits, MemoryBackend, filesystem_tools
 from plait.tools.base import Tool, ToolInfo
 from plait.tools.function import tool
 
@@ -103,6 +103,7 @@ def deep_agent(
     sub_agents: Sequence[Agent] = (),
     tools: Sequence[Tool | Callable[..., Any]] = (),
     backend: FileBackend | None = None,
+    file_limits: FileLimits | None = None,
     todos: bool = True,
     general_purpose: bool = True,
     max_iterations: int = 50,
@@ -113,7 +114,8 @@ def deep_agent(
     Its tools: `write_todos` (unless `todos=False`), `task` dispatching to `sub_agents` plus a
     "general-purpose" sub-agent with the same model, instruction and tools (unless
     `general_purpose=False`), the file tools over `backend` (an in-memory workspace by
-    default; a `DirectoryBackend(root)` never touches anything outside `root`), and `tools`.
+    default; a `DirectoryBackend(root)` never touches anything outside `root`), each call
+    bounded by `file_limits` (`FileLimits()` if not given), and `tools`.
     `model` is a `ChatModel` or a spec string such as "openai:gpt-4o-mini"; the agent and its
     general-purpose sub-agent share it.
 
@@ -123,7 +125,7 @@ def deep_agent(
     for i, agent in enumerate(sub_agents):
         require_agent(agent, f"deep agent '{name}': sub_agents[{i}]")
     model = resolve_model(model, owner=f"agent '{name}'")
-    files = filesystem_tools(backend if backend is not None else MemoryBackend())
+    files = filesystem_tools(backend if backend is not None else MemoryBackend(), file_limits)
     base_tools: list[Any] = [*tools, *files]
     if todos:
         base_tools.append(write_todos)

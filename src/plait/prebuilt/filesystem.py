@@ -8,310 +8,117 @@ The tools work on a `FileBackend` confined to a root: `MemoryBackend` keeps text
 `DirectoryBackend` keeps files on disk. Paths the model gives are relative to the root and a
 leading "/" means the root ("/notes/a.md" is "notes/a.md"); backslashes are separators too.
 A path that would leave the root ("..", a NUL byte, on disk a symlink pointing outside) raises
-`PathOutsideRoot` before anything is opened. Paths come back from the root, with a leading "/".
+`PathOutsideRoot`. Paths come back from the root, with a leading "/", in results and errors
+alike: the root's own place on the host never reaches the model.
+
+`DirectoryBackend` opens every path one component at a time, each relative to the directory
+descriptor opened before it and without following symlinks, so checking a path and opening it
+are one step: a link swapped in while a tool runs cannot lead it outside. Symlinks that stay
+inside the root are followed (resolved by the backend, never by the OS); see its docstring.
+
+Every tool bounds its work (`FileLimits`): how much it reads, how many entries a walk visits and
+how deep, how much it returns. A result cut short ends with a line starting "... " that says
+which limit was hit and how to see more. `grep` uses RE2 regular expressions, which match in
+time linear in the text: no pattern backtracks.
 """
 
 from __future__ import annotations
 
-import os
-import re
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
-from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from typing import Protocol, TextIO
+
+import re2  # type: ignore[import-untyped]
 
 from plait.errors import UsageError
+from plait.prebuilt._directory import DirectoryBackend
+from plait.prebuilt._file_tree import (
+    FileBackend,
+    MemoryBackend,
+    PathOutsideRoot,
+    _file_filter,
+    _Walk,
+)
 from plait.tools.function import FunctionTool, tool
 
 __all__ = [
     "DirectoryBackend",
     "FileBackend",
+    "FileLimits",
     "MemoryBackend",
     "PathOutsideRoot",
     "filesystem_tools",
 ]
 
-MAX_GREP_MATCHES = 200
-
-_Kind = Literal["file", "dir"] | None
+_SKIP = 1 << 16  # characters read at a time while skipping the rest of a long line
 
 
-class PathOutsideRoot(PermissionError):
-    """A path would reach outside the backend's root; `path` is the path as given."""
+@dataclass(frozen=True, kw_only=True)
+class FileLimits:
+    """How much work one file-tool call may do. A result cut short by a limit ends with a line
+    starting "... " that names the limit and says how to see more; nothing fails silently.
 
-    def __init__(self, path: str, reason: str = "is outside the root") -> None:
-        super().__init__(f"path {path!r} {reason}")
-        self.path = path
-
-
-@runtime_checkable
-class FileBackend(Protocol):
-    """Text files under a root; every path is relative to the root ("/" is the root)."""
-
-    def normalize(self, path: str) -> str:
-        """Return `path` as seen from the root ("/notes/a.md"), refusing paths outside it."""
-        ...
-
-    def ls(self, path: str) -> list[str]:
-        """Return the entries of directory `path` as root paths, directories ending in "/"."""
-        ...
-
-    def read(self, path: str) -> str:
-        """Return the text of file `path`."""
-        ...
-
-    def write(self, path: str, content: str) -> None:
-        """Create or overwrite file `path`, creating its parent directories."""
-        ...
-
-    def exists(self, path: str) -> bool:
-        """Return whether a file or directory `path` exists."""
-        ...
-
-    def files(self, path: str) -> list[str]:
-        """Return every file at or under `path` as sorted root paths."""
-        ...
-
-    def glob(self, pattern: str) -> list[str]:
-        """Return the files matching `pattern` (`**` spans directories) as sorted root paths."""
-        ...
-
-
-def _relative(path: str) -> str:
-    """Normalize `path` to "a/b" form ("" is the root), refusing NUL bytes and escapes."""
-    if "\x00" in path:
-        raise PathOutsideRoot(path, "contains a NUL byte")
-    parts: list[str] = []
-    for part in path.replace("\\", "/").split("/"):
-        if part in ("", "."):
-            continue
-        if part != "..":
-            parts.append(part)
-        elif parts:
-            parts.pop()
-        else:
-            raise PathOutsideRoot(path)
-    return "/".join(parts)
-
-
-def _glob_match(pattern: str) -> Callable[[str], bool]:
-    """Return a test for root paths: `**` spans directories; `*`, `?` and `[]` stay in one."""
-    parts = _relative(pattern).split("/")
-    return lambda file: _match(parts, file[1:].split("/"))
-
-
-def _match(parts: list[str], names: list[str]) -> bool:
-    """Return whether the glob segments `parts` match the path segments `names`."""
-    if not parts:
-        return not names
-    if parts[0] == "**":
-        return any(_match(parts[1:], names[i:]) for i in range(len(names) + 1))
-    return bool(names) and fnmatchcase(names[0], parts[0]) and _match(parts[1:], names[1:])
-
-
-class _TreeBackend:
-    """The public backend methods, over a few primitives on normalized "a/b" paths."""
-
-    __slots__ = ()
-
-    def _rel(self, path: str) -> str:
-        return _relative(path)
-
-    def _kind(self, rel: str) -> _Kind:
-        raise NotImplementedError
-
-    def _children(self, rel: str) -> list[str]:
-        raise NotImplementedError
-
-    def _load(self, rel: str) -> str:
-        raise NotImplementedError
-
-    def _store(self, rel: str, content: str) -> None:
-        raise NotImplementedError
-
-    def _walk(self, rel: str) -> list[str]:
-        raise NotImplementedError
-
-    def _expect(self, path: str, want: Literal["file", "dir"]) -> str:
-        """Return the normalized `path`, raising unless it is a `want` ("file" or "dir")."""
-        rel = self._rel(path)
-        kind = self._kind(rel)
-        noun = "directory" if want == "dir" else "file"
-        if kind is None:
-            raise FileNotFoundError(f"no such {noun}: /{rel}")
-        if kind != want:
-            error = NotADirectoryError if want == "dir" else IsADirectoryError
-            raise error(f"/{rel} is not a {noun}")
-        return rel
-
-    def normalize(self, path: str) -> str:
-        """Return `path` as seen from the root ("/notes/a.md"), refusing paths outside it."""
-        return "/" + self._rel(path)
-
-    def ls(self, path: str) -> list[str]:
-        """Return the entries of directory `path` as root paths, directories ending in "/"."""
-        rel = self._expect(path, "dir")
-        base = f"/{rel}/" if rel else "/"
-        return sorted(base + name for name in self._children(rel))
-
-    def read(self, path: str) -> str:
-        """Return the text of file `path`."""
-        return self._load(self._expect(path, "file"))
-
-    def write(self, path: str, content: str) -> None:
-        """Create or overwrite file `path`, creating its parent directories."""
-        rel = self._rel(path)
-        if self._kind(rel) == "dir":
-            raise IsADirectoryError(f"/{rel} is a directory, not a file")
-        parts = rel.split("/")
-        for depth in range(1, len(parts)):
-            parent = "/".join(parts[:depth])
-            if self._kind(parent) == "file":
-                raise NotADirectoryError(f"cannot write /{rel}: /{parent} is a file")
-        self._store(rel, content)
-
-    def exists(self, path: str) -> bool:
-        """Return whether a file or directory `path` exists."""
-        return self._kind(self._rel(path)) is not None
-
-    def files(self, path: str) -> list[str]:
-        """Return every file at or under `path` as sorted root paths."""
-        rel = self._rel(path)
-        kind = self._kind(rel)
-        if kind is None:
-            raise FileNotFoundError(f"no such file or directory: /{rel}")
-        return [f"/{rel}"] if kind == "file" else sorted("/" + f for f in self._walk(rel))
-
-    def glob(self, pattern: str) -> list[str]:
-        """Return the files matching `pattern` (`**` spans directories) as sorted root paths."""
-        return list(filter(_glob_match(pattern), self.files("/")))
-
-
-class MemoryBackend(_TreeBackend):
-    """An in-memory filesystem: normalized path -> text; directories are implied by files."""
-
-    __slots__ = ("_files",)
-
-    def __init__(self, files: Mapping[str, str] | None = None) -> None:
-        self._files: dict[str, str] = {}
-        for path, content in (files or {}).items():
-            self.write(path, content)
-
-    def _kind(self, rel: str) -> _Kind:
-        if rel in self._files:
-            return "file"
-        prefix = rel + "/"
-        return "dir" if not rel or any(n.startswith(prefix) for n in list(self._files)) else None
-
-    def _children(self, rel: str) -> list[str]:
-        parts = (name.partition("/") for name in self._walk(rel, strip=True))
-        return list({head + slash for head, slash, _ in parts})
-
-    def _load(self, rel: str) -> str:
-        return self._files[rel]
-
-    def _store(self, rel: str, content: str) -> None:
-        self._files[rel] = content
-
-    def _walk(self, rel: str, strip: bool = False) -> list[str]:
-        prefix = rel + "/" if rel else ""
-        cut = len(prefix) if strip else 0
-        return [n[cut:] for n in list(self._files) if n.startswith(prefix)]  # safe across threads
-
-    def __repr__(self) -> str:
-        return f"MemoryBackend({len(self._files)} files)"
-
-
-class DirectoryBackend(_TreeBackend):
-    """Real UTF-8 files under the directory `root`; symlinks leading outside it are refused.
-
-    An absolute path that starts with the root's own path ("/home/me/work/a.txt" for the
-    root "/home/me/work") names the file under the root; any other leading "/" is the root.
+    Raises:
+        UsageError: A limit is below 1.
     """
 
-    __slots__ = ("_prefixes", "root")
+    max_output_chars: int = 100_000
+    """The most characters one result holds (`read_file`, `ls`, `glob`, `grep`)."""
+    max_line_chars: int = 2_000
+    """Longer lines are cut in `read_file` and `grep` results, marked "[line truncated ...]"."""
+    max_read_chars: int = 20_000_000
+    """The most characters one call reads from files: `read_file` on its way to the last line
+    it shows, `grep` over all the files it searches; `edit_file` refuses a longer file."""
+    max_matches: int = 200
+    """The most matching lines `grep` reports."""
+    max_paths: int = 1_000
+    """The most paths `ls` and `glob` report."""
+    max_files: int = 10_000
+    """The most files one `grep` searches."""
+    max_entries: int = 100_000
+    """The most directory entries `glob` and `grep` visit while walking the tree."""
+    max_depth: int = 32
+    """The most directory levels `glob` and `grep` descend below where they start."""
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).resolve()
-        if not self.root.is_dir():
-            raise UsageError(f"DirectoryBackend root {str(root)!r} is not a directory")
-        spellings = {str(Path(root).absolute()).rstrip("/"), str(self.root).rstrip("/")}
-        self._prefixes = tuple(p for p in spellings if p)
-
-    def _rel(self, path: str) -> str:
-        given = path
-        for prefix in self._prefixes:
-            if path == prefix or path.startswith(prefix + "/"):
-                path = path[len(prefix) :]
-                break
-        rel = _relative(path)
-        if not self._inside(self.root / rel):
-            raise PathOutsideRoot(given, "leads outside the root through a symlink")
-        return rel
-
-    def _inside(self, path: Path) -> bool:
-        try:
-            return path.resolve().is_relative_to(self.root)
-        except RuntimeError:  # a symlink loop
-            return False
-
-    def _kind(self, rel: str) -> _Kind:
-        disk = self.root / rel
-        return "dir" if disk.is_dir() else "file" if disk.is_file() else None
-
-    def _children(self, rel: str) -> list[str]:
-        return [
-            child.name + ("/" if child.is_dir() else "")
-            for child in (self.root / rel).iterdir()
-            if self._inside(child)
-        ]
-
-    def _load(self, rel: str) -> str:
-        try:
-            with (self.root / rel).open(encoding="utf-8", newline="") as f:
-                return f.read()
-        except UnicodeDecodeError:
-            raise ValueError(f"/{rel} is not a UTF-8 text file") from None
-
-    def _store(self, rel: str, content: str) -> None:
-        disk = self.root / rel
-        disk.parent.mkdir(parents=True, exist_ok=True)
-        with disk.open("w", encoding="utf-8", newline="") as f:
-            f.write(content)
-
-    def _walk(self, rel: str) -> list[str]:
-        found = []
-        for dirpath, _, filenames in os.walk(self.root / rel):  # symlinked dirs not entered
-            for name in filenames:
-                file = Path(dirpath, name)
-                if self._inside(file) and file.is_file():
-                    found.append(file.relative_to(self.root).as_posix())
-        return found
-
-    def __repr__(self) -> str:
-        return f"DirectoryBackend({str(self.root)!r})"
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or value < 1:
+                raise UsageError(f"FileLimits.{f.name} must be a whole number of at least 1")
 
 
-_DESCRIPTIONS = {
-    "ls": "List a directory, one entry per line; directories end with '/'. Paths are "
-    "relative to the workspace root, written '/'.",
-    "read_file": "Read a text file. Lines come numbered like `cat -n` (number, tab, line); "
-    "read a long file in pieces with offset and limit.",
-    "write_file": "Create a file, or overwrite it, with the given content. Parent directories "
-    "are created as needed.",
-    "edit_file": "Replace old_string with new_string in a file. old_string must match the file "
-    "exactly (without the line numbers read_file adds) and occur once, unless replace_all "
-    "is true.",
-    "glob": "Find files by glob pattern: '*' and '?' match within one directory, '**' spans "
-    "directories (e.g. '**/*.py' or '/src/**/test_*.py'). Returns sorted paths.",
-    "grep": "Search files for a regular expression (Python syntax). Prints "
-    f"path:line_number:line for each matching line, at most {MAX_GREP_MATCHES} matches.",
-}
+# --- the tools ------------------------------------------------------------------------------
 
 
-def filesystem_tools(backend: FileBackend) -> list[FunctionTool]:
+def _descriptions(limits: FileLimits) -> dict[str, str]:
+    """Describe each tool to the model, with the limits it works within."""
+    return {
+        "ls": "List a directory, one entry per line; directories end with '/'. Paths are "
+        f"relative to the workspace root, written '/'. Shows at most {limits.max_paths} "
+        "entries.",
+        "read_file": "Read a text file. Lines come numbered like `cat -n` (number, tab, line); "
+        "read a long file in pieces with offset and limit (in lines). One call returns at "
+        f"most {limits.max_output_chars} characters; a line longer than "
+        f"{limits.max_line_chars} characters is cut and marked '[line truncated ...]'. A "
+        "result that stops early ends with '... ' and the offset to read on from.",
+        "write_file": "Create a file, or overwrite it, with the given content. Parent directories "
+        "are created as needed.",
+        "edit_file": "Replace old_string with new_string in a file. old_string must match the file "
+        "exactly (without the line numbers read_file adds) and occur once, unless replace_all "
+        f"is true. Files over {limits.max_read_chars} characters cannot be edited.",
+        "glob": "Find files by glob pattern: '*' and '?' match within one directory, '**' spans "
+        "directories (e.g. '**/*.py' or '/src/**/test_*.py'). Returns sorted paths, at most "
+        f"{limits.max_paths}; it visits at most {limits.max_entries} directory entries, "
+        f"{limits.max_depth} levels deep, and ends with '... ' when it stopped early.",
+        "grep": "Search files for a regular expression (RE2 syntax: like Python's, without "
+        "backreferences or lookaround). Prints path:line_number:line for each matching line, "
+        f"at most {limits.max_matches} matches; it searches at most {limits.max_files} files "
+        f"and {limits.max_read_chars} characters, and ends with '... ' when it stopped early.",
+    }
+
+
+def filesystem_tools(backend: FileBackend, limits: FileLimits | None = None) -> list[FunctionTool]:
     """Return the tools `ls`, `read_file`, `write_file`, `edit_file`, `glob` and `grep`.
 
     Writes and edits made through these tools are serialized, so parallel tool calls editing
@@ -319,27 +126,201 @@ def filesystem_tools(backend: FileBackend) -> list[FunctionTool]:
 
     Args:
         backend: The files the tools work on.
+        limits: How much work one call may do; `FileLimits()` (the defaults) if not given.
     """
-    ops = _FileTools(backend)
+    ops = _FileTools(backend, limits or FileLimits())
     return [
         tool(name=name, description=text)(getattr(ops, name))
-        for name, text in _DESCRIPTIONS.items()
+        for name, text in _descriptions(ops.limits).items()
     ]
 
 
-def _lines(text: str) -> list[str]:
-    """Split `text` into lines without their endings ("a\\n" is one line, "" is none)."""
-    lines = text.split("\n")
-    if text.endswith("\n") or not text:
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+class _Output:
+    """The lines of one tool result, up to a number of lines and of characters."""
+
+    def __init__(self, max_lines: int, max_chars: int) -> None:
+        self.lines: list[str] = []
+        self._max_lines = max_lines
+        self._left = max_chars
+
+    def add(self, line: str) -> bool:
+        """Append `line` and return True, or return False if the result has no room for it."""
+        if len(self.lines) >= self._max_lines or len(line) + 1 > self._left:
+            return False
+        self.lines.append(line)
+        self._left -= len(line) + 1
+        return True
+
+    def text(self, notes: list[str], empty: str) -> str:
+        """Return the lines (or `empty` if there are none), then each note after "... "."""
+        return "\n".join([*(self.lines or [empty]), *(f"... {note}" for note in notes)])
+
+
+class _Lines:
+    """The lines of a text stream, endings dropped, each cut to `width` characters (the rest of
+    it skipped); reads about `budget` characters at most, `stopped` if more were left."""
+
+    def __init__(self, stream: TextIO, width: int, budget: int, shown: str) -> None:
+        self._stream = stream
+        self._width = width
+        self._left = budget
+        self._shown = shown
+        self.used = 0
+        self.stopped = False
+
+    def __iter__(self) -> Iterator[tuple[str, bool]]:
+        """Yield each line and whether it was cut."""
+        try:
+            while self.used < self._left:
+                text = self._read(self._width + 2)
+                if not text:
+                    return
+                whole = text.endswith("\n") or len(text) < self._width + 2
+                if whole:
+                    text = text.removesuffix("\n").removesuffix("\r")
+                else:
+                    self._skip_line()
+                yield text[: self._width], len(text) > self._width
+            self.stopped = self._stream.read(1) != ""
+        except UnicodeDecodeError:
+            raise ValueError(f"{self._shown} is not a UTF-8 text file") from None
+
+    def _read(self, size: int) -> str:
+        text = self._stream.readline(size)
+        self.used += len(text)
+        return text
+
+    def _skip_line(self) -> None:
+        while self.used < self._left:
+            rest = self._read(_SKIP)
+            if not rest or rest.endswith("\n"):
+                return
+
+
+def _cut_mark(width: int) -> str:
+    return f" [line truncated: only its first {width} characters are shown; grep finds the rest]"
+
+
+def _page(lines: _Lines, shown: str, offset: int, limit: int, limits: FileLimits) -> str:
+    """Return lines `offset` to `offset + limit - 1` numbered, within the limits, with a note
+    saying where to read on if the file goes on."""
+    out = _Output(limit, limits.max_output_chars)
+    unshown: int | None = None  # the first line after `offset` not shown
+    count = 0
+    for count, (line, cut) in enumerate(lines, 1):
+        if count >= offset and unshown is None:
+            text = f"{count:6}\t{line}" + (_cut_mark(limits.max_line_chars) if cut else "")
+            if not out.add(text):
+                unshown = count
+    if count == 0:
+        return f"{shown} is empty"
+    if count < offset and lines.stopped:
+        raise ValueError(
+            f"cannot reach line {offset} of {shown}: read_file reads at most "
+            f"{limits.max_read_chars} characters per call; find the place with grep instead"
+        )
+    if count < offset:
+        raise ValueError(f"offset {offset} is past the end of {shown} ({count} lines)")
+    if unshown is None and not lines.stopped:
+        return out.text([], "")
+    size = f"has more than {count} lines" if lines.stopped else f"has {count} lines"
+    return out.text([f"{shown} {size}; read on with offset={unshown or count + 1}"], "")
+
+
+def _clip(line: str, at: int, width: int) -> str:
+    """Return `line`, or `width` characters of it around position `at` marked as cut."""
+    if len(line) <= width:
+        return line
+    start = max(0, min(at - width // 4, len(line) - width))
+    return (
+        f"{line[start : start + width]} [line truncated: characters {start + 1}-"
+        f"{start + width} of {len(line)} shown]"
+    )
+
+
+class _Regex(Protocol):
+    def search(self, text: str) -> _Match | None: ...
+
+
+class _Match(Protocol):
+    def start(self) -> int: ...
+
+
+def _compile(pattern: str) -> _Regex:
+    """Compile `pattern` with RE2 (matching in linear time), or say why it cannot be."""
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        regex: _Regex = re2.compile(pattern, options)
+    except (re2.error, ValueError) as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        raise ValueError(
+            f"invalid regular expression {pattern!r}: {reason} (grep takes RE2 syntax, "
+            "which has no backreferences or lookaround)"
+        ) from None
+    return regex
+
+
+class _Grep:
+    """One grep call: the matches so far, the characters left to read, and why it stopped."""
+
+    def __init__(self, backend: FileBackend, regex: _Regex, limits: FileLimits) -> None:
+        self.backend = backend
+        self.regex = regex
+        self.limits = limits
+        self.out = _Output(limits.max_matches, limits.max_output_chars)
+        self.left = limits.max_read_chars
+        self.notes: list[str] = []
+
+    def search(self, files: Iterator[str]) -> None:
+        """Search `files` in order until they run out or a limit is reached."""
+        for count, file in enumerate(files):
+            if count == self.limits.max_files:
+                self.notes.append(f"stopped after searching {count} files; narrow the search")
+                return
+            if not self._file(file):
+                return
+
+    def _file(self, file: str) -> bool:
+        """Search one file; return False once a limit is reached."""
+        found: list[str] = []
+        lines = None
+        try:
+            with self.backend.open(file) as stream:
+                lines = _Lines(stream, self.left, self.left, file)
+                for number, (line, _) in enumerate(lines, 1):
+                    match = self.regex.search(line)
+                    if match is not None:
+                        found.append(f"{file}:{number}:{self._show(line, match)}")
+                    if len(found) > self.limits.max_matches:
+                        break
+        except (ValueError, OSError):  # not text, or gone since it was listed
+            found = []
+        self.left -= lines.used if lines else 0
+        if not all(map(self.out.add, found)):
+            full = len(self.out.lines) == self.limits.max_matches
+            limit = self.limits.max_matches if full else self.limits.max_output_chars
+            self.notes.append(
+                f"stopped at {limit} {'matches' if full else 'characters'}; narrow the search"
+            )
+            return False
+        if lines is not None and lines.stopped:
+            read = self.limits.max_read_chars
+            self.notes.append(f"stopped after reading {read} characters; narrow the search")
+            return False
+        return True
+
+    def _show(self, line: str, match: _Match) -> str:
+        return _clip(line, match.start(), self.limits.max_line_chars)
 
 
 @dataclass(frozen=True)
 class _FileTools:
-    """The tool functions, bound to one backend."""
+    """The tool functions, bound to one backend and its limits."""
 
     backend: FileBackend
+    limits: FileLimits
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ls(self, path: str = "/") -> str:
@@ -349,7 +330,11 @@ class _FileTools:
             path: The directory to list; "/" is the root.
         """
         entries = self.backend.ls(path)
-        return "\n".join(entries) if entries else f"{self.backend.normalize(path)} is empty"
+        out = _Output(self.limits.max_paths, self.limits.max_output_chars)
+        if all(map(out.add, entries)):
+            return out.text([], f"{self.backend.normalize(path)} is empty")
+        note = f"showing {len(out.lines)} of {len(entries)} entries; use glob to narrow them"
+        return out.text([note], "")
 
     def read_file(self, file_path: str, offset: int = 1, limit: int = 2000) -> str:
         """Read a text file with numbered lines.
@@ -361,17 +346,10 @@ class _FileTools:
         """
         if offset < 1 or limit < 1:
             raise ValueError(f"offset and limit must be at least 1 (got {offset}, {limit})")
-        lines = _lines(self.backend.read(file_path))
         shown = self.backend.normalize(file_path)
-        if not lines:
-            return f"{shown} is empty"
-        if offset > len(lines):
-            raise ValueError(f"offset {offset} is past the end of {shown} ({len(lines)} lines)")
-        end = min(len(lines), offset - 1 + limit)
-        numbered = [f"{n:6}\t{lines[n - 1]}" for n in range(offset, end + 1)]
-        if end < len(lines):
-            numbered.append(f"... {shown} has {len(lines)} lines; read on with offset={end + 1}")
-        return "\n".join(numbered)
+        width, budget = self.limits.max_line_chars, self.limits.max_read_chars
+        with self.backend.open(file_path) as stream:
+            return _page(_Lines(stream, width, budget, shown), shown, offset, limit, self.limits)
 
     def write_file(self, file_path: str, content: str) -> str:
         """Create or overwrite a file.
@@ -382,7 +360,8 @@ class _FileTools:
         """
         with self.lock:
             self.backend.write(file_path, content)
-        return f"Wrote {self.backend.normalize(file_path)} ({len(_lines(content))} lines)"
+        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        return f"Wrote {self.backend.normalize(file_path)} ({lines} lines)"
 
     def edit_file(
         self, file_path: str, old_string: str, new_string: str, replace_all: bool = False
@@ -401,7 +380,7 @@ class _FileTools:
         if old_string == new_string:
             raise ValueError("old_string and new_string are the same; there is nothing to change")
         with self.lock:
-            text = self.backend.read(file_path)
+            text = self._whole(file_path, shown)
             count = text.count(old_string)
             if count == 0:
                 raise ValueError(f"old_string was not found in {shown}")
@@ -414,49 +393,57 @@ class _FileTools:
             self.backend.write(file_path, text.replace(old_string, new_string, done))
         return f"Replaced {done} occurrence{'s' if done > 1 else ''} in {shown}"
 
+    def _whole(self, path: str, shown: str) -> str:
+        """Return the text of file `path`, refusing one longer than `max_read_chars`."""
+        limit = self.limits.max_read_chars
+        with self.backend.open(path) as stream:
+            try:
+                text = stream.read(limit + 1)
+            except UnicodeDecodeError:
+                raise ValueError(f"{shown} is not a UTF-8 text file") from None
+        if len(text) > limit:
+            raise ValueError(
+                f"{shown} is longer than {limit} characters, the most edit_file works on; "
+                "rewrite it with write_file instead"
+            )
+        return text
+
     def glob(self, pattern: str) -> str:
         """Find files matching a glob pattern.
 
         Args:
             pattern: The pattern, matched against whole paths from the root.
         """
-        matches = self.backend.glob(pattern)
-        return "\n".join(matches) if matches else f"no files match {pattern!r}"
+        walk = _Walk(self.backend, self.limits.max_entries, self.limits.max_depth)
+        out = _Output(self.limits.max_paths, self.limits.max_output_chars)
+        notes = walk.notes
+        for file in walk.glob(pattern):
+            if not out.add(file):
+                notes = [f"more files match; showing the first {len(out.lines)}", *notes]
+                break
+        return out.text(notes, f"no files match {pattern!r}")
 
     def grep(self, pattern: str, path: str = "/", glob: str | None = None) -> str:
         """Search files for a regular expression.
 
         Args:
-            pattern: The regular expression to search each line for.
+            pattern: The regular expression (RE2 syntax) to search each line for.
             path: The file or directory to search; "/" is the root.
             glob: Only search files matching this glob; without a "/" it matches file names
                 (e.g. "*.py"), with one it matches paths from the root.
         """
+        search = _Grep(self.backend, _compile(pattern), self.limits)
+        walk = _Walk(self.backend, self.limits.max_entries, self.limits.max_depth)
+        search.search(filter(_file_filter(glob), self._files(path, walk)))
+        return search.out.text([*search.notes, *walk.notes], f"no matches for {pattern!r}")
+
+    def _files(self, path: str, walk: _Walk) -> Iterator[str]:
+        """Return the file `path`, or the files under directory `path`, walked within limits."""
+        shown = self.backend.normalize(path)
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        found: list[str] = []
-        for file in filter(_file_filter(glob), self.backend.files(path)):
-            try:
-                text = self.backend.read(file)
-            except (ValueError, OSError):  # not text, or gone since it was listed
-                continue
-            for number, line in enumerate(_lines(text), 1):
-                if regex.search(line) is None:
-                    continue
-                if len(found) == MAX_GREP_MATCHES:
-                    found.append(f"... stopped at {MAX_GREP_MATCHES} matches; narrow the search")
-                    return "\n".join(found)
-                found.append(f"{file}:{number}:{line}")
-        return "\n".join(found) if found else f"no matches for {pattern!r}"
-
-
-def _file_filter(glob: str | None) -> Callable[[str], bool]:
-    """Return a test for root paths: file names match a glob without "/", paths one with it."""
-    if not glob:
-        return lambda _: True
-    rel = _relative(glob)
-    if "/" in rel:
-        return _glob_match(rel)
-    return lambda file: fnmatchcase(file.rpartition("/")[2], rel)
+            self.backend.scan(path, 0)
+        except NotADirectoryError:
+            return iter([shown])
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no such file or directory: {shown}") from None
+        return walk.files(shown[1:], ["**"])
