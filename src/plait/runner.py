@@ -32,7 +32,7 @@ from plait.kernel import enter
 from plait.messages import Message
 from plait.run_state import IdSource, RunHooks
 from plait.session import SessionTurn
-from plait.stores.base import GuardedStore, Store
+from plait.stores.base import MAX_RUN_ID_LENGTH, GuardedStore, Store, check_id, check_ttl
 from plait.stores.memory import MemoryStore
 from plait.stream import Prepared, RunSetup, RunStream, check_lease
 
@@ -54,9 +54,12 @@ class Runner:
     checkpoint stays held after its last step. `ids` replaces the source of ids and
     timestamps; `hooks` observe the run's seams. With `keep_steps=True` every step checkpoint
     is also kept as a snapshot, `"<checkpoint id>.step-<n>"` (done: readable with
-    `read_checkpoint`, not resumable). Errors inside a run never raise out of the
-    runner: they are the last event (and `RunResult.error`). Nothing bound to an event loop
-    is kept between runs.
+    `read_checkpoint`, not resumable). `checkpoint_ttl` and `session_ttl` are the seconds
+    checkpoints and sessions are kept (None: no expiry; else 0 < ttl <= `MAX_TTL`). Ids are
+    checked before any store is touched (rules in `plait.stores.base`): the ids of new runs
+    and sessions are at most `MAX_RUN_ID_LENGTH` (256) characters. A bad ttl or id raises
+    `UsageError` at once. Errors inside a run never raise out of the runner: they are the
+    last event (and `RunResult.error`). Nothing bound to an event loop is kept between runs.
     """
 
     def __init__(
@@ -83,6 +86,8 @@ class Runner:
             raise UsageError("max_transfers must be 0 or more, or None")
         if not lease > 0:
             raise UsageError("lease must be a positive number of seconds")
+        check_ttl(checkpoint_ttl, "checkpoint_ttl")
+        check_ttl(session_ttl, "session_ttl")
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
         self._store = GuardedStore(self.store)  # failures become StoreError
@@ -100,6 +105,7 @@ class Runner:
 
     async def read_checkpoint(self, checkpoint_id: str) -> Checkpoint:
         """Return a checkpoint (or a kept step snapshot), decoded and validated."""
+        check_id(checkpoint_id, "checkpoint_id")
         record = await self._store.get_checkpoint(checkpoint_id)
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
@@ -130,9 +136,13 @@ class Runner:
         With `session_id`, the run continues that conversation (its history and values) and
         the turn is added to it when the run finishes. If the run pauses, it is saved under
         `checkpoint_id` (a fresh id when None; `stream.checkpoint_id` tells it); an id that
-        holds a paused run is refused.
+        holds a paused run is refused. Ids are 1 to 256 characters, with no control
+        characters; a bad one raises `UsageError` here.
         """
         messages = _check_messages(messages)
+        for name, given in (("session_id", session_id), ("checkpoint_id", checkpoint_id)):
+            if given is not None:
+                check_id(given, name, max_length=MAX_RUN_ID_LENGTH)
         values = dict(session_values) if session_values is not None else None
         if session_id is None and checkpoint_id is None:  # nothing to read first
             ctx = self._context(messages, values, self.enable_streaming)
@@ -174,8 +184,9 @@ class Runner:
         fresh ids. A run that pauses again is saved under a new checkpoint id; the resumed
         one is done for good. A rejected resume (unknown checkpoint or id, a value for
         several interrupts, already resumed, held by a live run) raises when iterated and
-        leaves the checkpoint as it was.
+        leaves the checkpoint as it was. An id no store can hold raises `UsageError` here.
         """
+        check_id(checkpoint_id, "checkpoint_id")
         prepare = functools.partial(self._prepare_resume, checkpoint_id, targets, value)
         return RunStream(self._setup(), checkpoint_id, prepare, resumed_from=checkpoint_id)
 

@@ -13,13 +13,31 @@ A store keeps two kinds of record, each under a string id:
   no session yet), else raises `SessionConflict`, so of two concurrent turns one is saved
   and the other is told, never silently lost.
 
-Records may expire (`ttl` seconds) and can be deleted. Every backend passes the conformance
-suite in `plait.stores.conformance`.
+Records may expire and can be deleted. Every backend passes the conformance suite in
+`plait.stores.conformance`.
+
+Every store holds the same ids and the same expiries, and refuses the rest with a
+`UsageError` before it reaches its backend:
+
+- an **id** (`check_id`) is a `str` of 1 to `MAX_ID_LENGTH` (512) characters, counted as
+  code points, with no control characters (U+0000-U+001F, U+007F-U+009F: NUL, tab, newline
+  ...), no line or paragraph separators (U+2028, U+2029) and no lone surrogates
+  (U+D800-U+DFFF), so it encodes as UTF-8 for every backend. Anything else is allowed:
+  spaces, punctuation, any script, emoji. The `Runner` takes ids of at most
+  `MAX_RUN_ID_LENGTH` (256) for new runs and sessions, leaving room for the ids it derives
+  from them (`"<id>.step-<n>"`).
+- a **ttl** (`check_ttl`) is None (the record never expires) or a number of seconds, an
+  `int` or `float` with 0 < ttl <= `MAX_TTL` (100 years, within what every backend can
+  represent: Redis `PEXPIRE` milliseconds, PostgreSQL `timestamptz`). Zero, negative
+  numbers, NaN, infinity, `bool` and strings are refused.
+
+Error messages quote at most 200 characters of a bad value, with its size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import re
+from collections.abc import Awaitable, Sized
 from types import TracebackType
 from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
 
@@ -34,10 +52,15 @@ __all__ = [
     "CheckpointStatus",
     "CheckpointStore",
     "GuardedStore",
+    "MAX_ID_LENGTH",
+    "MAX_RUN_ID_LENGTH",
+    "MAX_TTL",
     "SessionRecord",
     "SessionStore",
     "Store",
     "check_expected_version",
+    "check_id",
+    "check_ttl",
 ]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
@@ -60,6 +83,81 @@ class SessionRecord:
     session_id: str
     data: bytes
     version: int
+
+
+#: The longest id a store holds, in characters (code points).
+MAX_ID_LENGTH = 512
+#: The longest id the `Runner` takes for a new run or session: room is left for the ids it
+#: derives from it (`"<id>.step-<n>"` snapshots).
+MAX_RUN_ID_LENGTH = 256
+#: The longest ttl, in seconds (100 years); None means no expiry.
+MAX_TTL = 100 * 365 * 24 * 3600
+
+_SHOWN = 200
+_ID_RULE = (
+    "ids are str of 1 to {limit} characters with no control characters (such as NUL, tab or"
+    " newline), line or paragraph separators (U+2028, U+2029) or lone surrogates"
+)
+_BAD_ID_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _shown(value: object) -> str:
+    """Return `value`'s repr, cut to 200 characters and followed by its size when longer."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too large to turn into digits
+        return f"<a {type(value).__name__} too large to show>"
+    if len(text) <= _SHOWN:
+        return text
+    if isinstance(value, str):
+        size = f"{len(value)} characters"
+    elif isinstance(value, Sized):
+        size = f"length {len(value)}"
+    else:
+        size = f"a repr of {len(text)} characters"
+    return f"{text[:_SHOWN]}... ({size})"
+
+
+def check_id(value: object, what: str = "id", *, max_length: int = MAX_ID_LENGTH) -> str:
+    """Return `value` if it is an id every store can hold (see the module's docstring).
+
+    `what` names the value in the error, e.g. "checkpoint_id".
+
+    Raises:
+        UsageError: It is not a str, is empty or longer than `max_length`, or holds a
+            control character, a line or paragraph separator or a lone surrogate.
+    """
+    rule = _ID_RULE.format(limit=max_length)
+    if not isinstance(value, str):
+        raise UsageError(
+            f"{what} must be a str, got {type(value).__name__} {_shown(value)}; {rule}"
+        )
+    if not value:
+        raise UsageError(f"{what} is empty; {rule}")
+    if len(value) > max_length:
+        raise UsageError(f"{what} {_shown(value)} is longer than {max_length} characters; {rule}")
+    bad = _BAD_ID_CHARACTER.search(value)
+    if bad is not None:
+        raise UsageError(
+            f"{what} {_shown(value)} has U+{ord(bad.group()):04X} at index {bad.start()}; {rule}"
+        )
+    return value
+
+
+def check_ttl(ttl: object, what: str = "ttl") -> None:
+    """Refuse a `ttl` that is not None or a number of seconds with 0 < ttl <= `MAX_TTL`.
+
+    Raises:
+        UsageError: It is zero, negative, NaN, infinite, above `MAX_TTL`, a bool or not a
+            number.
+    """
+    if ttl is None:
+        return
+    rule = f"a number of seconds with 0 < {what} <= {MAX_TTL} (100 years), or None for no expiry"
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise UsageError(f"{what} must be {rule}; got {type(ttl).__name__} {_shown(ttl)}")
+    if not 0 < ttl <= MAX_TTL:  # NaN fails every comparison
+        raise UsageError(f"{what} must be {rule}; got {_shown(ttl)}")
 
 
 def check_expected_version(expected_version: int | None) -> None:

@@ -7,12 +7,13 @@ with any test runner, e.g. `@pytest.mark.parametrize("check", CHECKS)`.
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from plait.errors import SessionConflict, UsageError
-from plait.stores.base import Store
+from plait.stores.base import MAX_ID_LENGTH, MAX_TTL, SessionRecord, Store
 
 __all__ = ["CHECKS", "two_clients_save_one_of_two_turns"]
 
@@ -208,6 +209,142 @@ async def ids_are_independent(store: Store) -> None:
     assert await store.get_session(shared) == b"session"
 
 
+async def _usage_error(call: Callable[[], Awaitable[object]]) -> UsageError:
+    """Return the `UsageError` that awaiting `call()` raises; fail if it returns."""
+    try:
+        result = await call()
+    except UsageError as exc:
+        return exc
+    raise AssertionError(f"the call returned {result!r}; expected UsageError")
+
+
+#: ttls every store refuses: zero, negative, not finite, above `MAX_TTL`, not numbers.
+_BAD_TTLS: tuple[Any, ...] = (
+    -1,
+    0,
+    0.0,
+    -0.5,
+    math.nan,
+    math.inf,
+    -math.inf,
+    MAX_TTL + 1,
+    True,
+    False,
+    "60",
+    b"60",
+    [60],
+)
+_GOOD_TTLS: tuple[float | None, ...] = (60, 90.5, float(MAX_TTL), MAX_TTL, None)
+
+
+async def bad_ttls_are_refused_before_writing(store: Store) -> None:
+    """A ttl that is not None or 0 < ttl <= MAX_TTL is a `UsageError`; the record stays."""
+    cp, s = _id("cp"), _id("s")
+    await store.put_checkpoint(cp, b"kept")
+    await store.put_session(s, b"kept")
+    for ttl in _BAD_TTLS:
+        fresh_cp, fresh_s = _id("cp"), _id("s")
+        for put_cp in (cp, fresh_cp):
+            err = await _refused(UsageError, store.put_checkpoint(put_cp, b"new", ttl=ttl))
+            assert "ttl" in str(err) and "None for no expiry" in str(err), err
+        for put_s in (s, fresh_s):
+            await _refused(UsageError, store.put_session(put_s, b"new", ttl=ttl))
+            await _refused(UsageError, store.put_session(put_s, b"x", ttl=ttl, expected_version=0))
+        assert await store.get_checkpoint(fresh_cp) is None
+        assert await store.get_session_record(fresh_s) is None
+    record = await store.get_checkpoint(cp)
+    assert record is not None and (record.data, record.version) == (b"kept", 1)
+    assert await store.get_session_record(s) == SessionRecord(session_id=s, data=b"kept", version=1)
+
+
+async def good_ttls_are_accepted(store: Store) -> None:
+    """An int or float 0 < ttl <= MAX_TTL, or None (no expiry), is accepted on every write."""
+    for ttl in _GOOD_TTLS:
+        cp, s = _id("cp"), _id("s")
+        version = await store.put_checkpoint(cp, b"x", ttl=ttl)
+        record = await store.get_checkpoint(cp)
+        assert record is not None and record.version == version, ttl
+        assert await store.put_session(s, b"y", ttl=ttl, expected_version=0) == 1
+        assert await store.put_session(s, b"z", ttl=ttl) == 2
+        assert await store.get_session(s) == b"z", ttl
+
+
+def _bad_ids() -> list[Any]:
+    """Return ids no store may hold: the same list for every store."""
+    return [
+        "",
+        "a\x00b",
+        "tab\there",
+        "new\nline",
+        "del\x7f",
+        "c1 \x85",
+        "line\u2028separator",
+        "paragraph\u2029separator",
+        "lone \udc80 surrogate",
+        "\ud83d",
+        "x" * (MAX_ID_LENGTH + 1),
+        "y" * 1_000_000,
+        7,
+        None,
+        b"bytes",
+    ]
+
+
+def _good_ids() -> list[str]:
+    """Return ids every store holds, from one character to exactly `MAX_ID_LENGTH`."""
+    unique = uuid.uuid4().hex
+    return [
+        "é",
+        f"café-🙂-{unique}",
+        f"日本語 {unique}",
+        f"zwj 👩\u200d💻 nbsp\u00a0 {unique}",
+        f"{unique} / 'q' \"d\" ; -- % _ \\ * ? [x] {{y}} :z",
+        unique + "x" * (MAX_ID_LENGTH - len(unique)),
+        unique + "🙂" * (MAX_ID_LENGTH - len(unique)),
+    ]
+
+
+def _calls_with_id(store: Store, record_id: Any) -> list[Callable[[], Awaitable[object]]]:
+    """Return a call of every store method, each given `record_id`."""
+    return [
+        lambda: store.get_checkpoint(record_id),
+        lambda: store.put_checkpoint(record_id, b"x"),
+        lambda: store.claim_checkpoint(record_id, 1),
+        lambda: store.delete_checkpoint(record_id),
+        lambda: store.get_session(record_id),
+        lambda: store.get_session_record(record_id),
+        lambda: store.put_session(record_id, b"x"),
+        lambda: store.put_session(record_id, b"x", expected_version=0),
+        lambda: store.delete_session(record_id),
+    ]
+
+
+async def bad_ids_are_refused_by_every_method(store: Store) -> None:
+    """Every method refuses an id no store can hold with a `UsageError` that says what is
+    allowed and quotes at most ~200 characters of the id."""
+    for bad in _bad_ids():
+        for call in _calls_with_id(store, bad):
+            err = await _usage_error(call)
+            assert f"1 to {MAX_ID_LENGTH} characters" in str(err), err
+            assert len(str(err)) < 600, len(str(err))
+
+
+async def good_ids_are_held_by_every_store(store: Store) -> None:
+    """Non-ASCII, punctuation, emoji and ids of exactly `MAX_ID_LENGTH` round-trip."""
+    for good in _good_ids():
+        version = await store.put_checkpoint(good, b"checkpoint")
+        record = await store.get_checkpoint(good)
+        assert record is not None and (record.checkpoint_id, record.data) == (good, b"checkpoint")
+        assert await store.claim_checkpoint(good, version)
+        assert await store.put_session(good, b"session", expected_version=0) == 1
+        stored = await store.get_session_record(good)
+        assert stored == SessionRecord(session_id=good, data=b"session", version=1)
+        await store.delete_checkpoint(good)
+        await store.delete_session(good)
+        assert await store.get_checkpoint(good) is None
+        assert await store.get_session(good) is None
+
+
 async def two_clients_save_one_of_two_turns(first: Store, second: Store) -> None:
     """Two clients of one store (two connections, or two processes' stores) racing to save
     a session at the same version: exactly one write wins, the rest are `SessionConflict`s."""
@@ -238,4 +375,8 @@ CHECKS: list[Check] = [
     stale_session_writes_are_refused,
     concurrent_session_writes_have_one_winner,
     ids_are_independent,
+    bad_ttls_are_refused_before_writing,
+    good_ttls_are_accepted,
+    bad_ids_are_refused_by_every_method,
+    good_ids_are_held_by_every_store,
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import time
+from typing import Literal
 
 from plait.errors import SessionConflict
 from plait.stores.base import (
@@ -11,28 +13,83 @@ from plait.stores.base import (
     ClosingStore,
     SessionRecord,
     check_expected_version,
+    check_id,
+    check_ttl,
 )
 
 __all__ = ["MemoryStore"]
 
+_Kind = Literal["checkpoint", "session"]
+
 
 class MemoryStore(ClosingStore):
-    """A store in memory: for tests and single-process use (nothing survives the process)."""
+    """A store in memory: for tests and single-process use (nothing survives the process).
+
+    Expired records read as absent, and every `put_checkpoint` and `put_session` first drops
+    all the records that have expired (a heap of expiry times keeps that cheap), so the
+    memory held is bounded by the live records plus those that expired since the last
+    write. `len(store)` is the number of records held.
+    """
 
     def __init__(self) -> None:
         self._checkpoints: dict[str, tuple[bytes, int, CheckpointStatus, float | None]] = {}
         self._sessions: dict[str, tuple[bytes, int, float | None]] = {}
+        # (expiry, kind, id) of each write with a ttl; a later write of the id leaves the
+        # entry stale: skipped when it comes up, gone when the heap is rebuilt
+        self._expiries: list[tuple[float, _Kind, str]] = []
 
-    @staticmethod
-    def _expiry(ttl: float | None) -> float | None:
-        return None if ttl is None else time.monotonic() + ttl
+    def __len__(self) -> int:
+        """Return the number of records held: checkpoints plus sessions, counting expired
+        ones that no write has dropped yet."""
+        return len(self._checkpoints) + len(self._sessions)
+
+    def __bool__(self) -> bool:
+        """Return True: a store is a store even when it holds nothing."""
+        return True
+
+    def _expiry(self, kind: _Kind, record_id: str, ttl: float | None) -> float | None:
+        """Return when a record written now with `ttl` expires, and note it for dropping."""
+        if ttl is None:
+            return None
+        expires = time.monotonic() + ttl
+        heapq.heappush(self._expiries, (expires, kind, record_id))
+        return expires
 
     @staticmethod
     def _alive(expires: float | None) -> bool:
         return expires is None or time.monotonic() < expires
 
+    def _drop_expired(self) -> None:
+        """Drop every record that has expired."""
+        now, heap = time.monotonic(), self._expiries
+        while heap and heap[0][0] <= now:
+            expires, kind, record_id = heapq.heappop(heap)
+            if kind == "checkpoint":
+                checkpoint = self._checkpoints.get(record_id)
+                if checkpoint is not None and checkpoint[3] == expires:
+                    del self._checkpoints[record_id]
+            else:
+                session = self._sessions.get(record_id)
+                if session is not None and session[2] == expires:
+                    del self._sessions[record_id]
+        if len(heap) > 2 * len(self) + 64:  # mostly entries that later writes made stale
+            self._rebuild_expiries()
+
+    def _rebuild_expiries(self) -> None:
+        """Rebuild the heap from the records held, leaving out stale entries."""
+        heap: list[tuple[float, _Kind, str]] = []
+        for key, (_, _, _, expires) in self._checkpoints.items():
+            if expires is not None:
+                heap.append((expires, "checkpoint", key))
+        for key, (_, _, session_expires) in self._sessions.items():
+            if session_expires is not None:
+                heap.append((session_expires, "session", key))
+        heapq.heapify(heap)
+        self._expiries = heap
+
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
+        check_id(checkpoint_id, "checkpoint_id")
         found = self._checkpoints.get(checkpoint_id)
         if found is None or not self._alive(found[3]):
             return None
@@ -50,13 +107,18 @@ class MemoryStore(ClosingStore):
         ttl: float | None = None,
     ) -> int:
         """Write the checkpoint; return its new version."""
+        check_id(checkpoint_id, "checkpoint_id")
+        check_ttl(ttl)
+        self._drop_expired()
         previous = self._checkpoints.get(checkpoint_id)
         version = previous[1] + 1 if previous is not None else 1
-        self._checkpoints[checkpoint_id] = (bytes(data), version, status, self._expiry(ttl))
+        expires = self._expiry("checkpoint", checkpoint_id, ttl)
+        self._checkpoints[checkpoint_id] = (bytes(data), version, status, expires)
         return version
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
+        check_id(checkpoint_id, "checkpoint_id")
         found = self._checkpoints.get(checkpoint_id)
         if found is None or not self._alive(found[3]):
             return False
@@ -68,10 +130,12 @@ class MemoryStore(ClosingStore):
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
+        check_id(checkpoint_id, "checkpoint_id")
         self._checkpoints.pop(checkpoint_id, None)
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
+        check_id(session_id, "session_id")
         found = self._sessions.get(session_id)
         if found is None or not self._alive(found[2]):
             return None
@@ -86,7 +150,10 @@ class MemoryStore(ClosingStore):
         expected_version: int | None = None,
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
+        check_id(session_id, "session_id")
+        check_ttl(ttl)
         check_expected_version(expected_version)
+        self._drop_expired()
         # no await from the read to the write: nothing else runs in between
         found = self._sessions.get(session_id)
         current = found[1] if found is not None and self._alive(found[2]) else 0
@@ -94,11 +161,13 @@ class MemoryStore(ClosingStore):
             raise SessionConflict(
                 session_id=session_id, version=current, expected_version=expected_version
             )
-        self._sessions[session_id] = (bytes(data), current + 1, self._expiry(ttl))
+        expires = self._expiry("session", session_id, ttl)
+        self._sessions[session_id] = (bytes(data), current + 1, expires)
         return current + 1
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
+        check_id(session_id, "session_id")
         self._sessions.pop(session_id, None)
 
     async def close(self) -> None:

@@ -32,6 +32,8 @@ from plait.stores.base import (
     ClosingStore,
     SessionRecord,
     check_expected_version,
+    check_id,
+    check_ttl,
 )
 
 if TYPE_CHECKING:
@@ -270,6 +272,7 @@ class PostgresStore(ClosingStore):
 
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
+        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(self._sql.get_checkpoint, (checkpoint_id,))
         if not rows:
             return None
@@ -290,21 +293,26 @@ class PostgresStore(ClosingStore):
         ttl: float | None = None,
     ) -> int:
         """Write the checkpoint; return its new version."""
+        check_id(checkpoint_id, "checkpoint_id")
+        check_ttl(ttl)
         params = (checkpoint_id, bytes(data), status, ttl)
         rows = await self._query(self._sql.put_checkpoint, params, sweep=True)
         return int(rows[0][0])
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
+        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(self._sql.claim_checkpoint, (checkpoint_id, version))
         return len(rows) == 1
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
+        check_id(checkpoint_id, "checkpoint_id")
         await self._query(self._sql.delete_checkpoint, (checkpoint_id,))
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
+        check_id(session_id, "session_id")
         rows = await self._query(self._sql.get_session, (session_id,))
         if not rows:
             return None
@@ -320,6 +328,8 @@ class PostgresStore(ClosingStore):
         expected_version: int | None = None,
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
+        check_id(session_id, "session_id")
+        check_ttl(ttl)
         check_expected_version(expected_version)
         blob = bytes(data)
         if expected_version is None:
@@ -337,6 +347,7 @@ class PostgresStore(ClosingStore):
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
+        check_id(session_id, "session_id")
         await self._query(self._sql.delete_session, (session_id,))
 
     async def close(self) -> None:

@@ -24,6 +24,8 @@ from plait.stores.base import (
     ClosingStore,
     SessionRecord,
     check_expected_version,
+    check_id,
+    check_ttl,
 )
 
 if TYPE_CHECKING:
@@ -179,6 +181,7 @@ class RedisStore(ClosingStore):
 
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
+        check_id(checkpoint_id, "checkpoint_id")
         client = await self._client()
         found = await client.hgetall(self._checkpoint_key(checkpoint_id))
         fields = cast("dict[bytes, bytes]", found)
@@ -201,6 +204,8 @@ class RedisStore(ClosingStore):
         ttl: float | None = None,
     ) -> int:
         """Write the checkpoint; return its new version."""
+        check_id(checkpoint_id, "checkpoint_id")
+        check_ttl(ttl)
         connection = await self._connect()
         expiry = "" if ttl is None else str(_milliseconds(ttl))
         key = self._checkpoint_key(checkpoint_id)
@@ -209,6 +214,7 @@ class RedisStore(ClosingStore):
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
+        check_id(checkpoint_id, "checkpoint_id")
         connection = await self._connect()
         key = self._checkpoint_key(checkpoint_id)
         won: Any = await connection.claim(keys=[key], args=[str(version)])
@@ -216,11 +222,13 @@ class RedisStore(ClosingStore):
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
+        check_id(checkpoint_id, "checkpoint_id")
         client = await self._client()
         await client.delete(self._checkpoint_key(checkpoint_id))
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
+        check_id(session_id, "session_id")
         connection = await self._connect()
         found: Any = await connection.get_session(keys=[self._session_key(session_id)])
         if found is None or found[0] is None or found[1] is None:
@@ -237,6 +245,8 @@ class RedisStore(ClosingStore):
         expected_version: int | None = None,
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
+        check_id(session_id, "session_id")
+        check_ttl(ttl)
         check_expected_version(expected_version)
         connection = await self._connect()
         expiry = "" if ttl is None else str(_milliseconds(ttl))
@@ -252,6 +262,7 @@ class RedisStore(ClosingStore):
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
+        check_id(session_id, "session_id")
         client = await self._client()
         await client.delete(self._session_key(session_id))
 

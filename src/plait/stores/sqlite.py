@@ -31,6 +31,8 @@ from plait.stores.base import (
     ClosingStore,
     SessionRecord,
     check_expected_version,
+    check_id,
+    check_ttl,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -239,6 +241,7 @@ class SqliteStore(ClosingStore):
 
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
+        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(_GET_CHECKPOINT, (checkpoint_id, time.time()))
         if not rows:
             return None
@@ -259,21 +262,26 @@ class SqliteStore(ClosingStore):
         ttl: float | None = None,
     ) -> int:
         """Write the checkpoint; return its new version."""
+        check_id(checkpoint_id, "checkpoint_id")
+        check_ttl(ttl)
         params = (checkpoint_id, bytes(data), status, _expiry(ttl))
         rows = await self._write(_PUT_CHECKPOINT, params)
         return int(rows[0][0])
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
+        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(_CLAIM_CHECKPOINT, (checkpoint_id, version, time.time()))
         return len(rows) == 1
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
+        check_id(checkpoint_id, "checkpoint_id")
         await self._query("DELETE FROM plait_checkpoints WHERE id = ?", (checkpoint_id,))
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
+        check_id(session_id, "session_id")
         rows = await self._query(_GET_SESSION, (session_id, time.time()))
         if not rows:
             return None
@@ -289,6 +297,8 @@ class SqliteStore(ClosingStore):
         expected_version: int | None = None,
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
+        check_id(session_id, "session_id")
+        check_ttl(ttl)
         check_expected_version(expected_version)
         blob, expires, now = bytes(data), _expiry(ttl), time.time()
         if expected_version is None:
@@ -305,6 +315,7 @@ class SqliteStore(ClosingStore):
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
+        check_id(session_id, "session_id")
         await self._query("DELETE FROM plait_sessions WHERE id = ?", (session_id,))
 
     async def close(self) -> None:
