@@ -36,3 +36,12 @@ def test_local_model_benchmark_runs_and_reports_its_figures() -> None:
     for key in ("load_s", "prompt_tok_s", "free_tok_s", "grammar_tok_s"):
         assert figures[key] > 0, key
     assert figures["tool_calls"]["queries"] == 2 and figures["routing"]["queries"] == 2
+
+
+def test_reliability_benchmark_runs_and_reports_every_figure() -> None:
+    figures = _quick("reliability.py")
+    for name in ("memory", "sqlite", "postgres", "redis"):
+        assert figures["load"][name]["errors"] == 0, name
+    assert figures["memory"]["runs"] == 200
+    for name, took in figures["faults"].items():
+        assert isinstance(took, float), (name, took)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "plait"
 PRIVATE = {"_run", "_budgets", "_emit", "_copy", "_teams", "_history", "_model_messages",
-           "_root_input", "_actions", "_answered"}  # fmt: skip
+           "_root_input", "_actions", "_answered", "_call_guard"}  # fmt: skip
 
 
 def _modules() -> list[tuple[Path, ast.Module]]:

@@ -3,8 +3,9 @@
 `RunContext` is a view of one place in a run (an agent, or one tool call of it) over the
 run's shared state (`plait.run_state.RunState`): where it is (agent, run path, depth,
 address), what the run holds (session values, team state, usage), its budgets, the resume
-records components keep while they work (`save_state`), and how it pauses (`interrupt`) and
-stops between steps (`safe_point`). A run's life, in one place:
+records components keep while they work (`save_state`), and how it pauses (`interrupt`),
+stops between steps (`safe_point`) and stops tool calls in flight (`guard`, `cancelled`). A
+run's life, in one place:
 
     Runner ──► enter(root) ──► agent.run ──► model call ─► tool calls ─► safe point ─┐
                  ▲   │            │                          │              │ step: save│
@@ -42,7 +43,7 @@ from plait.events import (
 from plait.history import USER, HistoryRecord, history_for, whole_messages
 from plait.kernel import current, raise_pause
 from plait.messages import Message, Usage
-from plait.run_state import Budget, IdSource, RunHooks, RunSnapshot, RunState, Saver
+from plait.run_state import Budget, CallGuard, IdSource, RunHooks, RunSnapshot, RunState, Saver
 
 __all__ = ["Emit", "IdSource", "RunContext", "RunHooks", "run_context"]
 
@@ -63,6 +64,7 @@ class RunContext:
         "_actions",
         "_answered",
         "_budgets",
+        "_call_guard",
         "_emit",
         "_history",
         "_model_messages",
@@ -103,6 +105,7 @@ class RunContext:
         self.tool_call_id = tool_call_id
         self._actions: list[AgentAction] | None = None
         self._emit: Emit | None = None
+        self._call_guard: CallGuard | None = None
         self._model_messages: list[Message] | None = None
         self._answered: list[Any] | None = None
         self._budgets: tuple[str, ...] = ()  # addresses of the teams whose budgets apply
@@ -221,6 +224,7 @@ class RunContext:
         ctx.tool_call_id = call_id
         ctx._actions = []
         ctx._emit = self._emit
+        ctx._call_guard = None
         ctx._model_messages = self._model_messages
         ctx._answered = None
         ctx._budgets = self._budgets
@@ -447,8 +451,26 @@ class RunContext:
         return self._run.cancel_requested
 
     def request_cancel(self) -> None:
-        """Ask the run to stop at its next safe point."""
-        self._run.cancel_requested = True
+        """Ask the run to stop: tool calls in flight are stopped, and its next safe point
+        ends it (call this on the run's event loop; `RunStream.cancel()` works anywhere)."""
+        self._run.request_cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether this work should stop: the run was asked to stop, or this tool call ran
+        past its timeout or was abandoned (the run closed).
+
+        A sync tool runs in a thread that cannot be killed: check this between steps of long
+        work and return early. An async tool is stopped by cancellation instead.
+        """
+        guard = self._call_guard
+        return self._run.cancel_requested or (guard is not None and guard.stopped)
+
+    def guard(self, limit: float | None) -> CallGuard:
+        """Return the guard this tool call runs in: it ends the call after `limit` seconds
+        (None: no limit) or when the run is asked to stop (see `CallGuard`)."""
+        guard = self._call_guard = CallGuard(self._run, limit)
+        return guard
 
     async def safe_point(self) -> AgentEvent | None:
         """Call between two steps of work, with this component's record up to date.

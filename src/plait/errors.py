@@ -6,7 +6,8 @@ PlaitError
 ├── AgentError                  an unexpected exception escaped a custom agent
 ├── ModelError                  the model call failed (provider error, exhausted script)
 ├── ToolError                   a tool failed and the agent was told to raise (tool_errors="raise")
-│   └── InvalidToolArguments    the arguments were not JSON or did not match the schema
+│   ├── InvalidToolArguments    the arguments were not JSON or did not match the schema
+│   └── ToolTimeout             a tool call ran past its timeout (also a TimeoutError)
 ├── MaxIterationsExceeded       a ChatModelAgent reached max_iterations model calls
 ├── LimitExceeded               a run-wide limit; ends the whole run from any depth
 │   ├── MaxHandoffsExceeded
@@ -61,6 +62,7 @@ __all__ = [
     "StoreError",
     "TokenBudgetExceeded",
     "ToolError",
+    "ToolTimeout",
     "UsageError",
 ]
 
@@ -298,3 +300,29 @@ class CheckpointAlreadyResumed(ResumeError):
 
 class RunCancelled(PlaitError):
     """The run was cancelled before it finished."""
+
+
+class ToolTimeout(ToolError, TimeoutError):
+    """A tool call ran longer than its timeout (`@tool(timeout=...)`, or the agent's
+    `tool_timeout`) and was stopped; `limit` is that timeout in seconds."""
+
+    limit: float
+
+    def __init__(
+        self,
+        *,
+        tool_name: str,
+        limit: float,
+        call_id: str | None = None,
+        agent_name: str | None = None,
+    ) -> None:
+        owner = f" of agent '{agent_name}'" if agent_name else ""
+        super().__init__(
+            f"tool '{tool_name}'{owner} ran longer than its timeout of {limit:g} s and was "
+            "stopped; give it more time with @tool(timeout=...) or "
+            "ChatModelAgent(tool_timeout=...), or make it return sooner",
+            tool_name=tool_name,
+            call_id=call_id,
+            agent_name=agent_name,
+        )
+        self.limit = limit

@@ -3,11 +3,13 @@
 `RunState` is what `RunContext` views: session values, team state, each agent's own state,
 usage, budgets, the live resume records of the components, and the run's options. All of it
 is saved with a checkpoint (`RunSnapshot`). `IdSource` gives the run its ids and times, and
-`RunHooks` observes the seams of a run.
+`RunHooks` observes the seams of a run. `CallGuard` bounds one tool call: its time limit,
+and the run's stop switch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -21,7 +23,7 @@ from plait.messages import Message, Usage
 if TYPE_CHECKING:
     from plait.context import RunContext
 
-__all__ = ["Budget", "IdSource", "Paused", "RunHooks", "RunSnapshot", "RunState"]
+__all__ = ["Budget", "CallGuard", "IdSource", "Paused", "RunHooks", "RunSnapshot", "RunState"]
 
 SaveKind = Literal["step", "cancel"]
 Saver = Callable[[SaveKind, "RunContext"], Awaitable["AgentEvent | None"]]
@@ -110,6 +112,7 @@ class RunState:
         "durability",
         "enable_streaming",
         "frames",
+        "guards",
         "hooks",
         "ids",
         "input_tokens",
@@ -150,6 +153,14 @@ class RunState:
         self.hooks: tuple[RunHooks, ...] = ()
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
+        self.guards: set[CallGuard] = set()  # the tool calls in flight
+
+    def request_cancel(self) -> None:
+        """Ask the run to stop: its next safe point ends it, and every tool call in flight
+        is stopped (call this on the run's event loop)."""
+        self.cancel_requested = True
+        for guard in list(self.guards):
+            guard.stop_soon()
 
     def charge(self, budgets: tuple[str, ...], usage: Usage | None) -> None:
         """Count one model call and its usage in the totals and in `budgets` (team keys);
@@ -235,3 +246,61 @@ class RunSnapshot:
         self.metadata: dict[str, Any] = {}
         for name, value in fields.items():
             setattr(self, name, value)
+
+
+class CallGuard:
+    """A time limit and a stop switch around one tool call.
+
+    Used as `with guard:` around the awaited call, in the task that runs it. When `limit`
+    seconds pass, or the run is asked to stop, the task is cancelled and the block ends
+    quietly with `reason` set ("timeout" or "cancel"). `stopped` then becomes true — and also
+    when the call is cancelled from outside (the run closed) — so a sync tool still running
+    in its thread can see that nobody waits for it any more.
+    """
+
+    __slots__ = ("_cancelling", "_handle", "_run", "_task", "limit", "reason", "stopped")
+
+    def __init__(self, run: RunState, limit: float | None) -> None:
+        self._run = run
+        self.limit = limit
+        self.reason: Literal["timeout", "cancel"] | None = None
+        self.stopped = False
+        self._task: asyncio.Task[Any] | None = None
+        self._handle: asyncio.Handle | None = None
+        self._cancelling = 0
+
+    def __enter__(self) -> CallGuard:
+        task = asyncio.current_task()
+        if task is None:  # not in a task: nothing to cancel
+            return self
+        self._task, self._cancelling = task, task.cancelling()
+        if self.limit is not None:
+            self._handle = task.get_loop().call_later(self.limit, self._fire, "timeout")
+        self._run.guards.add(self)
+        return self
+
+    def stop_soon(self) -> None:
+        """End the call at the event loop's next turn (from any thread)."""
+        task = self._task
+        if task is not None and not (loop := task.get_loop()).is_closed():
+            loop.call_soon_threadsafe(self._fire, "cancel")
+
+    def _fire(self, reason: Literal["timeout", "cancel"]) -> None:
+        if self._task is None or self.reason is not None:
+            return  # the call has ended, or was already stopped
+        self.reason = reason
+        self.stopped = True
+        self._task.cancel()
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
+        task, self._task = self._task, None
+        self._run.guards.discard(self)
+        if self._handle is not None:
+            self._handle.cancel()
+        cancelled = exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
+        if self.reason is None or task is None:
+            self.stopped = self.stopped or cancelled
+            return False
+        # this guard cancelled the task: swallow that cancellation, unless someone else's
+        # cancellation (the run being closed) is pending too
+        return task.uncancel() <= self._cancelling and cancelled

@@ -112,10 +112,11 @@ class Runner:
         return Checkpoint.decode(record.data, checkpoint_id)
 
     def cancel(self, checkpoint_id: str) -> bool:
-        """Ask the run with this checkpoint id to stop at its next safe point.
+        """Ask the run with this checkpoint id to stop (callable from any task or thread).
 
-        The run then ends with a `RunCancelled` error and a checkpoint that `resume` continues.
-        Return False when no such run is active in this runner.
+        Its tool calls in flight are stopped at once (see `RunStream.cancel`); the run then
+        ends with a `RunCancelled` error and a checkpoint that `resume` continues. Return
+        False when no such run is active in this runner.
         """
         stream = self._active.get(checkpoint_id)
         if stream is None:

@@ -8,6 +8,7 @@ checkpoint for good, and writes the session turn when the run finishes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -123,9 +124,11 @@ class RunStream:
     """The events of one run, as an async iterator.
 
     Iterate it for the events; `await stream.collect()` drains what is left and returns the
-    `RunResult`. Leaving the iteration early, `aclose()`, or `async with` exit cancel the run
-    cleanly: tools in flight are cancelled and model streams closed. `cancel()` instead asks
-    the run to stop at its next safe point and leave a checkpoint.
+    `RunResult`. Leaving the iteration early, `aclose()` or `async with` exit in the task
+    that iterates cancel the run cleanly: tools in flight are cancelled and model streams
+    closed. `cancel()` (from any task or thread), or `aclose()` from another task while a
+    consumer iterates, is the stop button: the run stops promptly, is saved, and its
+    consumer sees a last event with a `RunCancelled` error.
     """
 
     def __init__(
@@ -159,6 +162,10 @@ class RunStream:
         self._handoffs: list[HandoffLog] = []
         self._finished = False
         self._cancel = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the run runs on
+        self._consumer: asyncio.Task[Any] | None = None  # the task that iterates it
+        self._busy = False  # the consumer is inside __anext__
+        self._idle: asyncio.Event | None = None  # set when it leaves (for a waiting aclose)
         self._owner = ""  # who holds the lease of its step checkpoints (made when needed)
         if checkpoint_id is not None:
             setup.active[checkpoint_id] = self
@@ -182,9 +189,24 @@ class RunStream:
         return self._ctx
 
     def cancel(self) -> None:
-        """Stop at the next safe point (after a model call, or after the tools in flight)."""
+        """Stop the run promptly; call it from any task or thread.
+
+        Tool calls in flight are stopped: an async tool is cancelled; a sync tool's thread,
+        which cannot be killed, is abandoned (its `ctx.cancelled` turns true). A model call
+        in flight is let finish. The run is then saved and ends with a `RunCancelled` error
+        event; `Runner.resume` continues it, running the stopped tool calls again. A run
+        that had already finished is not affected.
+        """
         self._cancel = True
-        if self._ctx is not None:
+        loop = self._loop
+        if loop is not None and _running_loop() is not loop:
+            with contextlib.suppress(RuntimeError):  # its loop has closed: the run is over
+                loop.call_soon_threadsafe(self._stop)
+            return
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._ctx is not None and not self._finished:
             self._ctx.request_cancel()
 
     def __aiter__(self) -> RunStream:
@@ -192,11 +214,19 @@ class RunStream:
 
     async def __anext__(self) -> AgentEvent:
         keep = self._filter
-        while True:
-            event = await (self._next_held() if self._turn is not None else self._next_event())
-            if keep is None or keep(event):
-                self._events.append(event)
-                return event
+        self._consumer = asyncio.current_task()
+        self._busy = True
+        try:
+            while True:
+                event = await (self._next_held() if self._turn is not None else self._next_event())
+                if keep is None or keep(event):
+                    self._events.append(event)
+                    return event
+        finally:
+            self._busy = False
+            idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set()
 
     async def _next_held(self) -> AgentEvent:
         """With a session, hold one event back so the session is written before the last."""
@@ -227,6 +257,7 @@ class RunStream:
         self._agent_events, self._ctx, self._turn = prepared.events, prepared.ctx, prepared.turn
         self._earlier_handoffs = list(prepared.handoffs)
         self._claimed = prepared.claimed
+        self._loop = asyncio.get_running_loop()
         self._ctx.configure(
             durability=self._setup.durability,
             ids=self._setup.ids,
@@ -282,7 +313,7 @@ class RunStream:
         if self._turn is not None:
             self._turn.note(event)
         if event.error is not None or self._paused:
-            await self.aclose()
+            await self._close()
         return event
 
     async def _completed(self) -> PlaitError | None:
@@ -416,6 +447,25 @@ class RunStream:
         return ctx.event(action=AgentAction(interrupted=info), error=error)
 
     async def aclose(self) -> None:
+        """Close the stream.
+
+        From the task iterating it (or when no task is): stop the run at once — what is in
+        flight is cancelled, every stream closed, nothing saved. From another task while a
+        consumer iterates it: stop the run as `cancel()` does (the run is saved, and the
+        consumer sees a last `RunCancelled` event), and return once the consumer's current
+        step has returned.
+        """
+        consumer, current = self._consumer, asyncio.current_task()
+        live = not self._finished and consumer is not None and not consumer.done()
+        if live and (consumer is not current or self._busy):
+            self.cancel()  # another task's stop button (or a tool of this very run)
+            if self._busy and consumer is not current:
+                idle = self._idle = self._idle or asyncio.Event()
+                await idle.wait()
+            return
+        await self._close()
+
+    async def _close(self) -> None:
         """Stop the run: cancel what is in flight and close every stream."""
         self._finish()
         aclose = getattr(self._agent_events, "aclose", None)
@@ -471,3 +521,10 @@ class RunStream:
             self._last_output = event
         if event.handoff is not None:
             self._handoffs.append(event.handoff)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

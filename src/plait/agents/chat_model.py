@@ -29,6 +29,7 @@ from plait.errors import (
     ModelError,
     PlaitError,
     ResumeError,
+    RunCancelled,
     UsageError,
 )
 from plait.events import (
@@ -41,7 +42,7 @@ from plait.events import (
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
-from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult
+from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, check_timeout
 from plait.tools.function import FunctionTool
 
 __all__ = ["ChatModelAgent"]
@@ -88,6 +89,9 @@ class ChatModelAgent:
         tool_errors: "model" (default) tells the model about a failing tool call (the tool
             raised, the arguments do not match its schema, the tool is unknown, or its result
             transfers with nowhere to go); "raise" ends the run with a `ToolError`.
+        tool_timeout: seconds each tool call may run (None: no limit; a tool's own
+            `@tool(timeout=...)` wins). A call past it is stopped and is a `ToolTimeout`
+            failure, told to the model or raised as `tool_errors` says.
         model_options: keyword options passed to every model call.
         sub_agents: agents this one may transfer to (see `set_sub_agents`); they may
             transfer back unless they were built with `disallow_transfer_to_parent=True`.
@@ -108,6 +112,7 @@ class ChatModelAgent:
         gen_model_input: GenModelInput | None = None,
         middlewares: Sequence[Middleware] = (),
         tool_errors: Literal["model", "raise"] = "model",
+        tool_timeout: float | None = None,
         model_options: Mapping[str, Any] | None = None,
         sub_agents: Sequence[Agent] = (),
         disallow_transfer_to_parent: bool = False,
@@ -126,6 +131,7 @@ class ChatModelAgent:
         self.max_iterations = max_iterations
         self.gen_model_input = gen_model_input
         self.tool_errors = tool_errors
+        self.tool_timeout = check_timeout(tool_timeout, f"agent '{name}': tool_timeout")
         self.model_options = dict(model_options or {})
         self.middlewares = tuple(middlewares)
         self._before_model = collect_hooks(self.middlewares, "before_model")
@@ -201,6 +207,7 @@ class ChatModelAgent:
             before_tool=self._before_tool,
             after_tool=self._after_tool,
             transfers=TRANSFER_TOOL in self._tools or can_transfer(self),
+            tool_timeout=self.tool_timeout,
         )
 
     @property
@@ -536,6 +543,10 @@ class _Loop:
         self.step = Step.FAIL
         if rnd.failed:
             return []
+        if rnd.stopped:  # a stop cut tool calls short: save what finished, then stop
+            self._save("tools", rnd.outcomes)
+            stop = await ctx.safe_point()
+            return [stop or ctx.event(error=RunCancelled("the run was cancelled"))]
         if rnd.interrupts:
             self._save("tools", rnd.outcomes)
             self.step = Step.PAUSE

@@ -1,5 +1,10 @@
 """A round of tool calls: run each call through the middlewares, turn failures and pauses
-into outcomes, and decide which results are shown now and which are held back."""
+into outcomes, and decide which results are shown now and which are held back.
+
+Each call runs in a guard (`RunContext.guard`): past its timeout it is stopped and becomes a
+`ToolTimeout` failure; when the run is asked to stop, every call in flight is stopped and
+the round ends as stopped, to be saved and resumed (the stopped calls then run again).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,18 @@ from typing import Literal
 from plait._quote import quote
 from plait.agents.middleware import Hook
 from plait.context import Emit, RunContext
-from plait.errors import InvalidToolArguments, LimitExceeded, PlaitError, RunCancelled, ToolError
+from plait.errors import (
+    InvalidToolArguments,
+    LimitExceeded,
+    PlaitError,
+    RunCancelled,
+    ToolError,
+    ToolTimeout,
+)
 from plait.events import AgentAction, AgentEvent, InterruptCtx, TransferToAgentAction
 from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
-from plait.tools.base import Tool, ToolResult
+from plait.tools.base import HasTimeout, Tool, ToolResult
 
 __all__ = ["Outcome", "Round", "ToolCalls"]
 
@@ -29,6 +41,7 @@ class Outcome:
     action: AgentAction | None = None
     fatal: PlaitError | None = None
     interrupts: tuple[InterruptCtx, ...] = ()
+    stopped: bool = False  # the run was asked to stop while the call ran: it has no result
 
     @property
     def ends_turn(self) -> bool:
@@ -39,12 +52,13 @@ class Outcome:
 class Round:
     """What a round of tool calls left for the ReAct loop."""
 
-    __slots__ = ("direct", "done", "failed", "interrupts", "outcomes")
+    __slots__ = ("direct", "done", "failed", "interrupts", "outcomes", "stopped")
 
     def __init__(self, done: dict[int, Outcome] | None = None) -> None:
         self.outcomes: list[Outcome] = []
         self.direct: Outcome | None = None
         self.failed = False
+        self.stopped = False  # a stop of the run cut some calls short
         self.interrupts: list[InterruptCtx] = []
         self.done = done or {}  # results from before a pause: not run again, not re-emitted
 
@@ -70,6 +84,7 @@ class ToolCalls:
         before_tool: Sequence[Hook],
         after_tool: Sequence[Hook],
         transfers: bool = True,
+        tool_timeout: float | None = None,
     ) -> None:
         self.name = agent_name
         self.transfers = transfers  # whether a result's transfer has anywhere to go
@@ -78,6 +93,7 @@ class ToolCalls:
         self.tool_errors = tool_errors
         self._before_tool = before_tool
         self._after_tool = after_tool
+        self._limits = {name: _limit(tool, tool_timeout) for name, tool in tools.items()}
 
     def accept(self, outcome: Outcome, ctx: RunContext, rnd: Round) -> AgentEvent | None:
         """Record a finished tool call; return its event unless it is held back.
@@ -87,6 +103,9 @@ class ToolCalls:
         """
         if outcome.interrupts:
             rnd.interrupts.extend(outcome.interrupts)
+            return None
+        if outcome.stopped:
+            rnd.stopped = True
             return None
         rnd.outcomes.append(outcome)
         if outcome.fatal is not None:
@@ -119,10 +138,12 @@ class ToolCalls:
             content, fatal = self._unknown_tool(call)
         else:
             try:
-                result = await call_in(tctx, tool.call, call.arguments, tctx)
+                result = await self._guarded(tool, call, tctx)
             except Exception as exc:
                 content, fatal = self._tool_failure(call, exc)
             else:
+                if result is None:
+                    return Outcome(index, call, Message.tool("", call.id), stopped=True)
                 if isinstance(result, Interrupted):
                     message = Message.tool("", call.id, name=call.name)
                     return Outcome(index, call, message, interrupts=result.contexts)
@@ -142,6 +163,20 @@ class ToolCalls:
                 content = (await hook(tctx, call, content)) or content
         message = Message.tool(content, call.id, name=call.name)
         return Outcome(index, call, message, action, fatal)
+
+    async def _guarded(
+        self, tool: Tool, call: ToolCall, tctx: RunContext
+    ) -> str | ToolResult | Interrupted | None:
+        """Call the tool in its guard; None when a stop of the run cut it short (or came
+        before it started). Past its timeout, raise `ToolTimeout`."""
+        if tctx.cancel_requested:
+            return None
+        limit = self._limits.get(call.name)
+        with tctx.guard(limit) as guard:
+            return await call_in(tctx, tool.call, call.arguments, tctx)
+        if guard.reason == "cancel" or limit is None:
+            return None
+        raise ToolTimeout(tool_name=call.name, limit=limit, call_id=call.id, agent_name=self.name)
 
     def _unknown_tool(self, call: ToolCall) -> tuple[str, PlaitError | None]:
         names = ", ".join(self._tools) or "(none)"
@@ -168,6 +203,8 @@ class ToolCalls:
             return "", exc
         if isinstance(exc, InvalidToolArguments):
             text = str(exc)
+        elif isinstance(exc, ToolTimeout):
+            text = f"tool '{call.name}' did not finish within {exc.limit:g} s and was stopped"
         else:
             text = f"tool '{call.name}' raised {type(exc).__name__}: {exc}"
         if self.tool_errors == "model":
@@ -177,3 +214,9 @@ class ToolCalls:
         err = ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
         err.__cause__ = exc
         return "", err
+
+
+def _limit(tool: Tool, default: float | None) -> float | None:
+    """The time limit of one tool's calls: its own, else the agent's."""
+    own = tool.timeout if isinstance(tool, HasTimeout) else None
+    return own if own is not None else default

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
 from plait._json import JSONMixin
 from plait._record import record
 from plait.context import RunContext
+from plait.errors import UsageError
 from plait.events import AgentAction
 
-__all__ = ["EmitsEvents", "Tool", "ToolInfo", "ToolResult"]
+__all__ = ["EmitsEvents", "HasTimeout", "Tool", "ToolInfo", "ToolResult", "check_timeout"]
 
 
 @record
@@ -58,3 +60,24 @@ class EmitsEvents(Protocol):
     `emits_events` true, its calls run concurrently with a channel for those events."""
 
     emits_events: bool
+
+
+@runtime_checkable
+class HasTimeout(Protocol):
+    """A tool with its own time limit: each call may run `timeout` seconds (None: the
+    calling agent's `tool_timeout`)."""
+
+    timeout: float | None
+
+
+def check_timeout(value: object, owner: str) -> float | None:
+    """Return `value` as a timeout in seconds: a positive finite number, or None for none."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value > 0 and math.isfinite(value):
+            return float(value)
+    raise UsageError(
+        f"{owner}: a timeout is a positive finite number of seconds, or None for no limit; "
+        f"got {value!r}"
+    )

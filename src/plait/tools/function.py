@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from plait._quote import QUOTE_CHARS, quote
+from plait._threads import run_in_thread
 from plait.context import RunContext
 from plait.errors import InvalidToolArguments, UsageError
-from plait.tools.base import ToolInfo, ToolResult
+from plait.tools.base import ToolInfo, ToolResult, check_timeout
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -35,6 +35,11 @@ class FunctionTool:
 
     A result that is not a `str` is JSON-encoded; a float NaN or infinity in it, which JSON
     cannot hold, is encoded as the string `"NaN"`, `"Infinity"` or `"-Infinity"`.
+
+    `timeout` (seconds) bounds each call, overriding the agent's `tool_timeout`; a call that
+    runs longer is stopped and reported as a `ToolTimeout`. A thread cannot be killed: a sync
+    function that is stopped (timed out, or its run cancelled) runs on in its daemon thread,
+    unwaited for, until it returns; it can check `ctx.cancelled` to return early.
     """
 
     def __init__(
@@ -43,9 +48,11 @@ class FunctionTool:
         *,
         name: str | None = None,
         description: str | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        self.timeout = check_timeout(timeout, f"tool '{self.name}'")
         self._is_async = inspect.iscoroutinefunction(fn)
         self._ctx_params: tuple[str, ...] = ()
         from pydantic import ValidationError
@@ -109,7 +116,7 @@ class FunctionTool:
         if self._is_async:
             result = await self.fn(**kwargs)
         else:
-            result = await asyncio.to_thread(self.fn, **kwargs)
+            result = await run_in_thread(self.fn, **kwargs)
         if isinstance(result, str | ToolResult):
             return result
         return _encode(result)
@@ -179,7 +186,7 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, timeout: float | None = None
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -189,12 +196,14 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    timeout: float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Turn a sync or async function into a tool (`@tool` or `@tool(name=..., description=...)`)."""
+    """Turn a sync or async function into a tool (`@tool`, or `@tool(name=...,
+    description=..., timeout=...)` with `timeout` in seconds per call)."""
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description)
+        return FunctionTool(fn, name=name, description=description, timeout=timeout)
 
     def decorate(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description)
+        return FunctionTool(f, name=name, description=description, timeout=timeout)
 
     return decorate
