@@ -351,3 +351,43 @@ async def test_cancelling_a_run_does_not_wait_for_a_blocked_sync_node() -> None:
         assert not finished.is_set()
     finally:
         release.set()
+
+
+_STUCK_NODE = """
+import asyncio, time
+from typing import TypedDict
+from plait import Runner, StateGraph, START
+
+class S(TypedDict, total=False):
+    n: int
+
+def stuck(state):
+    print("started", flush=True)
+    time.sleep(120)
+    return {"n": 1}
+
+async def main():
+    graph = StateGraph(S).add_node("stuck", stuck).add_edge(START, "stuck")
+    stream = Runner(graph.compile(name="g")).query("q")
+    consume = asyncio.ensure_future(stream.collect())
+    await asyncio.sleep(0.5)
+    consume.cancel()  # the caller gives up on the run
+    try:
+        await consume
+    except asyncio.CancelledError:
+        pass
+
+asyncio.run(main())
+print("returned", flush=True)
+"""
+
+
+def test_a_stuck_sync_node_does_not_hold_up_the_process_after_its_run_is_abandoned() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _STUCK_NODE], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["started", "returned"]

@@ -18,7 +18,6 @@ annotated type (a `datetime` comes back as a `datetime`, `messages` as `Message`
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import inspect
@@ -30,6 +29,7 @@ from typing import Any
 from plait._json import load_plain
 from plait._merge import Done
 from plait._merge import merge as fan_in
+from plait._threads import run_in_thread
 from plait.agent import Agent, AgentInput
 from plait.agents.agent_tool import run_nested
 from plait.checkpoint import GraphJoin, GraphRecord
@@ -365,8 +365,8 @@ class CompiledGraph:
             return await self._agent_node(node, state, nctx, emit)
         if _is_async(node):
             result = node(state)
-        else:  # in a worker thread, with the context copied from the caller
-            result = await asyncio.to_thread(node, state)
+        else:  # on a daemon thread (never waited for once abandoned), context copied
+            result = await run_in_thread(functools.partial(node, state))
         if inspect.isawaitable(result):
             result = await result
         return result
