@@ -1,7 +1,8 @@
 """The conformance suite every store backend passes.
 
 Each check is an async function taking a fresh, empty store; `CHECKS` lists them. Run them
-with any test runner, e.g. `@pytest.mark.parametrize("check", CHECKS)`.
+with any test runner, e.g. `@pytest.mark.parametrize("check", CHECKS)`. Stores that talk to
+a server also run the fault checks at the end, with a fault put between store and server.
 """
 
 from __future__ import annotations
@@ -12,10 +13,16 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from plait.errors import SessionConflict, UsageError
+from plait.errors import SessionConflict, StoreError, UsageError
 from plait.stores.base import MAX_ID_LENGTH, MAX_TTL, SessionRecord, Store
 
-__all__ = ["CHECKS", "two_clients_save_one_of_two_turns"]
+__all__ = [
+    "CHECKS",
+    "FaultSwitch",
+    "operations_fail_with_store_errors",
+    "pending_checkpoints_outlive_a_fault",
+    "two_clients_save_one_of_two_turns",
+]
 
 Check = Callable[[Store], Awaitable[None]]
 _E = TypeVar("_E", bound=Exception)
@@ -380,3 +387,71 @@ CHECKS: list[Check] = [
     bad_ids_are_refused_by_every_method,
     good_ids_are_held_by_every_store,
 ]
+
+
+# --- faults ----------------------------------------------------------------------------------
+# For stores that talk to a server. The caller puts a fault between the store and its server
+# (e.g. a proxy that never answers, or drops every connection) before or during these checks.
+
+#: Turns the fault on (True) or off (False).
+FaultSwitch = Callable[[bool], Awaitable[None]]
+
+
+def _operations(store: Store) -> dict[str, Callable[[], Awaitable[object]]]:
+    """Return one call of every store operation, by name."""
+    cp, s = _id("cp"), _id("s")
+    return {
+        "get_checkpoint": lambda: store.get_checkpoint(cp),
+        "put_checkpoint": lambda: store.put_checkpoint(cp, b"x"),
+        "claim_checkpoint": lambda: store.claim_checkpoint(cp, 1),
+        "delete_checkpoint": lambda: store.delete_checkpoint(cp),
+        "get_session": lambda: store.get_session(s),
+        "get_session_record": lambda: store.get_session_record(s),
+        "put_session": lambda: store.put_session(s, b"y"),
+        "put_session (compare-and-set)": lambda: store.put_session(s, b"y", expected_version=0),
+        "delete_session": lambda: store.delete_session(s),
+    }
+
+
+async def operations_fail_with_store_errors(store: Store, within: float) -> list[StoreError]:
+    """With its server out of reach, every operation of `store` raises a `StoreError` within
+    `within` seconds; return the errors, one per operation."""
+    errors: list[StoreError] = []
+    for name, operation in _operations(store).items():
+        try:
+            async with asyncio.timeout(within):
+                await operation()
+        except StoreError as exc:
+            errors.append(exc)
+        except TimeoutError:
+            raise AssertionError(f"{name} did not end within {within} s") from None
+        else:
+            raise AssertionError(f"{name} succeeded with its server out of reach")
+    return errors
+
+
+async def pending_checkpoints_outlive_a_fault(store: Store, fault: FaultSwitch) -> None:
+    """A checkpoint written before a fault that keeps requests from the server is, once the
+    fault clears, still pending at its version and claimed exactly once: the claims and reads
+    tried during the fault raised `StoreError` and changed nothing."""
+    cp = _id("cp")
+    version = await store.put_checkpoint(cp, b"paused")
+    await fault(True)
+    try:
+        attempts: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.claim_checkpoint(cp, version),
+            lambda: store.get_checkpoint(cp),
+        ]
+        for attempt in attempts:
+            try:
+                outcome = await attempt()
+            except StoreError:
+                continue
+            raise AssertionError(f"the store answered {outcome!r} during the fault")
+    finally:
+        await fault(False)
+    record = await store.get_checkpoint(cp)
+    assert record is not None
+    assert (record.data, record.version, record.status) == (b"paused", version, "pending")
+    claims = await asyncio.gather(*(store.claim_checkpoint(cp, version) for _ in range(8)))
+    assert sum(claims) == 1

@@ -1,10 +1,13 @@
 """`PostgresStore`: checkpoints and sessions in PostgreSQL, shared by every process using it.
 
-Two tables, `<prefix>checkpoints` and `<prefix>sessions`, are reached through a
-`psycopg_pool.AsyncConnectionPool` in autocommit mode, so each write is committed when its
-method returns. Writes, claims and compare-and-set session writes are single statements
-(`INSERT ... ON CONFLICT ... RETURNING`, a guarded `UPDATE`), atomic under concurrent use
-from any number of processes.
+Two tables, `<prefix>checkpoints` and `<prefix>sessions`, are reached through a pool of
+psycopg connections in autocommit mode, so each write is committed when its method returns.
+Writes, claims and compare-and-set session writes are single statements (`INSERT ... ON
+CONFLICT ... RETURNING`, a guarded `UPDATE`), atomic under concurrent use from any number
+of processes.
+
+Every operation ends within the store's `timeout` (10 s unless given), with its result or a
+`StoreError` naming the operation and the server's `host:port`.
 
 The schema is created on first use by `MIGRATIONS`, applied in order in one transaction that
 holds a `pg_advisory_xact_lock`, and recorded in `<prefix>schema_version`. Expiry times use
@@ -17,6 +20,7 @@ Needs `pip install "plait[postgres]"`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import math
 import re
@@ -26,6 +30,20 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from plait.errors import UsageError
+from plait.stores._network import (
+    CLAIM_CHECKPOINT,
+    DEFAULT_TIMEOUT,
+    DELETE_CHECKPOINT,
+    DELETE_SESSION,
+    READ_CHECKPOINT,
+    READ_SESSION,
+    WRITE_CHECKPOINT,
+    WRITE_SESSION,
+    check_timeout,
+    failed,
+    timed_out,
+)
+from plait.stores._pgpool import ConnectionPool
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -38,12 +56,10 @@ from plait.stores.base import (
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
 _Connection: TypeAlias = "AsyncConnection[tuple[Any, ...]]"
-_Pool: TypeAlias = "AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]]"
 
 #: The schema, one script per version with `{prefix}` before every name; append new
 #: versions, never edit old ones.
@@ -74,20 +90,21 @@ MIGRATIONS: list[str] = [
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
 
-def _require_psycopg() -> tuple[ModuleType, ModuleType]:
-    """Import `psycopg` and `psycopg_pool`, or explain how to install them.
+#: Seconds `close` waits for operations that ran out of time to let go of their connections.
+_CLOSE_WAIT = 5.0
+
+
+def _require_psycopg() -> ModuleType:
+    """Import `psycopg`, or explain how to install it.
 
     Raises:
-        UsageError: The packages are not installed.
+        UsageError: The package is not installed.
     """
     try:
         import psycopg
-        import psycopg_pool
     except ImportError as exc:
-        raise UsageError(
-            'PostgresStore needs psycopg and psycopg_pool: pip install "plait[postgres]"'
-        ) from exc
-    return psycopg, psycopg_pool
+        raise UsageError('PostgresStore needs psycopg: pip install "plait[postgres]"') from exc
+    return psycopg
 
 
 def _statements(script: str) -> list[str]:
@@ -152,39 +169,78 @@ class _Queries:
         )
 
 
-async def _close_when_done(pool: _Pool) -> AsyncGenerator[None, None]:
-    """Keep `pool` open until this generator is closed, then close the pool."""
+async def _close_when_done(pool: ConnectionPool) -> AsyncGenerator[None, None]:
+    """Keep `pool` open until this generator is closed, then close the pool.
+
+    Once started, the event loop tracks the generator and closes it when it shuts down
+    (`asyncio.run` does), so the pool's connections are closed with their loop.
+    """
     try:
         yield
     finally:
         await pool.close()
 
 
+def _address(dsn: str) -> str:
+    """Return the `host:port` a DSN points at (never its password)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "an unreadable DSN"
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    return f"{host}:{params.get('port') or 5432}"
+
+
+def _forget(task: asyncio.Task[Any], leftovers: set[asyncio.Task[Any]]) -> None:
+    """Drop a finished leftover task, reading its outcome so that none is logged."""
+    leftovers.discard(task)
+    if not task.cancelled():
+        task.exception()
+
+
 class PostgresStore(ClosingStore):
     """A store in PostgreSQL: shared by processes and machines, safe under concurrent resumes.
 
     Nothing is opened until the first call. The pool belongs to the event loop it was opened
-    in; a call from another loop (a later `asyncio.run`) opens a new pool, and the old one,
-    whose loop is gone, is dropped rather than closed. Close the store with
-    `await store.close()` or `async with`.
+    in; a call from another loop (a later `asyncio.run`) opens a new pool. A pool is closed by
+    `await store.close()` (or `async with`), or else when its event loop ends; it runs no task
+    of its own, so a store that is never closed never keeps a process from exiting.
+
+    Every operation ends within `timeout` seconds, waiting for a free connection included:
+    with its result, or with a `StoreError` that names the operation and the server's
+    `host:port`. A write that fails that way may or may not have been applied (the request
+    may have reached the server before the answer was lost); one that never reached the
+    server changed nothing. A pooled connection that the server closed while it was idle is
+    replaced before it is used.
 
     Args:
         dsn: The server, e.g. `postgresql://user:password@host:5432/db`.
-        min_size: Connections the pool keeps open.
-        max_size: Connections the pool may open at most.
+        min_size: Connections opened on first use. Idle connections are kept open until
+            the store is closed or its loop ends.
+        max_size: Connections open at most; more operations at once wait their turn.
         table_prefix: Put before every table name, to keep several stores in one database.
+        timeout: Seconds each operation may take (default 10).
 
     Raises:
-        UsageError: psycopg is not installed, or the sizes or the prefix are invalid.
+        UsageError: psycopg is not installed, or the sizes, the prefix or the timeout are
+            invalid.
     """
 
     #: Seconds between two deletions of expired rows by the same store.
     sweep_interval: float = 60.0
 
     def __init__(
-        self, dsn: str, *, min_size: int = 1, max_size: int = 10, table_prefix: str = "plait_"
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        table_prefix: str = "plait_",
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        self._psycopg, self._psycopg_pool = _require_psycopg()
+        self._psycopg = _require_psycopg()
         if not _PREFIX.fullmatch(table_prefix):
             raise UsageError(
                 f"table_prefix {table_prefix!r} must be letters, digits and underscores"
@@ -196,18 +252,25 @@ class PostgresStore(ClosingStore):
         self.min_size = min_size
         self.max_size = max_size
         self.table_prefix = table_prefix
+        self.timeout = check_timeout("PostgresStore", timeout)
+        self.address = _address(dsn)
         self._sql = _Queries(table_prefix)
-        self._pool: _Pool | None = None
+        self._pool: ConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = asyncio.Lock()
         self._last_sweep = -math.inf
         self._closer: AsyncGenerator[None, None] | None = None
+        self._leftovers: set[asyncio.Task[Any]] = set()
 
-    async def _connect(self) -> _Pool:
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.address!r}, table_prefix={self.table_prefix!r})"
+
+    async def _connect(self) -> ConnectionPool:
         """Return the pool of the running loop, opening it if needed."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:
+        if self._loop is not loop:  # the old loop's end closed (or will close) its pool
             self._loop, self._lock, self._pool = loop, asyncio.Lock(), None
+            self._closer, self._leftovers = None, set()
         if self._pool is not None:
             return self._pool
         async with self._lock:
@@ -215,27 +278,28 @@ class PostgresStore(ClosingStore):
                 self._pool = await self._open()
             return self._pool
 
-    async def _open(self) -> _Pool:
-        """Bring the schema up to date, then open a pool."""
-        connect = self._psycopg.AsyncConnection.connect
-        connection = cast("_Connection", await connect(self.dsn, autocommit=True))
-        async with connection:
+    async def _open(self) -> ConnectionPool:
+        """Bring the schema up to date, then open a pool that the loop's end closes."""
+        pool = ConnectionPool(self._new_connection, self.max_size, self._psycopg.OperationalError)
+        closer = self._closer = _close_when_done(pool)
+        await anext(closer)
+        try:
+            connection = await self._new_connection()
+            pool.keep(connection)
             await self._migrate(connection)
-        pool = cast(
-            "_Pool",
-            self._psycopg_pool.AsyncConnectionPool(
-                self.dsn,
-                min_size=self.min_size,
-                max_size=self.max_size,
-                open=False,
-                kwargs={"autocommit": True},
-            ),
-        )
-        await pool.open()
-        # closed by the event loop when it shuts down (asyncio.run does), if not before
-        self._closer = _close_when_done(pool)
-        await anext(self._closer)
+            for _ in range(self.min_size - 1):
+                pool.keep(await self._new_connection())
+        except BaseException:
+            self._closer = None
+            await closer.aclose()
+            raise
         return pool
+
+    async def _new_connection(self) -> _Connection:
+        """Open a connection in autocommit mode."""
+        limit = max(2, math.ceil(self.timeout))  # libpq counts whole seconds, at least 2
+        connect = self._psycopg.AsyncConnection.connect
+        return cast("_Connection", await connect(self.dsn, autocommit=True, connect_timeout=limit))
 
     async def _migrate(self, connection: _Connection) -> None:
         """Apply the migrations the database lacks, one process at a time."""
@@ -257,23 +321,57 @@ class PostgresStore(ClosingStore):
                 )
 
     async def _query(
-        self, sql: str, params: tuple[Any, ...], *, sweep: bool = False
+        self, operation: str, sql: str, params: tuple[Any, ...], *, sweep: bool = False
     ) -> list[tuple[Any, ...]]:
-        """Run one statement and return its rows; with `sweep`, first delete expired rows."""
+        """Run one statement within `timeout` and return its rows; with `sweep`, first
+        delete expired rows.
+
+        The statement runs in a task of its own. When the time is up that task is cancelled
+        but not waited for: psycopg then asks the server to cancel the statement, which a
+        server that does not answer would drag past the timeout.
+
+        Raises:
+            StoreError: The time ran out, or the server or the connection failed.
+        """
+        task = asyncio.ensure_future(self._run(sql, params, sweep))
+        write = operation not in (READ_CHECKPOINT, READ_SESSION)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await asyncio.shield(task)
+        except TimeoutError:
+            raise timed_out(
+                operation, "PostgreSQL", self.address, self.timeout, write=write
+            ) from None
+        except (self._psycopg.Error, OSError) as exc:
+            raise failed(operation, "PostgreSQL", self.address, exc, write=write) from exc
+        finally:
+            if not task.done():
+                task.cancel()
+                self._leftovers.add(task)
+                task.add_done_callback(functools.partial(_forget, leftovers=self._leftovers))
+
+    async def _run(self, sql: str, params: tuple[Any, ...], sweep: bool) -> list[tuple[Any, ...]]:
+        """Run one statement on a pooled connection and return its rows."""
         pool = await self._connect()
         async with pool.connection() as connection:
-            now = time.monotonic()
-            if sweep and now - self._last_sweep >= self.sweep_interval:
-                self._last_sweep = now
-                for statement in self._sql.sweeps:
-                    await connection.execute(statement)
-            cursor = await connection.execute(sql, params)
-            return await cursor.fetchall() if cursor.description is not None else []
+            return await self._execute(connection, sql, params, sweep)
+
+    async def _execute(
+        self, connection: _Connection, sql: str, params: tuple[Any, ...], sweep: bool
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement and return its rows; with `sweep`, first delete expired rows."""
+        now = time.monotonic()
+        if sweep and now - self._last_sweep >= self.sweep_interval:
+            self._last_sweep = now
+            for statement in self._sql.sweeps:
+                await connection.execute(statement)
+        cursor = await connection.execute(sql, params)
+        return await cursor.fetchall() if cursor.description is not None else []
 
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
         check_id(checkpoint_id, "checkpoint_id")
-        rows = await self._query(self._sql.get_checkpoint, (checkpoint_id,))
+        rows = await self._query(READ_CHECKPOINT, self._sql.get_checkpoint, (checkpoint_id,))
         if not rows:
             return None
         data, version, status = rows[0]
@@ -296,24 +394,26 @@ class PostgresStore(ClosingStore):
         check_id(checkpoint_id, "checkpoint_id")
         check_ttl(ttl)
         params = (checkpoint_id, bytes(data), status, ttl)
-        rows = await self._query(self._sql.put_checkpoint, params, sweep=True)
+        rows = await self._query(WRITE_CHECKPOINT, self._sql.put_checkpoint, params, sweep=True)
         return int(rows[0][0])
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
         check_id(checkpoint_id, "checkpoint_id")
-        rows = await self._query(self._sql.claim_checkpoint, (checkpoint_id, version))
+        rows = await self._query(
+            CLAIM_CHECKPOINT, self._sql.claim_checkpoint, (checkpoint_id, version)
+        )
         return len(rows) == 1
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
         check_id(checkpoint_id, "checkpoint_id")
-        await self._query(self._sql.delete_checkpoint, (checkpoint_id,))
+        await self._query(DELETE_CHECKPOINT, self._sql.delete_checkpoint, (checkpoint_id,))
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
         check_id(session_id, "session_id")
-        rows = await self._query(self._sql.get_session, (session_id,))
+        rows = await self._query(READ_SESSION, self._sql.get_session, (session_id,))
         if not rows:
             return None
         data, version = rows[0]
@@ -333,14 +433,15 @@ class PostgresStore(ClosingStore):
         check_expected_version(expected_version)
         blob = bytes(data)
         if expected_version is None:
-            rows = await self._query(self._sql.put_session, (session_id, blob, ttl), sweep=True)
+            put = (session_id, blob, ttl)
+            rows = await self._query(WRITE_SESSION, self._sql.put_session, put, sweep=True)
             return int(rows[0][0])
         if expected_version == 0:
             create = (session_id, blob, ttl)
-            rows = await self._query(self._sql.create_session, create, sweep=True)
+            rows = await self._query(WRITE_SESSION, self._sql.create_session, create, sweep=True)
         else:
             replace = (blob, ttl, session_id, expected_version)
-            rows = await self._query(self._sql.replace_session, replace, sweep=True)
+            rows = await self._query(WRITE_SESSION, self._sql.replace_session, replace, sweep=True)
         if rows:
             return int(rows[0][0])
         raise await self._conflict(session_id, expected_version)
@@ -348,18 +449,21 @@ class PostgresStore(ClosingStore):
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
         check_id(session_id, "session_id")
-        await self._query(self._sql.delete_session, (session_id,))
+        await self._query(DELETE_SESSION, self._sql.delete_session, (session_id,))
 
     async def close(self) -> None:
         """Close the pool; the next use opens a new one.
 
-        A pool opened in another loop is only dropped: its connections cannot be closed
-        from here.
+        A pool opened in another loop is only dropped: that loop closed it when it ended.
         """
-        pool, self._pool = self._pool, None
+        self._pool = None
         closer, self._closer = self._closer, None
-        if pool is not None and self._loop is asyncio.get_running_loop():
-            if closer is not None:
-                await closer.aclose()  # closes the pool
-            else:
-                await pool.close()
+        leftovers, self._leftovers = self._leftovers, set()
+        if self._loop is not asyncio.get_running_loop():
+            return
+        for task in leftovers:
+            task.cancel()  # cancelled again, psycopg drops the connection at once
+        if leftovers:
+            await asyncio.wait(leftovers, timeout=_CLOSE_WAIT)
+        if closer is not None:
+            await closer.aclose()  # closes the pool

@@ -13,11 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from plait.errors import SessionConflict, UsageError
+from plait.stores._network import (
+    CLAIM_CHECKPOINT,
+    DEFAULT_TIMEOUT,
+    DELETE_CHECKPOINT,
+    DELETE_SESSION,
+    READ_CHECKPOINT,
+    READ_SESSION,
+    WRITE_CHECKPOINT,
+    WRITE_SESSION,
+    check_timeout,
+    failed,
+    timed_out,
+    url_address,
+)
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -33,6 +47,9 @@ if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
 __all__ = ["RedisStore"]
+
+_T = TypeVar("_T")
+
 
 # KEYS[1] = checkpoint key; ARGV = data, status, ttl in ms ("" for none).
 _PUT = """
@@ -138,6 +155,27 @@ class _Connection:
         self.closer = _close_when_done(client)
 
 
+def _new_client(module: ModuleType, url: str, max_connections: int, timeout: float) -> Redis:
+    """Make a client whose pool makes callers wait for a free connection (up to `timeout`)
+    rather than fail, and which never sends a command twice.
+
+    redis-py would otherwise retry a command after a connection error; a claim whose answer
+    was lost would then be sent again and answered "not pending", a lie that loses the run.
+    """
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    pool = module.BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=timeout,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+    return cast("Redis", module.Redis.from_pool(pool))
+
+
 class RedisStore(ClosingStore):
     """A store in Redis: shared by processes and machines, with native expiry.
 
@@ -145,33 +183,72 @@ class RedisStore(ClosingStore):
     `asyncio.run` calls in turn; each client is closed when its loop shuts down, and
     `await store.close()` (or `async with`) closes the current one.
 
+    Every operation ends within `timeout` seconds, waiting for a free connection included:
+    with its result, or with a `StoreError` that names the operation and the server's
+    `host:port`. At most `max_connections` commands are in flight at once; more operations
+    wait their turn rather than fail. A command is never sent twice, so a write that fails
+    with a `StoreError` may or may not have been applied (the request may have reached the
+    server before the answer was lost), but is never applied twice.
+
     Args:
         url: The server, e.g. `redis://host:6379/0` or `rediss://...` for TLS.
         prefix: Put before every key, to share a database with other data.
+        timeout: Seconds each operation may take (default 10).
+        max_connections: Connections open to the server at most (default 50).
 
     Raises:
-        UsageError: The `redis` package is not installed.
+        UsageError: The `redis` package is not installed, or the timeout or
+            `max_connections` are invalid.
     """
 
-    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "plait:") -> None:
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "plait:",
+        timeout: float = DEFAULT_TIMEOUT,
+        max_connections: int = 50,
+    ) -> None:
         self._module = _import_redis()
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise UsageError(f"max_connections must be an int, got {max_connections!r}")
+        if max_connections < 1:
+            raise UsageError(f"max_connections must be 1 or more, got {max_connections}")
         self.url = url
         self.prefix = prefix
+        self.timeout = check_timeout("RedisStore", timeout)
+        self.max_connections = max_connections
+        self.address = url_address(url, 6379)
         self._connection: _Connection | None = None
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.address!r}, prefix={self.prefix!r})"
 
     async def _connect(self) -> _Connection:
         """Return the connection of the running loop, making it if needed."""
         loop = asyncio.get_running_loop()
         found = self._connection
         if found is None or found.loop is not loop:
-            client = cast("Redis", self._module.Redis.from_url(self.url, decode_responses=False))
+            client = _new_client(self._module, self.url, self.max_connections, self.timeout)
             found = self._connection = _Connection(client, loop)
             await anext(found.closer)
         return found
 
-    async def _client(self) -> Redis:
-        """Return the client of the running loop."""
-        return (await self._connect()).client
+    async def _call(
+        self, operation: str, call: Callable[[_Connection], Awaitable[_T]], *, write: bool
+    ) -> _T:
+        """Run one call within `timeout`.
+
+        Raises:
+            StoreError: The time ran out, or the server or the connection failed.
+        """
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await call(await self._connect())
+        except (TimeoutError, self._module.TimeoutError):  # ours, or the socket's (a bit later)
+            raise timed_out(operation, "Redis", self.address, self.timeout, write=write) from None
+        except (self._module.RedisError, OSError) as exc:
+            raise failed(operation, "Redis", self.address, exc, write=write) from exc
 
     def _checkpoint_key(self, checkpoint_id: str) -> str:
         return f"{self.prefix}cp:{checkpoint_id}"
@@ -182,8 +259,8 @@ class RedisStore(ClosingStore):
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
         check_id(checkpoint_id, "checkpoint_id")
-        client = await self._client()
-        found = await client.hgetall(self._checkpoint_key(checkpoint_id))
+        key = self._checkpoint_key(checkpoint_id)
+        found = await self._call(READ_CHECKPOINT, lambda c: c.client.hgetall(key), write=False)
         fields = cast("dict[bytes, bytes]", found)
         if b"data" not in fields or b"version" not in fields or b"status" not in fields:
             return None
@@ -206,31 +283,34 @@ class RedisStore(ClosingStore):
         """Write the checkpoint; return its new version."""
         check_id(checkpoint_id, "checkpoint_id")
         check_ttl(ttl)
-        connection = await self._connect()
         expiry = "" if ttl is None else str(_milliseconds(ttl))
-        key = self._checkpoint_key(checkpoint_id)
-        version: Any = await connection.put(keys=[key], args=[bytes(data), status, expiry])
+        keys = [self._checkpoint_key(checkpoint_id)]
+        args: list[bytes | str] = [bytes(data), status, expiry]
+        version: Any = await self._call(
+            WRITE_CHECKPOINT, lambda c: c.put(keys=keys, args=args), write=True
+        )
         return int(version)
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
         check_id(checkpoint_id, "checkpoint_id")
-        connection = await self._connect()
-        key = self._checkpoint_key(checkpoint_id)
-        won: Any = await connection.claim(keys=[key], args=[str(version)])
+        keys, args = [self._checkpoint_key(checkpoint_id)], [str(version)]
+        won: Any = await self._call(
+            CLAIM_CHECKPOINT, lambda c: c.claim(keys=keys, args=args), write=True
+        )
         return int(won) == 1
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
         check_id(checkpoint_id, "checkpoint_id")
-        client = await self._client()
-        await client.delete(self._checkpoint_key(checkpoint_id))
+        key = self._checkpoint_key(checkpoint_id)
+        await self._call(DELETE_CHECKPOINT, lambda c: c.client.delete(key), write=True)
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
         check_id(session_id, "session_id")
-        connection = await self._connect()
-        found: Any = await connection.get_session(keys=[self._session_key(session_id)])
+        keys = [self._session_key(session_id)]
+        found: Any = await self._call(READ_SESSION, lambda c: c.get_session(keys=keys), write=False)
         if found is None or found[0] is None or found[1] is None:
             return None
         data, version = found
@@ -248,11 +328,13 @@ class RedisStore(ClosingStore):
         check_id(session_id, "session_id")
         check_ttl(ttl)
         check_expected_version(expected_version)
-        connection = await self._connect()
         expiry = "" if ttl is None else str(_milliseconds(ttl))
         expected = "" if expected_version is None else str(expected_version)
-        key = self._session_key(session_id)
-        result: Any = await connection.put_session(keys=[key], args=[bytes(data), expiry, expected])
+        keys = [self._session_key(session_id)]
+        args: list[bytes | str] = [bytes(data), expiry, expected]
+        result: Any = await self._call(
+            WRITE_SESSION, lambda c: c.put_session(keys=keys, args=args), write=True
+        )
         written, version = int(result[0]), int(result[1])
         if written or expected_version is None:
             return version
@@ -263,8 +345,8 @@ class RedisStore(ClosingStore):
     async def delete_session(self, session_id: str) -> None:
         """Delete the session."""
         check_id(session_id, "session_id")
-        client = await self._client()
-        await client.delete(self._session_key(session_id))
+        key = self._session_key(session_id)
+        await self._call(DELETE_SESSION, lambda c: c.client.delete(key), write=True)
 
     async def close(self) -> None:
         """Close the client; the next use opens a new one.

@@ -1,0 +1,112 @@
+"""The connection pool of `PostgresStore`: connections of one event loop, with no task of
+its own.
+
+Every connection is opened, checked and closed by the operation that needs it, in that
+operation's task and so within its time bound; nothing runs in the background, so nothing
+can keep an event loop from ending or wait on a server that does not answer. (A pool with
+worker tasks does both: a worker cancelled while it connects keeps waiting for work, and the
+end of `asyncio.run` then waits for it forever.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import select
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+__all__ = ["ConnectionPool"]
+
+_Connection: TypeAlias = "AsyncConnection[tuple[Any, ...]]"
+
+
+def _readable(fd: int) -> bool:
+    """Return whether an idle connection's socket has something to read: the server closed
+    it, or (rarely) sent a notice. True when that cannot be told cheaply."""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+async def _alive(connection: _Connection, broken: type[Exception]) -> bool:
+    """Return whether an idle connection still works; only a suspect one is asked."""
+    try:
+        if connection.closed:
+            return False
+        if _readable(connection.fileno()):
+            await connection.execute("SELECT 1")
+    except broken:
+        return False
+    return True
+
+
+class ConnectionPool:
+    """At most `max_size` connections lent at once (more callers wait their turn, first come
+    first served); idle ones are kept, and lent again once checked.
+
+    Args:
+        connect: Opens a new connection.
+        max_size: Connections lent at most at once.
+        broken: The exception a connection the server has closed raises.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[_Connection]],
+        max_size: int,
+        broken: type[Exception],
+    ) -> None:
+        self._connect = connect
+        self._slots = asyncio.Semaphore(max_size)
+        self._broken = broken
+        self._idle: list[_Connection] = []
+        self.closed = False
+
+    def keep(self, connection: _Connection) -> None:
+        """Keep an open connection for later use."""
+        self._idle.append(connection)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[_Connection]:
+        """Lend a connection, idle or new; give it back when the block ends.
+
+        A connection whose block raised (an error, a cancellation) is closed, not kept: what
+        state it was left in is not known.
+        """
+        async with self._slots:
+            connection = await self._take()
+            try:
+                yield connection
+            except BaseException:
+                await connection.close()
+                raise
+            if self.closed or connection.closed:
+                await connection.close()
+            else:
+                self._idle.append(connection)
+
+    async def _take(self) -> _Connection:
+        """Return the most recently used idle connection that works, or a new one."""
+        while self._idle:
+            connection = self._idle.pop()
+            try:
+                alive = await _alive(connection, self._broken)
+            except BaseException:
+                await connection.close()
+                raise
+            if alive:
+                return connection
+            await connection.close()
+        return await self._connect()
+
+    async def close(self) -> None:
+        """Close the idle connections; those lent are closed when they come back."""
+        self.closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.close()
