@@ -1,0 +1,33 @@
+"""plait's HTTP API (`pip install "plait[server]"`): `create_app(agents)` returns a FastAPI app.
+
+```python
+import uvicorn
+from plait.server import create_app
+from plait.stores import from_url
+
+app = create_app([agent], store=from_url("sqlite:///plait.db"), api_keys={"k1": "alice"})
+uvicorn.run(app, port=8000)
+```
+
+Routes (see docs/server.md): `GET /healthz`, `GET /v1/agents`,
+`POST /v1/agents/{name}/runs`, `POST /v1/runs/{checkpoint_id}/resume`,
+`POST /v1/runs/{checkpoint_id}/cancel`, `GET /v1/runs/{checkpoint_id}`, `GET /v1/sessions`,
+`GET /v1/sessions/{session_id}`, `DELETE /v1/sessions/{session_id}`.
+"""
+
+from __future__ import annotations
+
+from plait.errors import UsageError
+
+try:
+    import fastapi  # noqa: F401
+    import sse_starlette  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise UsageError(
+        f"plait.server needs FastAPI and sse-starlette ({exc.name} is missing): "
+        'pip install "plait[server]"'
+    ) from None
+
+from plait.server.app import create_app
+
+__all__ = ["create_app"]

@@ -1,0 +1,405 @@
+"""`create_app`: plait's HTTP API as a FastAPI app (routes in this module).
+
+Every route but `GET /healthz` runs as the caller's user (from the bearer key, or
+`"local"` without keys) against that user's view of the store, so users never see each
+other's runs or sessions. Runs are driven by `plait.server.runs`; error bodies and the
+body-size limit come from `plait.server.limits`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from plait.agent import Agent
+from plait.errors import CheckpointNotFound, UsageError
+from plait.server.bodies import (
+    AgentInfo,
+    CancelAccepted,
+    ErrorResponse,
+    Health,
+    ResumeRequest,
+    RunRequest,
+    RunResponse,
+    RunSummary,
+    SessionDetail,
+    SessionInfo,
+)
+from plait.server.limits import ApiError, BodyLimit, install_error_handlers
+from plait.server.runs import LiveRun, Runs
+from plait.server.summary import decode_session
+from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
+from plait.stores.base import Store
+
+__all__ = ["create_app"]
+
+#: Seconds a stopping server gives its runs to reach a safe point before cancelling them.
+SHUTDOWN_GRACE = 10.0
+CHECKPOINT_HEADER = "x-plait-checkpoint-id"
+
+
+@dataclass(slots=True)
+class Server:
+    """What the routes of one app share: its agents, store, keys and runs."""
+
+    agents: dict[str, Agent]
+    store: Store
+    api_keys: dict[str, str] | None
+    runs: Runs
+    owns_store: bool
+
+
+@dataclass(slots=True)
+class Caller:
+    """The request's user and that user's view of the store."""
+
+    server: Server
+    user: str
+    store: UserStore
+
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="`Authorization: Bearer <key>`, required when the server has API keys.",
+)
+
+
+async def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    """Return who is calling: the user of the bearer key, or "local" without keys."""
+    server: Server = request.app.state.plait
+    keys = server.api_keys
+    user = LOCAL_USER
+    if keys is not None:
+        found = None if credentials is None else find_user(keys, credentials.credentials)
+        if found is None:
+            raise ApiError(
+                401,
+                "send a valid API key: Authorization: Bearer <key>",
+                headers={"www-authenticate": "Bearer"},
+            )
+        user = found
+    return Caller(server, user, UserStore(server.store, user))
+
+
+CallerDep = Annotated[Caller, Depends(_caller)]
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    text = {
+        400: "Bad input or a resume that does not fit the run.",
+        401: "No valid API key.",
+        404: "Unknown agent, run or session (also one of another user).",
+        409: "The run was already resumed, or is being resumed or still running.",
+        413: "The request body is over the server's limit.",
+        422: "The body does not match the schema.",
+    }
+    return {s: {"model": ErrorResponse, "description": text[s]} for s in statuses}
+
+
+_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": (
+            "With `stream` true (the default): `text/event-stream`, one `agent_event` per "
+            "event (data: the event's JSON), then one `run_end` (data: the run summary). "
+            "With `stream` false: the run summary with its `events`. The "
+            f"`{CHECKPOINT_HEADER}` header holds the run's checkpoint id."
+        ),
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+}
+
+router = APIRouter()
+
+
+@router.get("/healthz", summary="Health check", response_model=Health, tags=["server"])
+async def healthz() -> Health:
+    """Answer `{"status": "ok"}` (no API key needed)."""
+    return Health()
+
+
+@router.get(
+    "/v1/agents",
+    summary="List the agents",
+    response_model=list[AgentInfo],
+    responses=_errors(401),
+    tags=["agents"],
+)
+async def list_agents(caller: CallerDep) -> list[AgentInfo]:
+    """Return the name and description of every agent this server runs."""
+    return [
+        AgentInfo(name=name, description=agent.description)
+        for name, agent in caller.server.agents.items()
+    ]
+
+
+@router.post(
+    "/v1/agents/{name}/runs",
+    summary="Run an agent",
+    response_model=RunResponse,
+    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422)},
+    tags=["runs"],
+)
+async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
+    """Start a run of agent `name` on `input` (a text, or message objects), optionally in
+    a session. The run goes on if the client leaves; read its summary with
+    `GET /v1/runs/{checkpoint_id}`."""
+    if name not in caller.server.agents:
+        raise ApiError(404, f"no agent '{name[:128]}'; GET /v1/agents lists them")
+    run = await caller.server.runs.start(
+        caller.store,
+        name,
+        body.messages(),
+        session_id=body.session_id,
+        session_values=body.session_values,
+    )
+    return await _respond(run, body.stream)
+
+
+@router.post(
+    "/v1/runs/{checkpoint_id}/resume",
+    summary="Resume a paused run",
+    response_model=RunResponse,
+    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 409, 413, 422)},
+    tags=["runs"],
+)
+async def resume_run(checkpoint_id: str, body: ResumeRequest, caller: CallerDep) -> Response:
+    """Resume a paused (or cancelled) run with answers to its interrupts: `targets` by
+    interrupt id, or `value` for its one interrupt. A run that pauses again does so under a
+    new checkpoint id (in the summary); the resumed one cannot be resumed again (`409`)."""
+    _check_id(checkpoint_id)
+    answer = (body.value,) if body.has_value else None
+    run = await caller.server.runs.resume(caller.store, checkpoint_id, body.targets, answer)
+    return await _respond(run, body.stream)
+
+
+@router.post(
+    "/v1/runs/{checkpoint_id}/cancel",
+    summary="Cancel a running run",
+    status_code=202,
+    response_model=CancelAccepted,
+    responses=_errors(401, 404),
+    tags=["runs"],
+)
+async def cancel_run(checkpoint_id: str, caller: CallerDep) -> CancelAccepted:
+    """Ask a running run to stop at its next safe point, whichever server runs it; it then
+    ends "cancelled" with a checkpoint that `resume` continues. A run that is not running
+    is left as it is."""
+    _check_id(checkpoint_id)
+    summary = await caller.server.runs.cancel(caller.store, checkpoint_id)
+    return CancelAccepted(checkpoint_id=checkpoint_id, status=summary.status)
+
+
+@router.get(
+    "/v1/runs/{checkpoint_id}",
+    summary="Read a run's summary",
+    response_model=RunSummary,
+    responses=_errors(401, 404),
+    tags=["runs"],
+)
+async def read_run(checkpoint_id: str, caller: CallerDep) -> RunSummary:
+    """Return the latest summary of the run started (or resumed) under `checkpoint_id`:
+    its status, pending interrupts, output, error, usage and handoffs."""
+    _check_id(checkpoint_id)
+    return await caller.server.runs.summary(caller.store, checkpoint_id)
+
+
+@router.get(
+    "/v1/sessions",
+    summary="List your sessions",
+    response_model=list[SessionInfo],
+    responses=_errors(401),
+    tags=["sessions"],
+)
+async def list_sessions(caller: CallerDep) -> list[SessionInfo]:
+    """Return the caller's sessions, newest first."""
+    found = await caller.store.sessions()
+    return [SessionInfo(session_id=sid, updated_at=at) for sid, at in found]
+
+
+@router.get(
+    "/v1/sessions/{session_id}",
+    summary="Read a session",
+    response_model=SessionDetail,
+    responses=_errors(401, 404),
+    tags=["sessions"],
+)
+async def read_session(session_id: str, caller: CallerDep) -> SessionDetail:
+    """Return a session's messages (each with its `author`), values and handoffs."""
+    data = await caller.store.get_session(session_id) if is_safe_id(session_id) else None
+    if data is None:
+        raise ApiError(404, f"no session '{session_id[:128]}'")
+    return decode_session(session_id, data)
+
+
+@router.delete(
+    "/v1/sessions/{session_id}",
+    summary="Delete a session",
+    status_code=204,
+    response_class=Response,
+    responses=_errors(401, 404),
+    tags=["sessions"],
+)
+async def delete_session(session_id: str, caller: CallerDep) -> Response:
+    """Delete a session (its runs' summaries stay)."""
+    found = await caller.store.get_session_record(session_id) if is_safe_id(session_id) else None
+    if found is None:
+        raise ApiError(404, f"no session '{session_id[:128]}'")
+    await caller.store.delete_session(session_id)
+    return Response(status_code=204)
+
+
+@router.get("/openapi.json", include_in_schema=False)
+async def openapi(request: Request, caller: CallerDep) -> JSONResponse:
+    """Return the API's OpenAPI schema."""
+    return JSONResponse(request.app.openapi())
+
+
+@router.get("/docs", include_in_schema=False)
+async def docs(caller: CallerDep) -> HTMLResponse:
+    """Serve the interactive API documentation."""
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="plait API")
+
+
+def _check_id(checkpoint_id: str) -> None:
+    """A checkpoint id no run can have (too long, control characters) is not found."""
+    if not is_safe_id(checkpoint_id):
+        raise CheckpointNotFound(f"no run '{checkpoint_id[:128]}'")
+
+
+async def _respond(run: LiveRun, stream: bool) -> Response:
+    """Answer with the run's event stream, or wait for it and answer with its summary."""
+    headers = {CHECKPOINT_HEADER: run.checkpoint_id}
+    if stream:
+        return EventSourceResponse(_events(run), headers=headers)
+    summary, events = await run.outcome()
+    body = summary.model_dump(mode="json")
+    body["events"] = [json.loads(event) for event in events]
+    return JSONResponse(body, headers=headers)
+
+
+async def _events(run: LiveRun) -> AsyncIterator[ServerSentEvent]:
+    """Yield one `agent_event` per event, then the `run_end` summary."""
+    async for item in run.items():
+        if isinstance(item, RunSummary):
+            yield ServerSentEvent(data=item.model_dump_json(), event="run_end")
+        else:
+            yield ServerSentEvent(data=item, event="agent_event")
+
+
+def create_app(
+    agents: Agent | Sequence[Agent] | Mapping[str, Agent],
+    *,
+    store: Store | None = None,
+    api_keys: Mapping[str, str] | None = None,
+    max_request_bytes: int = 1_048_576,
+    ui: bool = False,
+    cancel_poll: float = 0.2,
+) -> FastAPI:
+    """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
+
+    Args:
+        agents: An agent, a sequence of agents (each named by its `name`), or a mapping
+            public name -> agent.
+        store: Where runs, checkpoints and sessions are kept; processes sharing one store
+            serve each other's runs. Default: `SqliteStore("plait.db")` in the working
+            directory (closed when the app shuts down).
+        api_keys: Bearer key -> user id. With keys, every route but `GET /healthz` needs
+            `Authorization: Bearer <key>`; without, every request is user "local".
+        max_request_bytes: Larger request bodies are refused with `413`.
+        ui: Also serve the dev page at `/` (when this build has `plait.server.page`).
+        cancel_poll: Seconds between two looks of a running run for cancel requests.
+
+    Raises:
+        UsageError: No agents, a name used twice, a non-agent, bad keys or limits.
+    """
+    from plait import __version__
+
+    named = _named_agents(agents)
+    keys = check_api_keys(api_keys)
+    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
+        raise UsageError("max_request_bytes must be an int")
+    if max_request_bytes < 1 or not cancel_poll > 0:
+        raise UsageError("max_request_bytes and cancel_poll must be positive")
+    server = _server(named, store, keys, cancel_poll)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await server.runs.shutdown(SHUTDOWN_GRACE)
+        if server.owns_store:
+            await server.store.close()
+
+    app = FastAPI(
+        title="plait",
+        version=__version__,
+        description="Run plait agents over HTTP: runs, interrupts and resumes, sessions.",
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.plait = server
+    install_error_handlers(app)
+    app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
+    if ui:
+        _mount_page(app)
+    return app
+
+
+def _server(
+    agents: dict[str, Agent], store: Store | None, keys: dict[str, str] | None, poll: float
+) -> Server:
+    owns = store is None
+    if store is None:
+        from plait.stores.sqlite import SqliteStore
+
+        store = SqliteStore("plait.db")
+    elif not isinstance(store, Store):
+        raise UsageError(f"store must be a plait Store, got {type(store).__name__}")
+    return Server(agents, store, keys, Runs(agents, cancel_poll=poll), owns)
+
+
+def _named_agents(agents: Any) -> dict[str, Agent]:
+    """Return {public name: agent} for an agent, a sequence or a mapping of agents."""
+    if isinstance(agents, Agent):
+        pairs: list[tuple[Any, Any]] = [(agents.name, agents)]
+    elif isinstance(agents, Mapping):
+        pairs = list(agents.items())
+    elif isinstance(agents, Sequence) and not isinstance(agents, str):
+        pairs = [(a.name if isinstance(a, Agent) else None, a) for a in agents]
+    else:
+        raise UsageError(f"create_app takes agents, got {type(agents).__name__}")
+    if not pairs:
+        raise UsageError("create_app needs at least one agent")
+    named: dict[str, Agent] = {}
+    for name, agent in pairs:
+        if not isinstance(agent, Agent):
+            raise UsageError(f"create_app takes agents; {agent!r} is not one")
+        if not isinstance(name, str) or not is_safe_id(name) or "/" in name:
+            raise UsageError(f"agent name {name!r} must be 1 to 128 characters, no '/'")
+        if name in named:
+            raise UsageError(f"two agents are named '{name}'; pass a mapping to rename one")
+        named[name] = agent
+    return named
+
+
+def _mount_page(app: FastAPI) -> None:
+    """Add the dev page: `plait.server.page.mount(app)`, when that module exists."""
+    if importlib.util.find_spec("plait.server.page") is None:
+        return
+    importlib.import_module("plait.server.page").mount(app)

@@ -1,0 +1,241 @@
+"""The JSON bodies of plait's HTTP API: requests, run summaries, sessions and errors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from plait.messages import Message, ToolCall
+
+__all__ = [
+    "AgentInfo",
+    "CancelAccepted",
+    "ErrorInfo",
+    "ErrorResponse",
+    "HandoffOut",
+    "Health",
+    "InterruptOut",
+    "MessageBody",
+    "ResumeRequest",
+    "RunRequest",
+    "RunResponse",
+    "RunStatus",
+    "RunSummary",
+    "SafeId",
+    "SessionDetail",
+    "SessionInfo",
+    "SessionMessage",
+    "ToolCallBody",
+    "UsageOut",
+]
+
+#: A session id given by a client: 1 to 128 characters, no control characters.
+SafeId = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+
+RunStatus = Literal["running", "completed", "paused", "failed", "cancelled"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCallBody(BaseModel):
+    """A tool call of an assistant message; `arguments` is JSON text."""
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+class MessageBody(BaseModel):
+    """A message object: `role` and `content`, optionally `tool_calls`, `tool_call_id` and
+    `name` (other fields, such as a session message's `author`, are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCallBody] = []
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_message(self) -> Message:
+        """Return the plait `Message` this body describes."""
+        calls = tuple(
+            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in self.tool_calls
+        )
+        return Message(
+            role=self.role,
+            content=self.content,
+            tool_calls=calls,
+            tool_call_id=self.tool_call_id,
+            name=self.name,
+        )
+
+
+class RunRequest(_Strict):
+    """Start a run: `input` is a text (one user message) or a list of message objects."""
+
+    input: str | Annotated[list[MessageBody], Field(min_length=1)] = Field(
+        description="A text (sent as one user message) or a non-empty list of message objects."
+    )
+    session_id: SafeId | None = Field(
+        default=None, description="Continue this conversation (created on first use)."
+    )
+    session_values: dict[str, Any] | None = Field(
+        default=None, description="Values for the run's session (instruction placeholders)."
+    )
+    stream: bool = Field(
+        default=True, description="true: an event stream (SSE); false: one JSON summary."
+    )
+
+    def messages(self) -> list[Message]:
+        """Return the run's input messages."""
+        if isinstance(self.input, str):
+            return [Message.user(self.input)]
+        return [m.to_message() for m in self.input]
+
+
+class ResumeRequest(_Strict):
+    """Resume a paused run: `targets` maps interrupt ids to answers, or `value` answers the
+    one pending interrupt (neither: interrupts pause again with fresh ids)."""
+
+    targets: dict[str, Any] | None = Field(
+        default=None, description="Interrupt id -> the value its interrupt() returns."
+    )
+    value: Any = Field(
+        default=None, description="The answer when exactly one interrupt is pending."
+    )
+    stream: bool = Field(
+        default=True, description="true: an event stream (SSE); false: one JSON summary."
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ResumeRequest:
+        if self.targets is not None and "value" in self.model_fields_set:
+            raise ValueError("give targets or value, not both")
+        return self
+
+    @property
+    def has_value(self) -> bool:
+        """Whether the body gave `value` (null included)."""
+        return "value" in self.model_fields_set
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong: a plait error class name (or "http") and a message."""
+
+    type: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorInfo
+
+
+class InterruptOut(BaseModel):
+    """A pending interrupt: answer it by `id` when resuming."""
+
+    id: str
+    info: Any = None
+    address: str
+
+
+class UsageOut(BaseModel):
+    """Tokens spent by the run's model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class HandoffOut(BaseModel):
+    """A handoff between team members."""
+
+    timestamp: datetime
+    from_agent: str
+    to_agent: str
+    message: str = ""
+    reason: str = ""
+    step_count: int = 0
+    tokens_used: int = 0
+
+
+class RunSummary(BaseModel):
+    """How a run stands or ended.
+
+    `status` is "running" while the run goes on, then "completed", "paused" (see
+    `interrupts`), "cancelled" (resumable) or "failed" (see `error`). `checkpoint_id` is
+    the id to act on: the running run's own id, the checkpoint to resume when paused or
+    cancelled, null when the run completed or failed.
+    """
+
+    status: RunStatus
+    checkpoint_id: str | None = None
+    final_output: Any = None
+    interrupts: list[InterruptOut] = []
+    error: ErrorInfo | None = None
+    usage: UsageOut = UsageOut()
+    handoffs: list[HandoffOut] = []
+    agent: str = Field(description="The public name of the agent that runs it.")
+    session_id: str | None = None
+
+
+class RunResponse(RunSummary):
+    """A run's summary with every event (`AgentEvent.to_json()` objects), for
+    `"stream": false`."""
+
+    events: list[dict[str, Any]] = []
+
+
+class AgentInfo(BaseModel):
+    """An agent the server runs."""
+
+    name: str
+    description: str
+
+
+class Health(BaseModel):
+    """The server is up."""
+
+    status: Literal["ok"] = "ok"
+
+
+class SessionInfo(BaseModel):
+    """One of the caller's sessions."""
+
+    session_id: str
+    updated_at: datetime
+
+
+class SessionMessage(BaseModel):
+    """A message of a session, with its `author` ("user", or the agent that wrote it)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCallBody] = []
+    tool_call_id: str | None = None
+    name: str | None = None
+    usage: UsageOut | None = None
+    author: str
+
+
+class SessionDetail(BaseModel):
+    """A session: its messages, values and handoffs."""
+
+    session_id: str
+    messages: list[SessionMessage]
+    values: dict[str, Any]
+    handoffs: list[HandoffOut]
+
+
+class CancelAccepted(BaseModel):
+    """The cancel request is recorded; `status` is the run's status when it was."""
+
+    checkpoint_id: str
+    status: RunStatus

@@ -1,0 +1,197 @@
+"""The edges of every request: the body-size limit, and errors as `{"error": {type, message}}`.
+
+`BodyLimit` is a pure ASGI middleware: it reads the request body before the app does,
+counting the bytes actually received (a `Content-Length` over the limit is refused before
+reading anything; a chunked body as soon as it passes the limit) and answers `413`.
+`install_error_handlers` gives FastAPI's own errors (unknown route, bad body) and plait's
+errors the API's one error shape.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from plait.errors import (
+    CheckpointAlreadyResumed,
+    CheckpointNotFound,
+    PlaitError,
+    ResumeError,
+    StoreError,
+    UsageError,
+)
+
+__all__ = ["ApiError", "BodyLimit", "error_response", "install_error_handlers", "status_for"]
+
+_log = logging.getLogger("plait.server")
+_MAX_MESSAGE = 2000
+
+
+class ApiError(Exception):
+    """An error response: HTTP status, error type ("http" or a plait error class) and message."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "http",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def error_response(
+    status: int, type: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """Return the API's error response: `{"error": {"type", "message"}}`."""
+    body = {"error": {"type": type, "message": message[:_MAX_MESSAGE]}}
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def status_for(error: PlaitError) -> int:
+    """Return the HTTP status of a plait error raised before a run started."""
+    if isinstance(error, CheckpointNotFound):
+        return 404
+    if isinstance(error, CheckpointAlreadyResumed):
+        return 409
+    if isinstance(error, ResumeError | UsageError):
+        return 400
+    if isinstance(error, StoreError):
+        return 503
+    return 500
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with `413`, counting the bytes received."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left before sending its body
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        message = f"the request body is over the limit of {self.max_bytes} bytes"
+        response = error_response(413, "http", message, {"connection": "close"})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": response.raw_headers,
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """Return a `receive` that gives `body` once, then passes on (to see a disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+_NOT_AN_OBJECT = {"model_attributes_type", "dict_type", "model_type"}
+
+
+def _describe(errors: Any) -> str:
+    """Return validation errors as one line: `body.input: Field required; ...`."""
+    parts = []
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        kind = error.get("type")
+        if kind == "json_invalid":
+            detail = (error.get("ctx") or {}).get("error", "")
+            at = loc[-1] if len(loc) > 1 else "?"
+            parts.append(f"the body is not valid JSON (at character {at}: {detail})")
+            continue
+        text = f"{'.'.join(str(part) for part in loc)}: {error.get('msg', 'invalid')}"
+        if loc == ("body",) and kind in _NOT_AN_OBJECT:
+            text += " (send a JSON object with Content-Type: application/json)"
+        parts.append(text)
+    return "; ".join(parts) or "the request does not match the schema"
+
+
+async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+    return error_response(exc.status_code, "http", detail, exc.headers)
+
+
+async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(422, "http", _describe(exc.errors()))
+
+
+async def _on_api(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.type, exc.message, exc.headers)
+
+
+async def _on_plait(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, PlaitError)
+    status = status_for(exc)
+    if status >= 500:
+        _log.error("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
+    return error_response(status, type(exc).__name__, exc.message)
+
+
+async def _on_other(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(500, "http", "internal server error (see the server's log)")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Give every error response of `app` the shape `{"error": {"type", "message"}}`."""
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(ApiError, _on_api)
+    app.add_exception_handler(PlaitError, _on_plait)
+    app.add_exception_handler(Exception, _on_other)

@@ -1,0 +1,348 @@
+"""The server's runs: each runs in a task of its own, apart from the request that started it.
+
+A run's events go into a queue its response reads; a client that leaves does not stop the
+run, which finishes (or pauses) and writes its summary to the store. Everything a run leaves
+behind is in the store: a "running" summary when it starts, the final summary when it ends,
+and cancel requests, which a watcher of each running run polls, so a cancel sent to any
+process that shares the store stops it. Only the live runs themselves are kept in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from plait.agent import Agent
+from plait.context import RunContext, RunHooks
+from plait.errors import (
+    CheckpointAlreadyResumed,
+    CheckpointNotFound,
+    PlaitError,
+    ResumeError,
+    RunCancelled,
+)
+from plait.events import RunResult
+from plait.messages import Message
+from plait.runner import Runner, RunStream
+from plait.server.bodies import RunSummary
+from plait.server.summary import encode_event, summarize
+from plait.server.users import UserStore
+
+__all__ = ["LiveRun", "Runs"]
+
+_log = logging.getLogger("plait.server")
+
+#: What a run's queue carries: an event's JSON text, then the run summary last.
+Item = str | RunSummary
+
+
+class _Accepted(RunHooks):
+    """Tell a live run that its resume was accepted (the checkpoint is claimed)."""
+
+    def __init__(self, live: LiveRun) -> None:
+        self._live = live
+
+    def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
+        """The resume claimed its checkpoint: the response can start."""
+        self._live.accept()
+
+
+class LiveRun:
+    """One run in this process: its task, the queue of what it yields, its cancel watcher."""
+
+    def __init__(
+        self,
+        runs: Runs,
+        store: UserStore,
+        agent: str,
+        checkpoint_id: str,
+        session_id: str | None,
+        *,
+        resumed: bool,
+    ) -> None:
+        self.runs = runs
+        self.store = store
+        self.agent = agent
+        self.checkpoint_id = checkpoint_id
+        self.session_id = session_id
+        self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.runner: Runner | None = None
+        self._cancel_seen: bytes | None = None
+        self._resumed = resumed
+        self._running: asyncio.Future[None] | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Return (user, checkpoint id): how the registry knows this run."""
+        return (self.store.user, self.checkpoint_id)
+
+    def running_summary(self) -> RunSummary:
+        """Return the summary of this run while it runs."""
+        return RunSummary(
+            status="running",
+            checkpoint_id=self.checkpoint_id,
+            agent=self.agent,
+            session_id=self.session_id,
+        )
+
+    def accept(self) -> None:
+        """The run has started (its resume, if any, was accepted): the response can start."""
+        if self.ready.done():
+            return
+        self.runs.register(self)
+        if self._resumed:  # a resumed run is recorded as running once its claim is made
+            self._running = asyncio.ensure_future(self._record_running_quietly())
+        self.ready.set_result(None)
+
+    async def record_running(self) -> None:
+        """Write the "running" summary of this run."""
+        await self.store.put_record("r", self.checkpoint_id, self._encode(self.running_summary()))
+
+    async def _record_running_quietly(self) -> None:
+        try:
+            await self.record_running()
+        except Exception as exc:  # the run goes on; its final summary is written at its end
+            _log.warning("could not record run %s as running: %s", self.checkpoint_id, exc)
+
+    async def started(self) -> None:
+        """Wait until the run has started and is recorded as running.
+
+        Raises:
+            PlaitError: The resume was refused (the run never started).
+        """
+        await asyncio.shield(self.ready)
+        if self._running is not None:
+            await asyncio.shield(self._running)
+
+    async def items(self) -> AsyncIterator[Item]:
+        """Yield the JSON of each event, then the run summary."""
+        while True:
+            item = await self.queue.get()
+            yield item
+            if isinstance(item, RunSummary):
+                return
+
+    async def outcome(self) -> tuple[RunSummary, list[str]]:
+        """Wait for the end of the run; return its summary and the JSON of its events."""
+        events: list[str] = []
+        async for item in self.items():
+            if isinstance(item, RunSummary):
+                return item, events
+            events.append(item)
+        raise AssertionError("a run's items end with its summary")  # pragma: no cover
+
+    async def run(self, stream: RunStream) -> None:
+        """Drive the run: queue its events, watch for cancel requests, write its summary."""
+        watcher = asyncio.ensure_future(self._watch_cancel())
+        try:
+            try:
+                async for event in stream:
+                    self.accept()
+                    self.queue.put_nowait(await encode_event(event))
+                result = await stream.collect()
+            except asyncio.CancelledError:
+                self._stopped()
+                await stream.aclose()
+                raise
+            except Exception as exc:
+                if not self.ready.done():  # a refused resume: the response reports it
+                    self.ready.set_exception(exc)
+                    return
+                if not isinstance(exc, PlaitError):
+                    _log.exception("run %s failed", self.checkpoint_id)
+                    exc = PlaitError(f"the run failed: {type(exc).__name__}: {exc}")
+                result = RunResult(error=exc)
+            self.accept()
+            await self._finish(result)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self.runs.unregister(self)
+
+    def _stopped(self) -> None:
+        """The run's task was cancelled (the server is stopping): end the response."""
+        if not self.ready.done():
+            self.ready.cancel()
+            return
+        error = RunCancelled("the server stopped before the run ended")
+        summary = summarize(RunResult(error=error), agent=self.agent, session_id=self.session_id)
+        self.queue.put_nowait(summary.model_copy(update={"checkpoint_id": None}))
+
+    async def _finish(self, result: RunResult) -> None:
+        """Write the run's summary (also under a new pause's id), then queue it."""
+        summary = summarize(result, agent=self.agent, session_id=self.session_id)
+        data = self._encode(summary)
+        try:
+            if self._running is not None:
+                await self._running  # the "running" record must not land after this one
+            await self.store.put_record("r", self.checkpoint_id, data)
+            if summary.checkpoint_id not in (None, self.checkpoint_id):
+                await self.store.put_record("r", summary.checkpoint_id, data)
+        except PlaitError as exc:  # the client still gets the summary
+            _log.warning("could not save the summary of run %s: %s", self.checkpoint_id, exc)
+        except Exception:
+            _log.exception("could not save the summary of run %s", self.checkpoint_id)
+        self.queue.put_nowait(summary)
+
+    async def note_cancel_baseline(self) -> None:
+        """Remember the cancel request stored before this run started (it is not for it)."""
+        self._cancel_seen = await self.store.get_record("x", self.checkpoint_id)
+
+    async def _watch_cancel(self) -> None:
+        """Poll the store for a new cancel request of this run; pass it to the runner."""
+        while True:
+            await asyncio.sleep(self.runs.cancel_poll)
+            try:
+                found = await self.store.get_record("x", self.checkpoint_id)
+            except Exception as exc:
+                _log.warning("could not read cancel requests of run %s: %s", self.key, exc)
+                continue
+            if found is not None and found != self._cancel_seen and self.runner is not None:
+                self.runner.cancel(self.checkpoint_id)
+                return
+
+    @staticmethod
+    def _encode(summary: RunSummary) -> bytes:
+        return summary.model_dump_json().encode()
+
+
+class Runs:
+    """The runs of one app: starts them, resumes them, cancels them, reads their summaries."""
+
+    def __init__(self, agents: Mapping[str, Agent], *, cancel_poll: float) -> None:
+        self.agents = agents
+        self.cancel_poll = cancel_poll
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._live: dict[tuple[str, str], LiveRun] = {}
+
+    def register(self, run: LiveRun) -> None:
+        """Know `run` as live in this process (a cancel then reaches it at once)."""
+        self._live[run.key] = run
+
+    def unregister(self, run: LiveRun) -> None:
+        """Forget `run` (only if it is the one registered under its key)."""
+        if self._live.get(run.key) is run:
+            del self._live[run.key]
+
+    def _launch(self, run: LiveRun, runner: Runner, stream: RunStream) -> None:
+        run.runner = runner
+        task = asyncio.ensure_future(run.run(stream))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def start(
+        self,
+        store: UserStore,
+        name: str,
+        messages: list[Message],
+        *,
+        session_id: str | None,
+        session_values: dict[str, Any] | None,
+    ) -> LiveRun:
+        """Start a run of agent `name`; it is recorded as running before this returns.
+
+        Raises:
+            StoreError: The store failed before the run started.
+        """
+        run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False)
+        await run.note_cancel_baseline()
+        await run.record_running()  # a store that fails here fails the request, not a run
+        runner = Runner(self.agents[name], store=store)
+        stream = runner.run(
+            messages,
+            session_id=session_id,
+            checkpoint_id=run.checkpoint_id,
+            session_values=session_values,
+        )
+        run.accept()
+        self._launch(run, runner, stream)
+        return run
+
+    async def resume(
+        self,
+        store: UserStore,
+        checkpoint_id: str,
+        targets: dict[str, Any] | None,
+        answer: tuple[Any] | None = None,
+    ) -> LiveRun:
+        """Resume a paused run with `targets`, or `answer` (the one-tuple of the `value` for
+        its one interrupt); return once the resume is accepted.
+
+        Raises:
+            CheckpointNotFound: No such run of this user.
+            CheckpointAlreadyResumed: It was resumed before, or is being resumed now.
+            ResumeError: The answers do not fit its interrupts, or its agent is not served.
+        """
+        previous = await self.summary(store, checkpoint_id)
+        if previous.status == "running":
+            raise CheckpointAlreadyResumed(
+                f"run '{checkpoint_id}' is running; it can be resumed once it pauses"
+            )
+        if previous.agent not in self.agents:
+            raise ResumeError(
+                f"run '{checkpoint_id}' belongs to agent '{previous.agent}', which this "
+                "server does not run"
+            )
+        run = LiveRun(self, store, previous.agent, checkpoint_id, previous.session_id, resumed=True)
+        await run.note_cancel_baseline()
+        runner = Runner(self.agents[previous.agent], store=store, hooks=[_Accepted(run)])
+        if answer is None:
+            stream = runner.resume(checkpoint_id, targets)
+        else:
+            stream = runner.resume(checkpoint_id, targets, value=answer[0])
+        self._launch(run, runner, stream)
+        try:
+            await run.started()
+        except ResumeError as exc:
+            if isinstance(exc, CheckpointAlreadyResumed):
+                raise
+            found = await store.get_checkpoint(checkpoint_id)
+            if found is not None and found.status != "pending":  # another resume has it
+                raise CheckpointAlreadyResumed(exc.message) from None
+            raise
+        return run
+
+    async def summary(self, store: UserStore, checkpoint_id: str) -> RunSummary:
+        """Return the latest summary of a run.
+
+        Raises:
+            CheckpointNotFound: The user has no run with this id.
+        """
+        data = await store.get_record("r", checkpoint_id)
+        if data is None:
+            raise CheckpointNotFound(f"no run '{checkpoint_id}'")
+        return RunSummary.model_validate_json(data)
+
+    async def cancel(self, store: UserStore, checkpoint_id: str) -> RunSummary:
+        """Record a cancel request for a run (any process running it stops it at its next
+        safe point); return the run's summary as it was.
+
+        Raises:
+            CheckpointNotFound: The user has no run with this id.
+        """
+        summary = await self.summary(store, checkpoint_id)
+        await store.put_record("x", checkpoint_id, uuid.uuid4().hex.encode())
+        live = self._live.get((store.user, checkpoint_id))
+        if live is not None and live.runner is not None:
+            live.runner.cancel(checkpoint_id)
+        return summary
+
+    async def shutdown(self, grace: float) -> None:
+        """Ask every live run to stop at its next safe point (each leaves a resumable
+        checkpoint); after `grace` seconds cancel what is left."""
+        for live in list(self._live.values()):
+            if live.runner is not None:
+                live.runner.cancel(live.checkpoint_id)
+        tasks = list(self._tasks)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)

@@ -1,0 +1,212 @@
+"""Who is calling, and each caller's own view of the server's store.
+
+A `UserStore` is a `Store` that puts the user id before every id it is given, so a user's
+runs and sessions are out of every other user's reach: someone else's id is simply not
+found. Besides the runner's checkpoints (`<user>/c/<id>`) and sessions (`<user>/s/<id>`),
+the server keeps its own records there, all as session records: run summaries
+(`<user>/r/<checkpoint id>`), cancel requests (`<user>/x/<checkpoint id>`) and the index
+of the user's sessions (`<user>/i`), updated by compare-and-set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import random
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from plait.errors import SessionConflict, StoreError, UsageError
+from plait.stores.base import CheckpointRecord, CheckpointStatus, SessionRecord, Store
+
+__all__ = ["LOCAL_USER", "UserStore", "check_api_keys", "find_user", "is_safe_id"]
+
+#: The user of every request when the server has no API keys.
+LOCAL_USER = "local"
+
+_USER = re.compile(r"[A-Za-z0-9_.@+=:~-]{1,64}")
+_SAFE_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
+_INDEX_ATTEMPTS = 50
+
+RecordKind = Literal["r", "x"]  # a run summary, a cancel request
+
+
+def is_safe_id(value: str) -> bool:
+    """Whether `value` is usable as a session or checkpoint id: 1 to 128 characters, none
+    of them control characters."""
+    return _SAFE_ID.fullmatch(value) is not None
+
+
+def check_api_keys(api_keys: Mapping[str, str] | None) -> dict[str, str] | None:
+    """Return the bearer-key -> user-id mapping after checking it.
+
+    Raises:
+        UsageError: A key is empty or not a string, or a user id is not 1 to 64 letters,
+            digits or `_.@+=:~-` (a "/" would reach into another user's records).
+    """
+    if api_keys is None:
+        return None
+    if not isinstance(api_keys, Mapping) or not api_keys:
+        raise UsageError("api_keys maps bearer keys to user ids; pass None to serve without keys")
+    checked: dict[str, str] = {}
+    for key, user in api_keys.items():
+        if not isinstance(key, str) or not key or not key.isprintable() or " " in key:
+            raise UsageError("every API key must be a non-empty string without spaces")
+        if not isinstance(user, str) or _USER.fullmatch(user) is None:
+            raise UsageError(
+                f"user id {user!r} must be 1 to 64 letters, digits or _.@+=:~- (no '/')"
+            )
+        checked[key] = user
+    return checked
+
+
+def find_user(api_keys: Mapping[str, str], given: str) -> str | None:
+    """Return the user whose key is `given` (compared in constant time), or None."""
+    found: str | None = None
+    presented = given.encode()
+    for key, user in api_keys.items():
+        if hmac.compare_digest(key.encode(), presented):
+            found = user
+    return found
+
+
+class UserStore:
+    """One user's view of the server's store (a `Store`; closing it leaves the store open)."""
+
+    def __init__(self, store: Store, user: str) -> None:
+        self.store = store
+        self.user = user
+
+    def __repr__(self) -> str:
+        return "the server's store"
+
+    def _checkpoint(self, checkpoint_id: str) -> str:
+        return f"{self.user}/c/{checkpoint_id}"
+
+    def _session(self, session_id: str) -> str:
+        return f"{self.user}/s/{session_id}"
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Return the user's checkpoint, with the id the user knows it by."""
+        found = await self.store.get_checkpoint(self._checkpoint(checkpoint_id))
+        if found is None:
+            return None
+        return CheckpointRecord(
+            checkpoint_id=checkpoint_id, data=found.data, version=found.version, status=found.status
+        )
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write the user's checkpoint."""
+        key = self._checkpoint(checkpoint_id)
+        return await self.store.put_checkpoint(key, data, status=status, ttl=ttl)
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Claim the user's checkpoint (compare-and-set from pending at `version`)."""
+        return await self.store.claim_checkpoint(self._checkpoint(checkpoint_id), version)
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete the user's checkpoint."""
+        await self.store.delete_checkpoint(self._checkpoint(checkpoint_id))
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Return the bytes of the user's session, or None."""
+        return await self.store.get_session(self._session(session_id))
+
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Return the user's session with its version, or None."""
+        found = await self.store.get_session_record(self._session(session_id))
+        if found is None:
+            return None
+        return SessionRecord(session_id=session_id, data=found.data, version=found.version)
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write the user's session (compare-and-set with `expected_version`) and list it
+        in the user's session index."""
+        key = self._session(session_id)
+        try:
+            version = await self.store.put_session(
+                key, data, ttl=ttl, expected_version=expected_version
+            )
+        except SessionConflict as conflict:
+            raise SessionConflict(
+                session_id=session_id,
+                version=conflict.version,
+                expected_version=conflict.expected_version,
+            ) from None
+        await self._update_index(session_id, remove=False)
+        return version
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the user's session and take it out of the index."""
+        await self.store.delete_session(self._session(session_id))
+        await self._update_index(session_id, remove=True)
+
+    async def close(self) -> None:
+        """Do nothing: the server's store stays open for other requests."""
+
+    # --- the server's own records ----------------------------------------------------------
+
+    async def get_record(self, kind: RecordKind, checkpoint_id: str) -> bytes | None:
+        """Return a run summary (`"r"`) or cancel request (`"x"`) of a run, or None."""
+        return await self.store.get_session(f"{self.user}/{kind}/{checkpoint_id}")
+
+    async def put_record(self, kind: RecordKind, checkpoint_id: str, data: bytes) -> None:
+        """Write a run summary (`"r"`) or cancel request (`"x"`) of a run."""
+        await self.store.put_session(f"{self.user}/{kind}/{checkpoint_id}", data)
+
+    async def sessions(self) -> list[tuple[str, datetime]]:
+        """Return the user's sessions and when each was last written, newest first."""
+        found = await self.store.get_session_record(f"{self.user}/i")
+        entries = _decode_index(found)
+        listed = [(sid, datetime.fromisoformat(at)) for sid, at in entries.items()]
+        return sorted(listed, key=lambda item: item[1], reverse=True)
+
+    async def _update_index(self, session_id: str, *, remove: bool) -> None:
+        """Add (or remove) a session in the index: compare-and-set, retried on conflict."""
+        key = f"{self.user}/i"
+        for attempt in range(_INDEX_ATTEMPTS):
+            found = await self.store.get_session_record(key)
+            entries = _decode_index(found)
+            if remove:
+                if entries.pop(session_id, None) is None:
+                    return
+            else:
+                entries[session_id] = datetime.now(UTC).isoformat()
+            data = json.dumps({"sessions": entries}).encode()
+            try:
+                version = 0 if found is None else found.version
+                await self.store.put_session(key, data, expected_version=version)
+                return
+            except SessionConflict:
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+        raise StoreError(
+            f"the session index of user '{self.user}' kept changing; session '{session_id}' "
+            "was saved but is not listed yet (it will be after its next turn)",
+            operation="writing the session index",
+        )
+
+
+def _decode_index(found: SessionRecord | None) -> dict[str, str]:
+    """Return the index's {session id: ISO time of the last write}."""
+    if found is None:
+        return {}
+    document: Any = json.loads(found.data)
+    sessions = document.get("sessions") if isinstance(document, dict) else None
+    return dict(sessions) if isinstance(sessions, dict) else {}
