@@ -1,0 +1,445 @@
+// The plait dev page: a client of plait's HTTP API, and of nothing else.
+// Text from the server is only ever set as text (textContent, text nodes), never as HTML.
+"use strict";
+
+const KEY_STORE = "plait.apiKey";
+const AGENT_STORE = "plait.agent";
+const $ = (id) => document.getElementById(id);
+const state = { session: "", running: false, lastPath: null, handoffs: new Set() };
+
+// ---- small helpers -------------------------------------------------------------------
+
+function el(tag, className, ...children) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  for (const child of children) {
+    if (child !== null && child !== undefined && child !== "") node.append(child);
+  }
+  return node;
+}
+
+function show(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+// Tool arguments (JSON text): on one line when short, indented when long.
+function pretty(jsonText) {
+  try {
+    const value = JSON.parse(jsonText);
+    const line = JSON.stringify(value);
+    return line.length > 80 ? show(value) : line;
+  } catch (_) {
+    return jsonText;
+  }
+}
+
+function errorLine(error) {
+  return `${error.type}: ${error.message}`;
+}
+
+function count(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function notice(text) {
+  $("notice").textContent = text || "";
+  $("notice").hidden = !text;
+}
+
+function fact(name, value) {
+  let dd = $("run-facts").querySelector(`dd[data-fact="${name}"]`);
+  if (!dd) {
+    dd = el("dd");
+    dd.dataset.fact = name;
+    $("run-facts").append(el("dt", "", name), dd);
+  }
+  dd.textContent = value;
+}
+
+// ---- the API -------------------------------------------------------------------------
+
+function headers(hasBody) {
+  const found = hasBody ? { "content-type": "application/json" } : {};
+  const key = localStorage.getItem(KEY_STORE);
+  if (key) found.authorization = "Bearer " + key;
+  return found;
+}
+
+async function errorText(response) {
+  let message = response.statusText;
+  try {
+    message = (await response.json()).error.message;
+  } catch (_) {
+    // not a plait error body: keep the status text
+  }
+  if (response.status === 401) return "This server needs a valid API key: enter it above.";
+  return `${response.status}: ${message}`;
+}
+
+async function api(path, options = {}) {
+  const init = { ...options, headers: headers(options.body !== undefined) };
+  const response = await fetch(path, init);
+  if (!response.ok) throw new Error(await errorText(response));
+  return response;
+}
+
+async function getJSON(path) {
+  return (await api(path)).json();
+}
+
+// Read a text/event-stream body (EventSource cannot POST): call onEvent(name, data).
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let name = "message";
+  let data = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    const lines = buffer.split(/\r?\n/);
+    buffer = lines.pop();
+    for (const line of lines) {
+      if (line === "") {
+        if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+        name = "message";
+        data = [];
+      } else if (line.startsWith("event:")) {
+        name = line.slice(6).trim();
+      } else if (line.startsWith("data:")) {
+        data.push(line.slice(5).replace(/^ /, ""));
+      } // ":" lines are keep-alive comments
+    }
+  }
+}
+
+// ---- the event tree ------------------------------------------------------------------
+
+function addRow(depth, kind, ...nodes) {
+  const row = el("li", "row " + kind, ...nodes);
+  row.dataset.depth = String(depth);
+  row.style.setProperty("--depth", String(depth));
+  $("events").append(row);
+  row.scrollIntoView({ block: "nearest" });
+  return row;
+}
+
+function addAuthor(depth, name, path) {
+  const row = addRow(depth, "agent", el("span", "who", name), el("span", "path", path));
+  row.dataset.agent = name;
+}
+
+// The whole message of an event: as sent, or merged from its streamed chunks.
+function messageOf(variant) {
+  if (variant.message) return variant.message;
+  const chunks = variant.stream || [];
+  const calls = [];
+  const byIndex = new Map();
+  for (const chunk of chunks) {
+    for (const part of chunk.tool_calls || []) {
+      let call = part.index != null ? byIndex.get(part.index) : calls[calls.length - 1];
+      const fresh = part.index == null && part.id && call && call.id && part.id !== call.id;
+      if (!call || fresh) {
+        call = { id: "", name: "", arguments: "" };
+        calls.push(call);
+        if (part.index != null) byIndex.set(part.index, call);
+      }
+      call.id = call.id || part.id || "";
+      call.name = call.name || part.name || "";
+      call.arguments += part.arguments || "";
+    }
+  }
+  const content = chunks.map((chunk) => chunk.content || "").join("");
+  return { role: variant.role, content, tool_calls: calls, name: variant.tool_name };
+}
+
+function messageParts(message) {
+  if (message.role === "tool") {
+    const label = el("span", "label", "← " + (message.name || "tool") + " result");
+    return [["tool-result", label, el("pre", "", message.content)]];
+  }
+  const parts = [];
+  if (message.content) parts.push(["text", el("div", "text", message.content)]);
+  for (const call of message.tool_calls || []) {
+    const label = el("span", "label", "→ " + call.name);
+    parts.push(["tool-call", label, el("pre", "", pretty(call.arguments))]);
+  }
+  return parts;
+}
+
+function eventParts(event) {
+  const parts = [];
+  const output = event.output || {};
+  const action = event.action || {};
+  const transfer = action.transfer_to_agent;
+  if (output.message && !transfer) parts.push(...messageParts(messageOf(output.message)));
+  if (output.custom != null) parts.push(["custom", el("pre", "", show(output.custom))]);
+  if (transfer) {
+    const why = transfer.reason ? ` (${transfer.reason})` : "";
+    parts.push(["transfer", el("span", "label", "transfer → " + transfer.dest_agent_name + why)]);
+  }
+  if (event.handoff) {
+    addHandoff(event.handoff);
+    const h = event.handoff;
+    parts.push(["handoff", el("span", "label", `handoff ${h.from_agent} → ${h.to_agent}`)]);
+  }
+  if (action.interrupted) parts.push(["interrupt", el("span", "label", "paused: asks a person")]);
+  if (event.error) parts.push(["error", el("span", "", errorLine(event.error))]);
+  return parts;
+}
+
+function renderEvent(event) {
+  const depth = event.depth || 0;
+  const path = (event.run_path || []).join(" › ");
+  if (path !== state.lastPath) {
+    state.lastPath = path;
+    addAuthor(depth, event.agent_name, path);
+  }
+  for (const [kind, ...nodes] of eventParts(event)) addRow(depth, kind, ...nodes);
+}
+
+function addHandoff(h) {
+  const key = [h.timestamp, h.from_agent, h.to_agent].join("|");
+  if (state.handoffs.has(key)) return;
+  state.handoffs.add(key);
+  const time = el("time", "", String(h.timestamp).slice(11, 19)); // UTC, as the log says
+  $("handoffs").append(
+    el(
+      "li",
+      "",
+      el("div", "", time, " ", el("b", "", h.from_agent), " → ", el("b", "", h.to_agent)),
+      h.reason ? el("div", "", "reason: " + h.reason) : null,
+      h.message ? el("div", "muted", "“" + h.message + "”") : null,
+      el("div", "muted", `${count(h.step_count, "step")} · ${count(h.tokens_used, "token")}`),
+    ),
+  );
+}
+
+// ---- runs ----------------------------------------------------------------------------
+
+function showSummary(summary) {
+  const usage = summary.usage || {};
+  fact("status", summary.status);
+  fact("checkpoint", summary.checkpoint_id || "—");
+  fact("tokens", `${usage.input_tokens || 0} in · ${usage.output_tokens || 0} out`);
+  (summary.handoffs || []).forEach(addHandoff);
+  if (summary.status === "completed") {
+    const answer = el("div", "text", show(summary.final_output));
+    addRow(0, "final", el("span", "label", "final answer"), answer);
+  }
+  if (summary.error) addRow(0, "error", el("span", "", errorLine(summary.error)));
+  $("interrupts").replaceChildren();
+  if (summary.status === "paused") {
+    for (const pending of summary.interrupts || []) {
+      $("interrupts").append(interruptForm(summary.checkpoint_id, pending));
+    }
+  }
+  $("events").scrollTop = $("events").scrollHeight;
+}
+
+function setRunning(running) {
+  state.running = running;
+  $("send").disabled = running;
+  document.body.classList.toggle("running", running);
+}
+
+async function stream(path, body) {
+  setRunning(true);
+  let summary = null;
+  try {
+    const payload = JSON.stringify({ ...body, stream: true });
+    const response = await api(path, { method: "POST", body: payload });
+    fact("status", "running");
+    fact("checkpoint", response.headers.get("x-plait-checkpoint-id") || "—");
+    await readEvents(response, (name, data) => {
+      if (name === "agent_event") renderEvent(data);
+      else if (name === "run_end") summary = data;
+    });
+    if (summary) showSummary(summary);
+    else notice("The stream ended early; GET /v1/runs/{checkpoint_id} has the run's summary.");
+  } catch (error) {
+    notice(error.message);
+  } finally {
+    setRunning(false);
+  }
+  refreshSessions();
+  return summary;
+}
+
+async function send(event) {
+  event.preventDefault();
+  const text = $("input").value.trim();
+  const agent = $("agent").value;
+  if (!text || !agent || state.running) return;
+  $("input").value = "";
+  notice("");
+  $("interrupts").replaceChildren();
+  state.handoffs.clear();
+  $("handoffs").replaceChildren();
+  fact("agent", agent);
+  addRow(0, "user", el("span", "who", "you"), el("div", "text", text));
+  state.lastPath = null;
+  const path = `/v1/agents/${encodeURIComponent(agent)}/runs`;
+  await stream(path, { input: text, session_id: state.session });
+}
+
+function interruptForm(checkpointId, pending) {
+  const value = el("textarea");
+  value.rows = 2;
+  value.placeholder = 'A JSON value, e.g. {"approved": true}';
+  const button = (text, kind) => {
+    const b = el("button", kind, text);
+    b.type = kind === "value" ? "submit" : "button";
+    return b;
+  };
+  const approve = button("Approve", "approve");
+  const reject = button("Reject", "reject");
+  const form = el(
+    "form",
+    "interrupt",
+    el("h3", "", "Paused: this run needs an answer"),
+    el("pre", "info", show(pending.info)),
+    el("p", "muted", pending.address),
+    el("div", "answers", approve, reject, value, button("Send value", "value")),
+  );
+  const answer = (v) => resume(form, checkpointId, pending.id, v);
+  approve.addEventListener("click", () => answer("approve"));
+  reject.addEventListener("click", () => answer("reject"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    try {
+      answer(JSON.parse(value.value));
+    } catch (error) {
+      notice("The answer is not JSON: " + error.message);
+    }
+  });
+  return form;
+}
+
+async function resume(form, checkpointId, interruptId, value) {
+  if (state.running) return;
+  notice("");
+  form.inert = true;
+  addRow(0, "user", el("span", "who", "you"), el("div", "text", "answered " + show(value)));
+  state.lastPath = null;
+  const path = `/v1/runs/${encodeURIComponent(checkpointId)}/resume`;
+  await stream(path, { targets: { [interruptId]: value } });
+  form.inert = false; // still shown only if the resume was refused
+}
+
+// ---- agents and sessions -------------------------------------------------------------
+
+function describeAgent() {
+  const option = $("agent").selectedOptions[0];
+  $("agent-description").textContent = option ? option.title : "";
+  if (option) localStorage.setItem(AGENT_STORE, option.value);
+}
+
+async function loadAgents() {
+  const agents = await getJSON("/v1/agents");
+  const options = agents.map((agent) => {
+    const option = el("option", "", agent.name);
+    option.value = agent.name;
+    option.title = agent.description;
+    return option;
+  });
+  $("agent").replaceChildren(...options);
+  const saved = localStorage.getItem(AGENT_STORE);
+  if (agents.some((agent) => agent.name === saved)) $("agent").value = saved;
+  describeAgent();
+}
+
+function setSession(id) {
+  state.session = id;
+  $("session-id").textContent = id;
+  for (const button of $("sessions").querySelectorAll("button")) {
+    button.setAttribute("aria-current", String(button.dataset.session === id));
+  }
+}
+
+async function refreshSessions() {
+  try {
+    const sessions = await getJSON("/v1/sessions");
+    const items = sessions.map((session) => {
+      const when = new Date(session.updated_at).toLocaleString();
+      const button = el("button", "session", session.session_id, el("small", "", when));
+      button.type = "button";
+      button.dataset.session = session.session_id;
+      button.addEventListener("click", () => openSession(session.session_id));
+      return el("li", "", button);
+    });
+    $("sessions").replaceChildren(...items);
+    setSession(state.session);
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+function clearView(sessionId) {
+  notice("");
+  state.lastPath = null;
+  state.handoffs.clear();
+  for (const id of ["events", "interrupts", "handoffs", "run-facts"]) $(id).replaceChildren();
+  setSession(sessionId);
+}
+
+function newSession() {
+  const random = Math.random().toString(36).slice(2, 8);
+  clearView(`chat-${Date.now().toString(36)}-${random}`);
+}
+
+async function openSession(id) {
+  if (state.running) return;
+  try {
+    const detail = await getJSON(`/v1/sessions/${encodeURIComponent(id)}`);
+    clearView(id);
+    let author = null;
+    for (const message of detail.messages) {
+      if (message.role === "user") {
+        addRow(0, "user", el("span", "who", "you"), el("div", "text", message.content));
+        author = null;
+        continue;
+      }
+      if (message.author !== author) addAuthor(0, message.author, "");
+      author = message.author;
+      for (const [kind, ...nodes] of messageParts(message)) addRow(0, kind, ...nodes);
+    }
+    detail.handoffs.forEach(addHandoff);
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+// ---- start ---------------------------------------------------------------------------
+
+async function reload() {
+  notice("");
+  try {
+    await loadAgents();
+    await refreshSessions();
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+function start() {
+  $("api-key").value = localStorage.getItem(KEY_STORE) || "";
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = $("api-key").value.trim();
+    if (key) localStorage.setItem(KEY_STORE, key);
+    else localStorage.removeItem(KEY_STORE);
+    reload();
+  });
+  $("agent").addEventListener("change", describeAgent);
+  $("new-session").addEventListener("click", () => state.running || newSession());
+  $("send-form").addEventListener("submit", send);
+  $("input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("send-form").requestSubmit();
+  });
+  newSession();
+  reload();
+}
+
+start();
