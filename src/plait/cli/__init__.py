@@ -1,18 +1,30 @@
-"""The `plait` command line: `plait demo` runs plait's main job.
+"""The `plait` command line: run, resume and serve agents; `plait demo` runs the demo.
 
-A `PlaitError` that escapes a command (a missing API key, an unknown model spec, an extra
-that is not installed) ends it with one line on stderr and exit code 2, not a traceback.
+- `plait run TARGET [QUERY]`: run an agent live in the terminal (a chat without QUERY).
+- `plait resume CHECKPOINT_ID TARGET`: resume a paused run.
+- `plait serve TARGET...` / `plait web TARGET...`: the HTTP API (and the dev page).
+
+A TARGET is `path/to/file.py:name` or `package.module:name`: an `Agent`, or a function that
+takes no arguments and returns one. Exit codes: 0 completed, 1 failed, 2 usage error,
+3 paused. A `PlaitError` that escapes a command (a TARGET that cannot be loaded, a store out
+of reach, a missing API key, an extra that is not installed) ends it with one line on
+stderr and exit code 2, not a traceback. See docs/cli.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import ParamSpec
 
 import typer
 
 from plait.cli.demo import run_demo
+from plait.cli.run import resume_command, run_command
+from plait.cli.serve import ServeOptions, serve_command
+from plait.cli.store import DEFAULT_STORE
 from plait.errors import PlaitError
 
 __all__ = ["app", "main"]
@@ -37,9 +49,16 @@ def _command(fn: Callable[_P, None]) -> Callable[_P, None]:
             message = " ".join(str(exc).split()) or type(exc).__name__
             typer.echo(f"plait: error: {message}", err=True)
             raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            typer.echo("plait: stopped", err=True)
+            raise typer.Exit(130) from None
 
     app.command()(run)
     return run
+
+
+_TARGET_HELP = "The agent: path/to/file.py:name or package.module:name (an Agent or a factory)."
+_STORE_HELP = "Where runs and sessions are kept: sqlite:///file.db, postgresql://..., redis://..."
 
 
 @_command
@@ -55,6 +74,103 @@ def demo(
     Without --model or PLAIT_MODEL it runs on the embedded local model, offline.
     """
     raise typer.Exit(run_demo(model=model, scripted=scripted, streaming=stream))
+
+
+@_command
+def run(
+    target: str = typer.Argument(..., help=_TARGET_HELP, show_default=False),
+    query: str | None = typer.Argument(
+        None, help="The request. Without it: a chat on one session.", show_default=False
+    ),
+    session: str | None = typer.Option(
+        None, "--session", help="Continue this session (the chat makes one up without it)."
+    ),
+    store: str = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP),
+    json_lines: bool = typer.Option(
+        False, "--json", help="Print JSON lines: each event, then the run summary."
+    ),
+) -> None:
+    """Run an agent live: streamed text, tool calls, handoffs, usage; answer its interrupts.
+
+    Exit codes: 0 completed, 1 failed, 2 usage error, 3 paused.
+
+    When stdin is not a terminal, a pause prints the checkpoint id on stderr (exit 3).
+    """
+    raise typer.Exit(
+        run_command(target, query, session_id=session, store_url=store, json_lines=json_lines)
+    )
+
+
+@_command
+def resume(
+    checkpoint_id: str = typer.Argument(..., help="The paused run's checkpoint id."),
+    target: str = typer.Argument(..., help=_TARGET_HELP, show_default=False),
+    store: str = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP),
+    value: str | None = typer.Option(
+        None, "--value", help="The answer to its one interrupt: JSON, else plain text."
+    ),
+    targets: str | None = typer.Option(
+        None, "--targets", help='Answers by interrupt id, as a JSON object: {"<id>": ...}.'
+    ),
+    json_lines: bool = typer.Option(
+        False, "--json", help="Print JSON lines: each event, then the run summary."
+    ),
+) -> None:
+    """Resume a paused run and follow it live (same exit codes as `run`).
+
+    Without --value or --targets its interrupts are asked on the terminal again.
+    """
+    code = resume_command(
+        checkpoint_id,
+        target,
+        store_url=store,
+        value=value,
+        targets=targets,
+        json_lines=json_lines,
+    )
+    raise typer.Exit(code)
+
+
+def _serve_options(
+    targets: list[str], host: str, port: int, store: str, api_keys: Path | None, ui: bool
+) -> ServeOptions:
+    keys = None if api_keys is None else str(api_keys)
+    return ServeOptions(targets, host, port, store, keys, ui)
+
+
+_TARGETS = typer.Argument(..., help="The agents to serve (each a TARGET).", show_default=False)
+_HOST = typer.Option("127.0.0.1", "--host", help="The address to listen on.")
+_PORT = typer.Option(8000, "--port", help="The port to listen on (0: any free port).")
+_SERVE_STORE = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP)
+_KEYS = typer.Option(
+    None, "--api-keys", help="A file of 'KEY USER_ID' lines; then every route needs a key."
+)
+
+
+@_command
+def serve(
+    targets: list[str] = _TARGETS,
+    host: str = _HOST,
+    port: int = _PORT,
+    store: str = _SERVE_STORE,
+    api_keys: Path | None = _KEYS,
+    ui: bool = typer.Option(False, "--ui", help="Also serve the dev page at /."),
+) -> None:
+    """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
+    raise typer.Exit(serve_command(_serve_options(targets, host, port, store, api_keys, ui)))
+
+
+@_command
+def web(
+    targets: list[str] = _TARGETS,
+    host: str = _HOST,
+    port: int = _PORT,
+    store: str = _SERVE_STORE,
+    api_keys: Path | None = _KEYS,
+) -> None:
+    """Serve agents with the dev page and open it in a browser (`serve --ui`)."""
+    options = _serve_options(targets, host, port, store, api_keys, True)
+    raise typer.Exit(serve_command(dataclasses.replace(options, open_browser=True)))
 
 
 @_command

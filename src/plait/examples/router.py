@@ -9,7 +9,8 @@ On the scripted model the replies are replayed from a script, but the tools, tra
 history rewriting and events are real: the specialists' answers are built from what their
 tools returned.
 
-Run it: `python -m plait.examples.router` (or `plait demo`).
+Run it: `python -m plait.examples.router` (or `plait demo`); serve it over HTTP with
+`plait serve plait.examples.router:demo_team`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import operator
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -28,6 +30,7 @@ __all__ = [
     "UNSUPPORTED",
     "build_router",
     "calculator",
+    "demo_team",
     "get_weather",
     "routes_only",
     "scripted_models",
@@ -121,6 +124,30 @@ def build_router(
         "yourself\nUse the transfer_to_agent tool to route tasks.",
         sub_agents=[weather, math],
     )
+
+
+def demo_team() -> ChatModelAgent:
+    """Return the Router and its specialists on the model `plait demo` uses: the spec in
+    `PLAIT_MODEL` (such as "openai:gpt-4o-mini"), else the embedded local model, whose
+    Router only routes (`routes_only`).
+
+    It takes no arguments, so the command line can run and serve it:
+    `plait serve plait.examples.router:demo_team`.
+
+    Raises:
+        UsageError: The model cannot be made (the local model needs `pip install
+            "plait[local]"`; a provider needs its API key).
+    """
+    spec = (os.environ.get("PLAIT_MODEL") or "local").strip()
+    if spec.lower() == "local":
+        from plait.models.local import LocalModel
+
+        local = LocalModel()
+        return build_router(routes_only(local), local, local)
+    from plait.models import infer
+
+    model = infer(spec)
+    return build_router(model, model, model)
 
 
 class _RoutesOnly:

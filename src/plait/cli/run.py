@@ -1,0 +1,268 @@
+"""`plait run` and `plait resume`: run an agent in the terminal, live.
+
+Events are shown as they come (`plait.cli.render`), or with `--json` printed as JSON lines
+(each event's `AgentEvent.to_json()`, then the run summary). At an interrupt the command
+shows what it asks and reads the answer from the terminal, then resumes; when stdin is not
+a terminal it prints the checkpoint id on stderr and ends with exit code 3.
+
+Exit codes: 0 completed, 1 failed (or cancelled), 2 usage error, 3 paused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from plait.agent import Agent
+from plait.checkpoint import UNSET
+from plait.cli.render import LiveView
+from plait.cli.store import DEFAULT_STORE, open_store, shown_url
+from plait.cli.summary import Status, event_json, run_status, run_summary
+from plait.cli.target import load_target
+from plait.errors import CheckpointNotFound, UsageError
+from plait.events import InterruptCtx, RunResult
+from plait.runner import Runner, RunStream
+
+__all__ = ["EXIT_CODES", "parse_answer", "resume_command", "run_command"]
+
+#: The exit code of each way a run ends.
+EXIT_CODES: Mapping[Status, int] = {"completed": 0, "failed": 1, "cancelled": 1, "paused": 3}
+_LEAVE = frozenset({"exit", "quit", ":q"})
+
+
+def parse_answer(text: str) -> Any:
+    """Return an answer typed by a person: JSON when it parses as JSON, else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@dataclass
+class Terminal:
+    """Where a command writes: a person's console (stdout) or JSON lines, and stderr."""
+
+    json_lines: bool
+    interactive: bool
+    out: Console = field(default_factory=lambda: Console(soft_wrap=True, highlight=False))
+    err: Console = field(
+        default_factory=lambda: Console(stderr=True, soft_wrap=True, highlight=False)
+    )
+
+    @property
+    def human(self) -> Console:
+        """The console for what a person reads: stdout, or stderr with `--json`."""
+        return self.err if self.json_lines else self.out
+
+    def emit(self, line: str) -> None:
+        """Write one JSON line on stdout."""
+        typer.echo(line)
+
+    def ask(self, prompt: str) -> str | None:
+        """Read a line from the terminal after `prompt`; None at the end of input."""
+        try:
+            return self.human.input(prompt)
+        except EOFError:
+            self.human.print()
+            return None
+
+
+class Conversation:
+    """One command's runs of one agent: shown live, interrupts answered, resumed."""
+
+    def __init__(self, runner: Runner, terminal: Terminal, target: str, store_url: str) -> None:
+        self.runner = runner
+        self.terminal = terminal
+        self.view = LiveView(terminal.human)
+        self.target = target
+        self.store_url = store_url
+
+    async def play(self, stream: RunStream, session_id: str | None) -> RunResult:
+        """Show (or print as JSON) the events of one run; return its result."""
+        terminal = self.terminal
+        async for event in stream:
+            if terminal.json_lines:
+                terminal.emit(await event_json(event))
+            else:
+                await self.view.show(event)
+        result = await stream.collect()
+        status = run_status(result)
+        if terminal.json_lines:
+            summary = run_summary(result, agent=self.runner.agent.name, session_id=session_id)
+            terminal.emit(json.dumps(summary, ensure_ascii=False))
+        else:
+            self.view.end(result, status)
+        return result
+
+    async def drive(self, stream: RunStream, session_id: str | None) -> Status:
+        """Run to the end, answering each pause from the terminal; return how it ended."""
+        while True:
+            result = await self.play(stream, session_id)
+            status = run_status(result)
+            if status != "paused" or result.checkpoint_id is None:
+                return status
+            answers = self.answers(result.interrupts)
+            if answers is None:
+                self.paused_hint(result)
+                return status
+            stream = self.runner.resume(result.checkpoint_id, answers)
+
+    def answers(self, pending: tuple[InterruptCtx, ...]) -> dict[str, Any] | None:
+        """Ask for the answer of each interrupt; None when there is no one to ask (stdin
+        is not a terminal, or it ended)."""
+        if not self.terminal.interactive:
+            return None
+        answers: dict[str, Any] = {}
+        for interrupt in pending:
+            if self.terminal.json_lines or len(pending) > 1:  # else it was just shown
+                self.view.interrupt(interrupt)
+            line = self.terminal.ask("[bold]answer[/] [dim](JSON, or plain text)[/]> ")
+            if line is None:
+                return None
+            answers[interrupt.id] = parse_answer(line.strip())
+        return answers
+
+    def paused_hint(self, result: RunResult) -> None:
+        """Tell (on stderr) where the run paused and how to resume it."""
+        checkpoint_id = result.checkpoint_id
+        store = "" if self.store_url == DEFAULT_STORE else f" --store {shlex.quote(self.store_url)}"
+        if len(result.interrupts) == 1:
+            answer = "--value JSON"
+        else:
+            ids = ", ".join(f'"{i.id}": JSON' for i in result.interrupts)
+            answer = f"--targets {shlex.quote('{' + ids + '}')}"
+        command = f"plait resume {checkpoint_id} {shlex.quote(self.target)}{store} {answer}"
+        err = self.terminal.err
+        err.print(f"paused: checkpoint {checkpoint_id}", markup=False)
+        err.print(f"resume it with: {command}", markup=False)
+
+    async def chat(self, session_id: str) -> int:
+        """Read requests line by line and run each on the session, until EOF or "exit"."""
+        self.terminal.err.print(
+            f"[dim]session {escape(session_id)} · type a request; exit or Ctrl-D to leave[/]"
+        )
+        while True:
+            line = self.terminal.ask("[bold green]you[/]> ")
+            text = "" if line is None else line.strip()
+            if line is None or text in _LEAVE:
+                return 0
+            if not text:
+                continue
+            status = await self.drive(self.runner.query(text, session_id=session_id), session_id)
+            if status == "paused":
+                return EXIT_CODES[status]
+
+
+def _terminal(json_lines: bool) -> Terminal:
+    return Terminal(json_lines=json_lines, interactive=sys.stdin.isatty())
+
+
+def run_command(
+    target: str,
+    query: str | None,
+    *,
+    session_id: str | None,
+    store_url: str,
+    json_lines: bool,
+) -> int:
+    """Run `target` on `query` (or chat with it when there is none); return the exit code.
+
+    Raises:
+        UsageError: The target cannot be loaded, or the store cannot be reached.
+    """
+    agent = load_target(target)
+    terminal = _terminal(json_lines)
+
+    async def main() -> int:
+        store = await open_store(store_url)
+        try:
+            runner = Runner(agent, store=store, enable_streaming=not json_lines)
+            talk = Conversation(runner, terminal, target, store_url)
+            if query is None:
+                return await talk.chat(session_id or uuid.uuid4().hex[:12])
+            status = await talk.drive(runner.query(query, session_id=session_id), session_id)
+            return EXIT_CODES[status]
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def resume_answers(value: str | None, targets: str | None) -> tuple[Any, dict[str, Any] | None]:
+    """Return (`value=`, `targets`) for the runner from `--value` and `--targets`.
+
+    Raises:
+        UsageError: Both are given, or `--targets` is not a JSON object.
+    """
+    if value is not None and targets is not None:
+        raise UsageError("give --value or --targets, not both")
+    if targets is None:
+        return (UNSET if value is None else parse_answer(value)), None
+    try:
+        by_id = json.loads(targets)
+    except ValueError as exc:
+        raise UsageError(
+            f"--targets must be a JSON object of interrupt id -> answer: {exc}"
+        ) from None
+    if not isinstance(by_id, dict):
+        raise UsageError("--targets must be a JSON object of interrupt id -> answer")
+    return UNSET, by_id
+
+
+async def _session_of(runner: Runner, checkpoint_id: str, store_url: str) -> str | None:
+    """Return the session of a checkpoint.
+
+    Raises:
+        CheckpointNotFound: The store has no such checkpoint.
+    """
+    try:
+        return (await runner.read_checkpoint(checkpoint_id)).session_id
+    except CheckpointNotFound:
+        raise CheckpointNotFound(
+            f"no checkpoint {checkpoint_id!r} in the store {shown_url(store_url)}; check the "
+            "id, and pass the --store the run was made with"
+        ) from None
+
+
+def resume_command(
+    checkpoint_id: str,
+    target: str,
+    *,
+    store_url: str,
+    value: str | None,
+    targets: str | None,
+    json_lines: bool,
+) -> int:
+    """Resume a paused run of `target` and follow it live; return the exit code.
+
+    Raises:
+        UsageError: Bad answers, a target that cannot be loaded, a store out of reach.
+        ResumeError: The checkpoint cannot be resumed (unknown, already resumed, its answers
+            do not fit).
+    """
+    answer, by_id = resume_answers(value, targets)
+    agent: Agent = load_target(target)
+    terminal = _terminal(json_lines)
+
+    async def main() -> int:
+        store = await open_store(store_url)
+        try:
+            runner = Runner(agent, store=store, enable_streaming=not json_lines)
+            session_id = await _session_of(runner, checkpoint_id, store_url)
+            talk = Conversation(runner, terminal, target, store_url)
+            stream = runner.resume(checkpoint_id, by_id, value=answer)
+            return EXIT_CODES[await talk.drive(stream, session_id)]
+        finally:
+            await store.close()
+
+    return asyncio.run(main())

@@ -1,0 +1,253 @@
+"""`plait serve` and `plait web`: the HTTP API of `plait.server.create_app` under uvicorn.
+
+The store (`--store`, default `sqlite:///plait.db`) is checked before the server starts,
+the address is bound before the app starts (a port in use is a usage error), and the start
+line on stderr gives the URL (with `--port 0`, the port the system chose). On SIGTERM or
+Ctrl-C the server stops taking connections, ends open event streams, gives requests
+`GRACEFUL_SECONDS` to finish and its runs ten seconds to reach a safe point (they stay
+resumable), then closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import sys
+import threading
+import webbrowser
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import typer
+
+from plait.cli.store import check_store, shown_url
+from plait.cli.target import load_targets
+from plait.errors import UsageError
+from plait.stores import Store, from_url
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
+__all__ = ["GRACEFUL_SECONDS", "ServeOptions", "read_api_keys", "serve_command"]
+
+#: Seconds uvicorn gives open requests to finish when the server stops.
+GRACEFUL_SECONDS = 10
+_INSTALL = 'pip install "plait[server]"'
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """What `plait serve` was asked for."""
+
+    targets: list[str]
+    host: str
+    port: int
+    store_url: str
+    api_keys: str | None
+    ui: bool
+    open_browser: bool = False
+
+
+def read_api_keys(path: str) -> dict[str, str]:
+    """Return the bearer key -> user id pairs of an API-keys file.
+
+    The file holds one `KEY USER_ID` pair per line; `#` starts a comment, blank lines are
+    skipped.
+
+    Raises:
+        UsageError: The file cannot be read, holds no keys, or a line is malformed (the
+            message names the line, never the key).
+    """
+    from plait.server.users import check_api_keys
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"--api-keys {path}: cannot read it ({reason})") from None
+    keys: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        fields = raw.split("#", 1)[0].split()
+        if not fields:
+            continue
+        where = f"--api-keys {path} line {number}"
+        if len(fields) != 2:
+            raise UsageError(f"{where}: expected 'KEY USER_ID', got {len(fields)} fields")
+        key, user = fields
+        if key in keys:
+            raise UsageError(f"{where}: this key is already given to user {keys[key]!r}")
+        try:
+            check_api_keys({key: user})
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc.message}") from None
+        keys[key] = user
+    if not keys:
+        raise UsageError(f"--api-keys {path} holds no keys; write one 'KEY USER_ID' per line")
+    return keys
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the server's socket (the app starts only once this worked)."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port (0 to 65535; 0 picks a free one)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {reason}; pass another --port (or --host)"
+        ) from None
+    return sock
+
+
+def _url(sock: socket.socket, host: str) -> str:
+    port = sock.getsockname()[1]
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
+def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
+    """Return the app for the options' targets and keys, and the names of its agents."""
+    try:
+        from plait.server import create_app
+    except ImportError as exc:  # pragma: no cover - plait.server reports its own extra
+        raise UsageError(f"plait serve needs the server extra: {_INSTALL} ({exc})") from None
+    agents = load_targets(options.targets)
+    _check_names(options.targets, [agent.name for agent in agents])
+    keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
+    app = create_app(agents, store=store, api_keys=keys, ui=options.ui)
+    return app, [agent.name for agent in agents]
+
+
+def _check_names(targets: list[str], names: list[str]) -> None:
+    """Refuse two targets whose agents have one name (the API names agents by name)."""
+    seen: dict[str, str] = {}
+    for target, name in zip(targets, names, strict=True):
+        if name in seen:
+            raise UsageError(
+                f"TARGETs {seen[name]!r} and {target!r} are both an agent named {name!r}; "
+                "agents are served by name, so serve one of them or rename one"
+            )
+        seen[name] = target
+
+
+def _uvicorn() -> None:
+    if importlib.util.find_spec("uvicorn") is None:
+        raise UsageError(f"plait serve needs uvicorn: {_INSTALL}")
+
+
+def serve_command(options: ServeOptions) -> int:
+    """Serve the targets until SIGTERM or Ctrl-C; return the exit code.
+
+    Raises:
+        UsageError: A target, the API-keys file, the store or the address is not usable.
+    """
+    _uvicorn()
+    import uvicorn
+
+    store = from_url(options.store_url)
+    app, names = _build(options, store)
+    check_store(options.store_url)
+    sock = _listen(options.host, options.port)
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=sock.getsockname()[1],
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        log_level="info",
+    )
+    server = uvicorn.Server(config)
+    with _signals_kept():
+        asyncio.run(_serve(server, sock, store, _Start(_url(sock, options.host), names, options)))
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """What the start line tells: the URL, the agents' names, the options."""
+
+    url: str
+    names: list[str]
+    options: ServeOptions
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket, store: Store, start: _Start) -> None:
+    """Run the server on `sock`; say where once it is up; close the store at the end."""
+    announce = asyncio.ensure_future(_announce(server, start))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        announce.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await announce
+        with contextlib.suppress(Exception):
+            await store.close()
+
+
+async def _announce(server: uvicorn.Server, start: _Start) -> None:
+    """Print the start line once the server is up (and open the page for `plait web`)."""
+    while not server.started:  # noqa: ASYNC110 - uvicorn's Server has a flag, no event
+        await asyncio.sleep(0.05)
+    url, options = start.url, start.options
+    names = ", ".join(start.names)
+    keys = "API keys required" if options.api_keys else "no API keys: every request is user 'local'"
+    typer.echo(
+        f"plait: serving {names} at {url} (store {shown_url(options.store_url)}; {keys})",
+        err=True,
+    )
+    if options.api_keys is None and options.host not in _LOOPBACK:
+        typer.echo(
+            f"plait: warning: {options.host} is reachable by others; pass --api-keys", err=True
+        )
+    if options.ui:
+        if importlib.util.find_spec("plait.server.page") is None:
+            typer.echo("plait: this build has no dev page; serving the API only", err=True)
+        elif options.open_browser:
+            await asyncio.to_thread(_open_page, url + "/")
+
+
+def _open_page(url: str) -> None:
+    """Open `url` in a browser when there is a display; say where it is either way."""
+    headless = sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+    opened = False
+    if not headless:
+        try:
+            opened = webbrowser.open(url)
+        except Exception:  # no usable browser: the URL is printed below
+            opened = False
+    if not opened:
+        typer.echo(f"plait: open {url} in a browser", err=True)
+
+
+@contextlib.contextmanager
+def _signals_kept() -> Iterator[None]:
+    """Note SIGINT and SIGTERM instead of dying, once uvicorn has handled them (it raises
+    them again when it stops), so the store is closed and the exit code is 0."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        return None
+
+    kept = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)

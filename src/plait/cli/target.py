@@ -1,0 +1,175 @@
+"""Loading a TARGET: the agent a command runs, named `path/file.py:name` or `package.module:name`.
+
+`name` (dotted attributes allowed: `module:teams.support`) is an `Agent`, or a function
+taking no arguments that returns one. Anything that keeps a TARGET from loading — no such
+file, a module that cannot be imported, a missing name, something that is not an agent —
+is a `UsageError` whose one-line message names the TARGET and says what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from plait.agent import Agent
+from plait.errors import PlaitError, UsageError
+
+__all__ = ["load_target", "load_targets"]
+
+_FORM = "path/to/file.py:name or package.module:name"
+
+
+def load_target(target: str) -> Agent:
+    """Return the agent `target` names (calling its factory if it names one).
+
+    Raises:
+        UsageError: The target cannot be loaded; the message says why and what to do.
+        PlaitError: The factory raised one (such as a model that cannot be made).
+    """
+    return _load(target, {})
+
+
+def load_targets(targets: list[str]) -> list[Agent]:
+    """Return the agent of each target, in order (a file named twice is imported once)."""
+    files: dict[Path, ModuleType] = {}
+    return [_load(target, files) for target in targets]
+
+
+def _load(target: str, files: dict[Path, ModuleType]) -> Agent:
+    """Return the agent of `target`, importing a file only once per `files`."""
+    source, sep, name = target.rpartition(":")
+    if not sep or not source or not name:
+        raise UsageError(f"TARGET {target!r} must be {_FORM}")
+    is_file = _is_path(source)
+    module = _load_file(source, target, files) if is_file else _load_module(source, target)
+    found = _attribute(module, name, target, Path(source).name if is_file else source)
+    return _as_agent(found, name, target)
+
+
+def _is_path(source: str) -> bool:
+    """Whether the part before the colon names a file rather than a module."""
+    return source.endswith(".py") or "/" in source or "\\" in source
+
+
+def _load_file(source: str, target: str, files: dict[Path, ModuleType]) -> ModuleType:
+    """Import a Python file as a module of its own (its directory goes on `sys.path`, so
+    it can import its neighbours)."""
+    path = Path(source).expanduser()
+    if not path.is_file():
+        hint = "" if path.suffix == ".py" else " (a file TARGET ends in .py)"
+        raise UsageError(f"TARGET {target!r}: no file {str(path)!r}{hint}; check the path")
+    path = path.resolve()
+    if path in files:
+        return files[path]
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    module_name = f"_plait_target_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"TARGET {target!r}: {str(path)!r} cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(module_name, None)
+        if not isinstance(exc, Exception):
+            raise
+        raise UsageError(
+            f"TARGET {target!r}: importing {path.name} failed: {_brief(exc)}"
+        ) from None
+    files[path] = module
+    return module
+
+
+def _load_module(source: str, target: str) -> ModuleType:
+    """Import `package.module` (the working directory first on `sys.path`)."""
+    if not all(part.isidentifier() for part in source.split(".")):
+        raise UsageError(f"TARGET {target!r} must be {_FORM}")
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        return importlib.import_module(source)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (source == exc.name or source.startswith(exc.name + ".")):
+            raise UsageError(
+                f"TARGET {target!r}: no module named {exc.name!r}; run from the directory "
+                "that holds it, install its package, or give a file path (path/to/file.py:name)"
+            ) from None
+        raise UsageError(f"TARGET {target!r}: importing {source} failed: {_brief(exc)}") from None
+    except Exception as exc:
+        raise UsageError(f"TARGET {target!r}: importing {source} failed: {_brief(exc)}") from None
+
+
+def _attribute(module: ModuleType, name: str, target: str, shown: str) -> Any:
+    """Return `module.name`, following dots (`shown` names the module in errors)."""
+    found: Any = module
+    for part in name.split("."):
+        if not part.isidentifier() or not hasattr(found, part):
+            agents = sorted(k for k, v in vars(module).items() if _looks_like_agent(v))
+            known = f"; it has: {', '.join(agents)}" if agents else ""
+            raise UsageError(f"TARGET {target!r}: {shown} has no {name!r}{known}")
+        found = getattr(found, part)
+    return found
+
+
+def _looks_like_agent(value: Any) -> bool:
+    return not isinstance(value, type) and isinstance(value, Agent)
+
+
+def _as_agent(found: Any, name: str, target: str) -> Agent:
+    """Return `found` if it is an agent, else call it if it is a zero-argument factory."""
+    if _looks_like_agent(found):
+        return found  # type: ignore[no-any-return]
+    if not callable(found):
+        raise UsageError(
+            f"TARGET {target!r}: {name} is of type {type(found).__name__}, not an Agent or a "
+            "function that takes no arguments and returns one"
+        )
+    _check_no_arguments(found, name, target)
+    if inspect.iscoroutinefunction(found):
+        raise UsageError(f"TARGET {target!r}: {name} is async; make it a plain function")
+    try:
+        made = found()
+    except PlaitError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"TARGET {target!r}: calling {name}() failed: {_brief(exc)}") from None
+    if not _looks_like_agent(made):
+        raise UsageError(
+            f"TARGET {target!r}: {name}() returned a value of type {type(made).__name__}, "
+            "not an Agent"
+        )
+    return made  # type: ignore[no-any-return]
+
+
+def _check_no_arguments(found: Any, name: str, target: str) -> None:
+    try:
+        inspect.signature(found).bind()
+    except TypeError:
+        raise UsageError(
+            f"TARGET {target!r}: {name} needs arguments; name an Agent, or a function "
+            "that takes none and returns one"
+        ) from None
+    except ValueError:  # no signature to check (a builtin): try calling it
+        return
+
+
+def _brief(exc: BaseException) -> str:
+    """Return `Type: message (file:line)` of an exception, on one line."""
+    text = " ".join(str(exc).split())
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = f" ({Path(last.filename).name}:{last.lineno})"
+    return f"{type(exc).__name__}: {text}{where}" if text else f"{type(exc).__name__}{where}"

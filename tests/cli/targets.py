@@ -1,0 +1,132 @@
+"""Agents the command-line tests name as TARGETs (`tests/cli/targets.py:<name>`).
+
+`helper`'s model picks by the user's first word: "approve X" calls a tool that asks a
+person, "slow" calls a tool that works until the run is asked to stop, "fail" is a model
+error, anything else is echoed. After a tool result it answers from the results. It decides
+from the messages alone, so a run paused in one process is resumed in another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from plait import AgentTool, ChatModelAgent, Message, Team, Usage, interrupt, run_context, tool
+from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
+from plait.tools.base import ToolInfo
+
+#: The longest the slow tool works when nobody stops it.
+SLOW_SECONDS = 30.0
+
+
+@tool
+def approve(action: str) -> str:
+    """Ask a person to approve an action.
+
+    Args:
+        action: What to approve.
+    """
+    answer = interrupt({"question": f"approve {action}?"})
+    return f"{action}={answer}"
+
+
+@tool
+async def slow() -> str:
+    """Work until the run is asked to stop."""
+    ctx = run_context()
+    deadline = time.monotonic() + SLOW_SECONDS
+    while not ctx.cancel_requested and time.monotonic() < deadline:  # noqa: ASYNC110 - a job
+        await asyncio.sleep(0.02)  # that looks for a stop request between pieces of work
+    return "stopped early" if ctx.cancel_requested else "slow work done"
+
+
+def _helper_reply(messages: list[Message], tools: list[ToolInfo]) -> Message:
+    last = messages[-1]
+    if last.role == "tool":
+        results = [m.content for m in messages if m.role == "tool"]
+        return reply("done: " + " | ".join(results), usage=Usage(input_tokens=11, output_tokens=4))
+    words = last.content.split()
+    first = words[0] if words else ""
+    if first == "approve":
+        return call("approve", {"action": " ".join(words[1:])})
+    if first == "two":
+        return calls(call("approve", {"action": "a"}), call("approve", {"action": "b"}))
+    if first == "slow":
+        return call("slow")
+    if first == "fail":
+        raise RuntimeError("the model is down")
+    return reply(f"echo: {' '.join(words)}", usage=Usage(input_tokens=2, output_tokens=3))
+
+
+helper = ChatModelAgent(
+    "helper",
+    FunctionModel(_helper_reply),
+    description="Echoes, asks for approval, works slowly.",
+    tools=[approve, slow],
+)
+
+
+def make_helper() -> ChatModelAgent:
+    """Return a fresh helper (a zero-argument factory)."""
+    return ChatModelAgent(
+        "helper", FunctionModel(_helper_reply), description="Echoes.", tools=[approve, slow]
+    )
+
+
+def scripted_support() -> ChatModelAgent:
+    """Return an agent on a scripted model: one tool call, then an answer."""
+
+    @tool
+    def lookup(order: str) -> str:
+        """Look an order up.
+
+        Args:
+            order: The order id.
+        """
+        return f"order {order}: shipped"
+
+    model = ScriptedModel([call("lookup", {"order": "A-1"}), reply("Your order has shipped.")])
+    return ChatModelAgent("support", model, description="Orders.", tools=[lookup])
+
+
+def desk() -> Team:
+    """Return a swarm whose entry hands off to billing, which answers."""
+    triage = ChatModelAgent(
+        "triage",
+        ScriptedModel(
+            [call("transfer_to_agent", {"agent_name": "billing", "reason": "a bill question"})]
+        ),
+        description="Routes.",
+    )
+    billing = ChatModelAgent(
+        "billing", ScriptedModel([reply("Your bill is 10.")]), description="Bills."
+    )
+    return Team.swarm(triage, [triage, billing], name="desk", description="A desk.")
+
+
+def manager() -> ChatModelAgent:
+    """Return an agent that asks `helper`, called as a tool, to echo a text."""
+    model = ScriptedModel(
+        [call("helper", {"request": "from the manager"}), reply("The helper answered.")]
+    )
+    return ChatModelAgent(
+        "manager", model, description="Delegates.", tools=[AgentTool(make_helper())]
+    )
+
+
+def needs_arguments(name: str) -> ChatModelAgent:
+    """A factory that cannot be called without arguments."""
+    return make_helper()
+
+
+def broken_factory() -> ChatModelAgent:
+    """A factory that fails."""
+    raise RuntimeError("the factory is broken")
+
+
+def returns_text() -> str:
+    """A factory of something that is not an agent."""
+    return "not an agent"
+
+
+not_an_agent = 42
