@@ -11,10 +11,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _quick(script: str) -> dict[str, Any]:
+def _quick(script: str, *args: str) -> dict[str, Any]:
     """Run `bench/<script> --quick` and return the figures of its last line."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--quick"],
+        [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -36,3 +36,11 @@ def test_local_model_benchmark_runs_and_reports_its_figures() -> None:
     for key in ("load_s", "prompt_tok_s", "free_tok_s", "grammar_tok_s"):
         assert figures[key] > 0, key
     assert figures["tool_calls"]["queries"] == 2 and figures["routing"]["queries"] == 2
+
+
+def test_server_benchmark_runs_and_reports_plait_figures() -> None:
+    figures = _quick("server.py", "--no-peer")  # ADK's environment is not needed
+    for key in ("runs_per_s", "ttfe_p50_ms", "ttfe_p99_ms", "peak_rss_mb"):
+        assert figures[f"plait_sqlite_{key}"] > 0, key
+    assert figures["plait_sqlite_failed_runs"] == 0
+    assert figures["peer_skipped"] == "--no-peer"
