@@ -11,10 +11,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _quick(script: str) -> dict[str, Any]:
+def _quick(script: str, *args: str) -> dict[str, Any]:
     """Run `bench/<script> --quick` and return the figures of its last line."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--quick"],
+        [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -45,3 +45,11 @@ def test_reliability_benchmark_runs_and_reports_every_figure() -> None:
     assert figures["memory"]["runs"] == 200
     for name, took in figures["faults"].items():
         assert isinstance(took, float), (name, took)
+
+
+def test_server_benchmark_runs_and_reports_plait_figures() -> None:
+    figures = _quick("server.py", "--no-peer")  # ADK's environment is not needed
+    for key in ("runs_per_s", "ttfe_p50_ms", "ttfe_p99_ms", "peak_rss_mb"):
+        assert figures[f"plait_sqlite_{key}"] > 0, key
+    assert figures["plait_sqlite_failed_runs"] == 0
+    assert figures["peer_skipped"] == "--no-peer"

@@ -8,19 +8,19 @@ body-size limit come from `plait.server.limits`.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from plait.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
@@ -36,8 +36,10 @@ from plait.server.bodies import (
     SessionDetail,
     SessionInfo,
 )
+from plait.server.index import SessionIndex
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
 from plait.server.runs import LiveRun, Runs
+from plait.server.sse import EventStream, server_exiting
 from plait.server.summary import decode_session
 from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
 from plait.stores.base import Store
@@ -47,6 +49,8 @@ __all__ = ["create_app"]
 #: Seconds a stopping server gives its runs to reach a safe point before cancelling them.
 SHUTDOWN_GRACE = 10.0
 CHECKPOINT_HEADER = "x-plait-checkpoint-id"
+#: Seconds between two looks for a stop request of the uvicorn server.
+EXIT_POLL = 0.5
 
 
 @dataclass(slots=True)
@@ -58,6 +62,7 @@ class Server:
     api_keys: dict[str, str] | None
     runs: Runs
     owns_store: bool
+    index: SessionIndex = field(default_factory=SessionIndex)
 
 
 @dataclass(slots=True)
@@ -92,7 +97,7 @@ async def _caller(
                 headers={"www-authenticate": "Bearer"},
             )
         user = found
-    return Caller(server, user, UserStore(server.store, user))
+    return Caller(server, user, UserStore(server.store, user, server.index))
 
 
 CallerDep = Annotated[Caller, Depends(_caller)]
@@ -284,20 +289,11 @@ async def _respond(run: LiveRun, stream: bool) -> Response:
     """Answer with the run's event stream, or wait for it and answer with its summary."""
     headers = {CHECKPOINT_HEADER: run.checkpoint_id}
     if stream:
-        return EventSourceResponse(_events(run), headers=headers)
+        return EventStream(run, headers)
     summary, events = await run.outcome()
     body = summary.model_dump(mode="json")
     body["events"] = [json.loads(event) for event in events]
     return JSONResponse(body, headers=headers)
-
-
-async def _events(run: LiveRun) -> AsyncIterator[ServerSentEvent]:
-    """Yield one `agent_event` per event, then the `run_end` summary."""
-    async for item in run.items():
-        if isinstance(item, RunSummary):
-            yield ServerSentEvent(data=item.model_dump_json(), event="run_end")
-        else:
-            yield ServerSentEvent(data=item, event="agent_event")
 
 
 def create_app(
@@ -336,18 +332,11 @@ def create_app(
         raise UsageError("max_request_bytes and cancel_poll must be positive")
     server = _server(named, store, keys, cancel_poll)
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await server.runs.shutdown(SHUTDOWN_GRACE)
-        if server.owns_store:
-            await server.store.close()
-
     app = FastAPI(
         title="plait",
         version=__version__,
         description="Run plait agents over HTTP: runs, interrupts and resumes, sessions.",
-        lifespan=lifespan,
+        lifespan=_lifespan(server),
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
@@ -359,6 +348,30 @@ def create_app(
     if ui:
         _mount_page(app)
     return app
+
+
+def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Return the app's lifespan: watch for the server stopping; at the end stop the runs
+    and close the store (when the app opened it)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        watcher = asyncio.ensure_future(_stop_runs_on_exit(server))
+        yield
+        watcher.cancel()
+        await server.runs.shutdown(SHUTDOWN_GRACE)
+        if server.owns_store:
+            await server.store.close()
+
+    return lifespan
+
+
+async def _stop_runs_on_exit(server: Server) -> None:
+    """Once uvicorn is asked to stop, stop the runs: uvicorn waits for open responses
+    before it shuts the app down, and a stream ends with its run (now "cancelled")."""
+    while not server_exiting():  # noqa: ASYNC110 - uvicorn only sets a flag
+        await asyncio.sleep(EXIT_POLL)
+    await server.runs.shutdown(SHUTDOWN_GRACE)
 
 
 def _server(

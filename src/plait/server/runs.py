@@ -3,17 +3,17 @@
 A run's events go into a queue its response reads; a client that leaves does not stop the
 run, which finishes (or pauses) and writes its summary to the store. Everything a run leaves
 behind is in the store: a "running" summary when it starts, the final summary when it ends,
-and cancel requests, which a watcher of each running run polls, so a cancel sent to any
+and cancel requests, which one watcher polls for every running run, so a cancel sent to any
 process that shares the store stops it. Only the live runs themselves are kept in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import enum
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from plait.agent import Agent
@@ -36,8 +36,17 @@ __all__ = ["LiveRun", "Runs"]
 
 _log = logging.getLogger("plait.server")
 
-#: What a run's queue carries: an event's JSON text, then the run summary last.
-Item = str | RunSummary
+
+class Nudge(enum.Enum):
+    """What else wakes the reader of a run's queue: time to ping, or the client left."""
+
+    PING = "ping"
+    STOP = "stop"
+
+
+#: What a run's queue carries: an event's JSON text, then the run summary last (and
+#: nudges to its reader at any time).
+Item = str | RunSummary | Nudge
 
 
 class _Accepted(RunHooks):
@@ -52,7 +61,7 @@ class _Accepted(RunHooks):
 
 
 class LiveRun:
-    """One run in this process: its task, the queue of what it yields, its cancel watcher."""
+    """One run in this process: its task and the queue of what it yields."""
 
     def __init__(
         self,
@@ -74,6 +83,7 @@ class LiveRun:
         self.runner: Runner | None = None
         self._cancel_seen: bytes | None = None
         self._resumed = resumed
+        self.registered_at = 0.0
         self._running: asyncio.Future[None] | None = None
 
     @property
@@ -119,26 +129,22 @@ class LiveRun:
         if self._running is not None:
             await asyncio.shield(self._running)
 
-    async def items(self) -> AsyncIterator[Item]:
-        """Yield the JSON of each event, then the run summary."""
-        while True:
-            item = await self.queue.get()
-            yield item
-            if isinstance(item, RunSummary):
-                return
+    def nudge(self, nudge: Nudge) -> None:
+        """Wake the reader of this run's queue with `nudge`."""
+        self.queue.put_nowait(nudge)
 
     async def outcome(self) -> tuple[RunSummary, list[str]]:
         """Wait for the end of the run; return its summary and the JSON of its events."""
         events: list[str] = []
-        async for item in self.items():
+        while True:
+            item = await self.queue.get()
             if isinstance(item, RunSummary):
                 return item, events
-            events.append(item)
-        raise AssertionError("a run's items end with its summary")  # pragma: no cover
+            if isinstance(item, str):
+                events.append(item)
 
     async def run(self, stream: RunStream) -> None:
-        """Drive the run: queue its events, watch for cancel requests, write its summary."""
-        watcher = asyncio.ensure_future(self._watch_cancel())
+        """Drive the run: queue its events, then write its summary."""
         try:
             try:
                 async for event in stream:
@@ -160,9 +166,6 @@ class LiveRun:
             self.accept()
             await self._finish(result)
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
             self.runs.unregister(self)
 
     def _stopped(self) -> None:
@@ -194,18 +197,16 @@ class LiveRun:
         """Remember the cancel request stored before this run started (it is not for it)."""
         self._cancel_seen = await self.store.get_record("x", self.checkpoint_id)
 
-    async def _watch_cancel(self) -> None:
-        """Poll the store for a new cancel request of this run; pass it to the runner."""
-        while True:
-            await asyncio.sleep(self.runs.cancel_poll)
-            try:
-                found = await self.store.get_record("x", self.checkpoint_id)
-            except Exception as exc:
-                _log.warning("could not read cancel requests of run %s: %s", self.key, exc)
-                continue
-            if found is not None and found != self._cancel_seen and self.runner is not None:
-                self.runner.cancel(self.checkpoint_id)
-                return
+    async def check_cancel(self) -> None:
+        """Look in the store for a new cancel request of this run; pass it to the runner."""
+        try:
+            found = await self.store.get_record("x", self.checkpoint_id)
+        except Exception as exc:
+            _log.warning("could not read cancel requests of run %s: %s", self.key, exc)
+            return
+        if found is not None and found != self._cancel_seen and self.runner is not None:
+            self._cancel_seen = found
+            self.runner.cancel(self.checkpoint_id)
 
     @staticmethod
     def _encode(summary: RunSummary) -> bytes:
@@ -220,10 +221,26 @@ class Runs:
         self.cancel_poll = cancel_poll
         self._tasks: set[asyncio.Task[None]] = set()
         self._live: dict[tuple[str, str], LiveRun] = {}
+        self._watcher: asyncio.Future[None] | None = None
 
     def register(self, run: LiveRun) -> None:
-        """Know `run` as live in this process (a cancel then reaches it at once)."""
+        """Know `run` as live in this process (a cancel then reaches it at once, and the
+        cancel watcher looks for requests made elsewhere)."""
+        run.registered_at = run.ready.get_loop().time()
         self._live[run.key] = run
+        watcher = self._watcher
+        if watcher is None or watcher.done() or watcher.get_loop() is not run.ready.get_loop():
+            self._watcher = asyncio.ensure_future(self._watch_cancels())
+
+    async def _watch_cancels(self) -> None:
+        """Every `cancel_poll` seconds, look for cancel requests of the live runs that have
+        run that long (one task for all of them); stop when none is left."""
+        loop = asyncio.get_running_loop()
+        while self._live:
+            await asyncio.sleep(self.cancel_poll)
+            since = loop.time() - self.cancel_poll
+            due = [run for run in list(self._live.values()) if run.registered_at <= since]
+            await asyncio.gather(*(run.check_cancel() for run in due))
 
     def unregister(self, run: LiveRun) -> None:
         """Forget `run` (only if it is the one registered under its key)."""
@@ -251,7 +268,7 @@ class Runs:
             StoreError: The store failed before the run started.
         """
         run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False)
-        await run.note_cancel_baseline()
+        # a new id has no cancel request yet: none can be made before its summary exists
         await run.record_running()  # a store that fails here fails the request, not a run
         runner = Runner(self.agents[name], store=store)
         stream = runner.run(
@@ -340,9 +357,10 @@ class Runs:
             if live.runner is not None:
                 live.runner.cancel(live.checkpoint_id)
         tasks = list(self._tasks)
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=grace)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._watcher is not None:
+            self._watcher.cancel()

@@ -5,21 +5,19 @@ runs and sessions are out of every other user's reach: someone else's id is simp
 found. Besides the runner's checkpoints (`<user>/c/<id>`) and sessions (`<user>/s/<id>`),
 the server keeps its own records there, all as session records: run summaries
 (`<user>/r/<checkpoint id>`), cancel requests (`<user>/x/<checkpoint id>`) and the index
-of the user's sessions (`<user>/i`), updated by compare-and-set.
+of the user's sessions (`<user>/i`, see `plait.server.index`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-import json
-import random
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
-from plait.errors import SessionConflict, StoreError, UsageError
+from plait.errors import SessionConflict, UsageError
+from plait.server.index import SessionIndex, decode_index
 from plait.stores.base import CheckpointRecord, CheckpointStatus, SessionRecord, Store
 
 __all__ = ["LOCAL_USER", "UserStore", "check_api_keys", "find_user", "is_safe_id"]
@@ -29,7 +27,6 @@ LOCAL_USER = "local"
 
 _USER = re.compile(r"[A-Za-z0-9_.@+=:~-]{1,64}")
 _SAFE_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
-_INDEX_ATTEMPTS = 50
 
 RecordKind = Literal["r", "x"]  # a run summary, a cancel request
 
@@ -76,9 +73,10 @@ def find_user(api_keys: Mapping[str, str], given: str) -> str | None:
 class UserStore:
     """One user's view of the server's store (a `Store`; closing it leaves the store open)."""
 
-    def __init__(self, store: Store, user: str) -> None:
+    def __init__(self, store: Store, user: str, index: SessionIndex | None = None) -> None:
         self.store = store
         self.user = user
+        self.index = SessionIndex() if index is None else index
 
     def __repr__(self) -> str:
         return "the server's store"
@@ -150,13 +148,13 @@ class UserStore:
                 version=conflict.version,
                 expected_version=conflict.expected_version,
             ) from None
-        await self._update_index(session_id, remove=False)
+        await self.index.update(self.store, self.user, session_id, datetime.now(UTC).isoformat())
         return version
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the user's session and take it out of the index."""
         await self.store.delete_session(self._session(session_id))
-        await self._update_index(session_id, remove=True)
+        await self.index.update(self.store, self.user, session_id, None)
 
     async def close(self) -> None:
         """Do nothing: the server's store stays open for other requests."""
@@ -174,39 +172,6 @@ class UserStore:
     async def sessions(self) -> list[tuple[str, datetime]]:
         """Return the user's sessions and when each was last written, newest first."""
         found = await self.store.get_session_record(f"{self.user}/i")
-        entries = _decode_index(found)
+        entries = decode_index(found)
         listed = [(sid, datetime.fromisoformat(at)) for sid, at in entries.items()]
         return sorted(listed, key=lambda item: item[1], reverse=True)
-
-    async def _update_index(self, session_id: str, *, remove: bool) -> None:
-        """Add (or remove) a session in the index: compare-and-set, retried on conflict."""
-        key = f"{self.user}/i"
-        for attempt in range(_INDEX_ATTEMPTS):
-            found = await self.store.get_session_record(key)
-            entries = _decode_index(found)
-            if remove:
-                if entries.pop(session_id, None) is None:
-                    return
-            else:
-                entries[session_id] = datetime.now(UTC).isoformat()
-            data = json.dumps({"sessions": entries}).encode()
-            try:
-                version = 0 if found is None else found.version
-                await self.store.put_session(key, data, expected_version=version)
-                return
-            except SessionConflict:
-                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
-        raise StoreError(
-            f"the session index of user '{self.user}' kept changing; session '{session_id}' "
-            "was saved but is not listed yet (it will be after its next turn)",
-            operation="writing the session index",
-        )
-
-
-def _decode_index(found: SessionRecord | None) -> dict[str, str]:
-    """Return the index's {session id: ISO time of the last write}."""
-    if found is None:
-        return {}
-    document: Any = json.loads(found.data)
-    sessions = document.get("sessions") if isinstance(document, dict) else None
-    return dict(sessions) if isinstance(sessions, dict) else {}

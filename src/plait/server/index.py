@@ -1,0 +1,143 @@
+"""Each user's index of sessions (`<user>/i`), written by group commit.
+
+The index is one record per user, `{"sessions": {session id: ISO time of its last write}}`,
+updated by compare-and-set (`GET /v1/sessions` reads it). Every turn of every session of a
+user changes it, so concurrent turns of one user would all retry against each other. In
+one process they do not: the changes that arrive while the index is being written wait,
+and the next write takes all of them at once. Processes sharing the store still retry
+against each other's writes, a few at a time. A process remembers the indexes it wrote last
+(of its 64 most recent users): the next write starts from there, and reads the index again
+only when another process wrote it since (its compare-and-set then fails).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.errors import SessionConflict, StoreError
+from plait.stores.base import SessionRecord, Store
+
+__all__ = ["SessionIndex", "decode_index"]
+
+_ATTEMPTS = 50
+_KNOWN_USERS = 64
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Index changes written together: session id -> ISO time, or None to remove it."""
+
+    changes: dict[str, str | None] = field(default_factory=dict)
+    written: bool = False
+    error: StoreError | None = None
+
+
+@dataclass(slots=True)
+class _UserIndex:
+    """One user's index in this process: the lock of its writer and the batch it fills."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    batch: _Batch = field(default_factory=_Batch)
+    waiting: int = 0
+
+
+class SessionIndex:
+    """The session indexes of the users of one app (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._users: dict[str, _UserIndex] = {}
+        # the index as this process last wrote it, by user (the most recent users only):
+        # the next write starts from it instead of reading the index again
+        self._known: OrderedDict[str, tuple[int, dict[str, str]]] = OrderedDict()
+
+    async def update(self, store: Store, user: str, session_id: str, stamp: str | None) -> None:
+        """List `session_id` in `user`'s index as written at `stamp` (None: unlist it);
+        return once a write that holds the change is stored.
+
+        Raises:
+            StoreError: The store failed, or the index kept changing under this process.
+        """
+        index = self._users.get(user)
+        if index is None:
+            index = self._users[user] = _UserIndex()
+        batch = index.batch
+        batch.changes[session_id] = stamp
+        index.waiting += 1
+        try:
+            async with index.lock:
+                if batch.written:
+                    return
+                if batch.error is not None:
+                    raise StoreError(batch.error.message, operation=batch.error.operation)
+                if index.batch is batch:
+                    index.batch = _Batch()  # what arrives from now on is written next
+                try:
+                    await self._write(store, user, batch.changes)
+                except StoreError as exc:
+                    batch.error = exc
+                    raise
+                batch.written = True
+        finally:
+            index.waiting -= 1
+            if index.waiting == 0 and self._users.get(user) is index:
+                del self._users[user]
+
+    async def _write(self, store: Store, user: str, changes: dict[str, str | None]) -> None:
+        """Apply `changes` to the stored index: compare-and-set, retried on conflict."""
+        key = f"{user}/i"
+        known = self._known.pop(user, None)
+        for attempt in range(_ATTEMPTS):
+            if known is None:
+                found = await store.get_session_record(key)
+                known = (0 if found is None else found.version, decode_index(found))
+            version, entries = known
+            if not _apply(entries, changes):
+                self._remember(user, known)
+                return
+            data = json.dumps({"sessions": entries}).encode()
+            try:
+                version = await store.put_session(key, data, expected_version=version)
+            except SessionConflict:  # written by another process (or app): read it again
+                known = None
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                continue
+            self._remember(user, (version, entries))
+            return
+        listed = ", ".join(f"'{s}'" for s in list(changes)[:3])
+        raise StoreError(
+            f"the session index of user '{user}' kept changing; session {listed}"
+            f"{', ...' if len(changes) > 3 else ''} was saved but is not listed yet (it will "
+            "be after its next turn)",
+            operation="writing the session index",
+        )
+
+    def _remember(self, user: str, known: tuple[int, dict[str, str]]) -> None:
+        self._known[user] = known
+        if len(self._known) > _KNOWN_USERS:
+            self._known.popitem(last=False)
+
+
+def _apply(entries: dict[str, str], changes: dict[str, str | None]) -> bool:
+    """Apply `changes` to `entries`; return whether anything changed."""
+    changed = False
+    for session_id, stamp in changes.items():
+        if stamp is None:
+            changed = entries.pop(session_id, None) is not None or changed
+        elif entries.get(session_id) != stamp:
+            entries[session_id] = stamp
+            changed = True
+    return changed
+
+
+def decode_index(found: SessionRecord | None) -> dict[str, str]:
+    """Return the index's {session id: ISO time of the last write}."""
+    if found is None:
+        return {}
+    document: Any = json.loads(found.data)
+    sessions = document.get("sessions") if isinstance(document, dict) else None
+    return dict(sessions) if isinstance(sessions, dict) else {}

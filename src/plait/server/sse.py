@@ -1,0 +1,100 @@
+"""A run's answer as server-sent events, written straight to the ASGI server.
+
+One `event: agent_event` per event (data: the event's JSON), then one `event: run_end`
+(data: the run summary). A comment line (`: ping`) every `PING_INTERVAL` seconds keeps a
+quiet stream open through proxies. A client that leaves ends the stream, not the run.
+
+Each stream costs one small task (it listens for the client leaving) and one timer (the
+next ping); the run's queue wakes it for everything else (`plait.server.runs.Nudge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Mapping
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from plait.server.bodies import RunSummary
+from plait.server.runs import LiveRun, Nudge
+
+__all__ = ["PING_INTERVAL", "EventStream", "encode", "server_exiting"]
+
+#: Seconds between two comment lines of a stream.
+PING_INTERVAL = 15.0
+
+_PING = b": ping\r\n\r\n"
+_AGENT_EVENT = b"event: agent_event\r\n"
+_RUN_END = b"event: run_end\r\n"
+
+
+def encode(name: bytes, data: str) -> bytes:
+    """Return one event: its `event:` line, a `data:` line per line of `data`, a blank line."""
+    if "\n" not in data and "\r" not in data:
+        return b"%bdata: %b\r\n\r\n" % (name, data.encode())
+    lines = b"".join(b"data: %b\r\n" % line.encode() for line in data.splitlines())
+    return name + lines + b"\r\n"
+
+
+class EventStream(Response):
+    """The `text/event-stream` answer of a live run (see the module's docstring)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, run: LiveRun, headers: Mapping[str, str]) -> None:
+        self.run = run
+        self.status_code = 200
+        self.background = None
+        defaults = {"cache-control": "no-store", "connection": "keep-alive"}
+        self.init_headers({**defaults, "x-accel-buffering": "no", **headers})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the run's events as they come, then its summary; stop if the client leaves."""
+        run = self.run
+        loop = asyncio.get_running_loop()
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        listener = loop.create_task(_listen(receive, run))
+        ping = loop.call_later(PING_INTERVAL, run.nudge, Nudge.PING)
+        try:
+            while True:
+                item = await run.queue.get()
+                if isinstance(item, str):
+                    body = encode(_AGENT_EVENT, item)
+                elif isinstance(item, RunSummary):
+                    body = encode(_RUN_END, item.model_dump_json())
+                    await send({"type": "http.response.body", "body": body, "more_body": False})
+                    return
+                elif item is Nudge.PING:
+                    body = _PING
+                    ping = loop.call_later(PING_INTERVAL, run.nudge, Nudge.PING)
+                else:  # the client left: nobody reads any more
+                    return
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+        finally:
+            ping.cancel()
+            listener.cancel()
+
+
+async def _listen(receive: Receive, run: LiveRun) -> None:
+    """Wait for the client to leave; then wake the stream so that it stops."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            run.nudge(Nudge.STOP)
+            return
+
+
+def server_exiting() -> bool:
+    """Whether the uvicorn server of this process was asked to stop (SIGINT or SIGTERM).
+
+    uvicorn waits for open responses before it shuts the app down; the app watches this
+    to stop its runs first, so that their streams end. Only a server running in the main
+    thread (the `uvicorn` command, `uvicorn.run`) installs the signal handler looked at.
+    """
+    with contextlib.suppress(Exception):  # no handler, or not uvicorn's
+        handler = signal.getsignal(signal.SIGTERM)
+        return getattr(getattr(handler, "__self__", None), "should_exit", False) is True
+    return False
