@@ -9,7 +9,9 @@ from the messages alone, so a run paused in one process is resumed in another.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
+from pathlib import Path
 
 from plait import AgentTool, ChatModelAgent, Message, Team, Usage, interrupt, run_context, tool
 from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
@@ -17,6 +19,8 @@ from plait.tools.base import ToolInfo
 
 #: The longest the slow tool works when nobody stops it.
 SLOW_SECONDS = 30.0
+#: Where the slow tool notes the calls it has started (shared by every process here).
+STARTED = Path(tempfile.gettempdir()) / "plait-cli-tests-slow"
 
 
 @tool
@@ -32,8 +36,13 @@ def approve(action: str) -> str:
 
 @tool
 async def slow() -> str:
-    """Work until the run is asked to stop."""
+    """Work until the run is asked to stop; a call run again after a stop finishes at once."""
     ctx = run_context()
+    STARTED.mkdir(exist_ok=True)
+    mark = STARTED / f"{ctx.tool_call_id}"
+    if mark.exists():  # a stop cancelled this call before; the resumed run calls it again
+        return "ran again after a stop"
+    mark.touch()
     deadline = time.monotonic() + SLOW_SECONDS
     while not ctx.cancel_requested and time.monotonic() < deadline:  # noqa: ASYNC110 - a job
         await asyncio.sleep(0.02)  # that looks for a stop request between pieces of work

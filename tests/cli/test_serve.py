@@ -147,7 +147,7 @@ def test_sigterm_stops_the_server_and_leaves_a_running_run_resumable(tmp_path: P
             f"/v1/runs/{summary['checkpoint_id']}/resume", json={"stream": False}
         ).json()
         assert resumed["status"] == "completed", json.dumps(resumed)
-        assert resumed["final_output"] == "done: stopped early"
+        assert resumed["final_output"] == "done: ran again after a stop"
 
 
 def test_web_serves_without_a_display_and_says_where_the_page_is(

@@ -6,7 +6,7 @@ TARGET and what to do, no traceback.
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 import uuid
 from pathlib import Path
 
@@ -124,8 +124,7 @@ def test_the_demo_team_is_a_target_on_the_model_plait_model_names(
 def test_the_demo_team_without_the_local_model_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if importlib.util.find_spec("llama_cpp") is not None:
-        pytest.skip("llama-cpp-python is installed here: the demo team loads")
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if it were not installed
     monkeypatch.delenv("PLAIT_MODEL", raising=False)
     code, stdout, stderr = _run(tmp_path, "run", "plait.examples.router:demo_team", "hi")
     assert code == 2 and stdout == ""

@@ -128,11 +128,11 @@ def test_a_cancel_sent_to_one_worker_stops_a_run_streaming_from_the_other(
     assert name == "run_end"
     assert summary["status"] == "cancelled"
     assert summary["error"]["type"] == "RunCancelled"
-    tool_results = [e for n, e in rest if n == "agent_event" and e["output"]]
-    assert tool_results[0]["output"]["message"]["message"]["content"] == "stopped early"
+    # the stop cancelled the tool in flight: no result, and resuming runs the call again
+    assert not [e for n, e in rest if n == "agent_event" and e["output"]]
     assert on_b.get(f"/v1/runs/{checkpoint}").json()["status"] == "cancelled"
     resumed = on_b.post(f"/v1/runs/{summary['checkpoint_id']}/resume", json={"stream": False})
-    assert resumed.json()["final_output"] == "done: stopped early"
+    assert resumed.json()["final_output"] == "done: ran again after a stop"
 
 
 def test_the_workers_logged_no_errors(
