@@ -16,6 +16,7 @@ from plait import (
     Runner,
     RunResult,
     errors,
+    interrupt,
     run_context,
     tool,
 )
@@ -155,3 +156,39 @@ def test_a_timeout_must_be_a_positive_finite_number_or_none(bad: Any) -> None:
         FunctionTool(f, timeout=bad)
     assert ChatModelAgent("A", ScriptedModel([]), tool_timeout=None).tool_timeout is None
     assert ChatModelAgent("A", ScriptedModel([]), tool_timeout=2).tool_timeout == 2.0
+
+
+@tool
+async def ask_late(item: str) -> str:
+    """Ask a person, after some work.
+
+    Args:
+        item: What to ask about.
+    """
+    await asyncio.sleep(0.05)
+    return str(interrupt(f"late {item}?"))
+
+
+@tool
+async def ask_now(item: str) -> str:
+    """Ask a person at once.
+
+    Args:
+        item: What to ask about.
+    """
+    return str(interrupt(f"now {item}?"))
+
+
+async def test_interrupts_of_one_round_are_in_the_order_of_the_calls() -> None:
+    model = ScriptedModel(
+        [
+            calls(
+                call("ask_late", {"item": "a"}),
+                call("ask_now", {"item": "b"}),
+                call("ask_now", {"item": "c"}),
+            )
+        ]
+    )
+    agent = ChatModelAgent("A", model, tools=[ask_late, ask_now])
+    paused = await Runner(agent).query("q").collect()
+    assert [i.info for i in paused.interrupts] == ["late a?", "now b?", "now c?"]

@@ -8,6 +8,7 @@ the round ends as stopped, to be saved and resumed (the stopped calls then run a
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -52,14 +53,15 @@ class Outcome:
 class Round:
     """What a round of tool calls left for the ReAct loop."""
 
-    __slots__ = ("direct", "done", "failed", "interrupts", "outcomes", "stopped")
+    __slots__ = ("direct", "done", "failed", "interrupt_calls", "interrupts", "outcomes", "stopped")
 
     def __init__(self, done: dict[int, Outcome] | None = None) -> None:
         self.outcomes: list[Outcome] = []
         self.direct: Outcome | None = None
         self.failed = False
         self.stopped = False  # a stop of the run cut some calls short
-        self.interrupts: list[InterruptCtx] = []
+        self.interrupts: list[InterruptCtx] = []  # in the order of the calls that raised them
+        self.interrupt_calls: list[int] = []  # the position of each one's call
         self.done = done or {}  # results from before a pause: not run again, not re-emitted
 
     def messages(self) -> list[Message]:
@@ -101,8 +103,10 @@ class ToolCalls:
         A return-directly result (or one whose action exits or transfers) is held back to be
         yielded last; if several are called, the last in the message wins.
         """
-        if outcome.interrupts:
-            rnd.interrupts.extend(outcome.interrupts)
+        if outcome.interrupts:  # kept in call order, whichever call paused first
+            at = bisect.bisect_right(rnd.interrupt_calls, outcome.index)
+            rnd.interrupt_calls[at:at] = [outcome.index] * len(outcome.interrupts)
+            rnd.interrupts[at:at] = outcome.interrupts
             return None
         if outcome.stopped:
             rnd.stopped = True
