@@ -253,6 +253,18 @@ class Runner:
         ctx.all_local_state.update(turn.local)
         return Prepared(self._start(ctx), ctx, turn)
 
+    async def _lost_claim(self, checkpoint_id: str) -> ResumeError:
+        """Return the error for a claim that did not hold: another resume won the race
+        (`CheckpointAlreadyResumed`), or the checkpoint changed since it was read."""
+        now = await self._store.get_checkpoint(checkpoint_id)
+        if now is None or now.status != "pending":
+            return CheckpointAlreadyResumed(
+                f"checkpoint '{checkpoint_id}' was resumed by someone else at the same time"
+            )
+        return ResumeError(
+            f"checkpoint '{checkpoint_id}' changed while it was being resumed; try again"
+        )
+
     async def _prepare_resume(
         self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
     ) -> Prepared:
@@ -273,7 +285,7 @@ class Runner:
             )
         check_lease(checkpoint)
         if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim last
-            raise ResumeError(f"checkpoint '{checkpoint_id}' is being resumed by someone else")
+            raise await self._lost_claim(checkpoint_id)
         ctx = self._context(
             checkpoint.root_input, checkpoint.snapshot().session_values, checkpoint.streaming
         )

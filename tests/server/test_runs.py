@@ -268,4 +268,4 @@ def test_a_resume_that_loses_the_claim_to_another_is_409() -> None:
         response = http.post(f"/v1/runs/{paused['checkpoint_id']}/resume", json={"value": 1})
         assert response.status_code == 409
         assert response.json()["error"]["type"] == "CheckpointAlreadyResumed"
-        assert "being resumed" in response.json()["error"]["message"]
+        assert "resumed by someone else" in response.json()["error"]["message"]
