@@ -21,10 +21,10 @@ from plait.errors import UsageError
 
 try:
     import fastapi  # noqa: F401
-    import sse_starlette  # noqa: F401
+    import uvicorn  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise UsageError(
-        f"plait.server needs FastAPI and sse-starlette ({exc.name} is missing): "
+        f"plait.server needs FastAPI and uvicorn ({exc.name} is missing): "
         'pip install "plait[server]"'
     ) from None
 
