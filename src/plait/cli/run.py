@@ -23,11 +23,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from plait._summary import Status, event_json, run_status, run_summary
 from plait.agent import Agent
 from plait.checkpoint import UNSET
 from plait.cli.render import LiveView
 from plait.cli.store import DEFAULT_STORE, open_store, shown_url
-from plait.cli.summary import Status, event_json, run_status, run_summary
 from plait.cli.target import load_target
 from plait.errors import CheckpointNotFound, UsageError
 from plait.events import InterruptCtx, RunResult

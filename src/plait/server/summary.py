@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 
-from plait.errors import CheckpointCorrupt, PlaitError, RunCancelled, SerializationError
+from plait._summary import event_json, run_summary
+from plait.errors import CheckpointCorrupt, PlaitError
 from plait.events import AgentEvent, RunResult
 from plait.server.bodies import (
     ErrorInfo,
     HandoffOut,
-    InterruptOut,
-    RunStatus,
     RunSummary,
     SessionDetail,
     SessionMessage,
-    UsageOut,
 )
 
 __all__ = ["decode_session", "encode_event", "error_info", "summarize"]
@@ -28,21 +24,7 @@ __all__ = ["decode_session", "encode_event", "error_info", "summarize"]
 async def encode_event(event: AgentEvent) -> str:
     """Return the event as JSON text (`AgentEvent.to_json()`), a streaming message read
     whole first; an event that cannot be encoded becomes one that reports why."""
-    variant = event.message
-    if variant is not None and variant.stream is not None:
-        with contextlib.suppress(Exception):  # the stream's own error is reported by the run
-            await variant.get_message()
-    try:
-        return event.to_json()
-    except SerializationError as exc:
-        return json.dumps(
-            {
-                "agent_name": event.agent_name,
-                "run_path": list(event.run_path),
-                "depth": event.depth,
-                "error": {"type": "SerializationError", "message": exc.message, "details": {}},
-            }
-        )
+    return await event_json(event)
 
 
 def error_info(error: PlaitError) -> ErrorInfo:
@@ -50,35 +32,9 @@ def error_info(error: PlaitError) -> ErrorInfo:
     return ErrorInfo(type=type(error).__name__, message=error.message)
 
 
-def status_of(result: RunResult) -> RunStatus:
-    """Return how a finished run ended."""
-    if isinstance(result.error, RunCancelled):
-        return "cancelled"
-    if result.error is not None:
-        return "failed"
-    if result.checkpoint_id is not None or result.interrupts:
-        return "paused"
-    return "completed"
-
-
 def summarize(result: RunResult, *, agent: str, session_id: str | None) -> RunSummary:
     """Return the summary of a finished (paused, cancelled, failed) run."""
-    return RunSummary(
-        status=status_of(result),
-        checkpoint_id=result.checkpoint_id,
-        final_output=to_jsonable_python(result.final_output, fallback=repr),
-        interrupts=[
-            InterruptOut(id=i.id, info=to_jsonable_python(i.info, fallback=repr), address=i.address)
-            for i in result.interrupts
-        ],
-        error=None if result.error is None else error_info(result.error),
-        usage=UsageOut(
-            input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens
-        ),
-        handoffs=[HandoffOut.model_validate(h, from_attributes=True) for h in result.handoffs],
-        agent=agent,
-        session_id=session_id,
-    )
+    return RunSummary.model_validate(run_summary(result, agent=agent, session_id=session_id))
 
 
 def decode_session(session_id: str, data: bytes) -> SessionDetail:

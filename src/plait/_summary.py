@@ -1,9 +1,9 @@
-"""The JSON lines of `plait run --json`: each event's JSON, then the run summary.
+"""What a client is shown of a run: each event's JSON, then the run summary.
 
-The run summary has the shape of the HTTP API's (docs/server.md): `status`,
-`checkpoint_id`, `final_output`, `interrupts`, `error`, `usage`, `handoffs`, `agent` and
-`session_id`. It is built here from plain data so that the command line needs neither
-FastAPI nor the `server` extra.
+The run summary (docs/server.md): `status`, `checkpoint_id`, `final_output`, `interrupts`,
+`error`, `usage`, `handoffs`, `agent` and `session_id`, as plain JSON data. The HTTP server
+validates it into its response model and `plait run --json` prints it, so both show the
+same thing, and the command line needs neither FastAPI nor the `server` extra.
 """
 
 from __future__ import annotations
