@@ -26,11 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from plait.errors import (
-    MaxDepthExceeded,
-    PlaitError,
-    UsageError,
-)
+from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -469,8 +465,8 @@ class RunContext:
     def guard(self, limit: float | None) -> CallGuard:
         """Return the guard this tool call runs in: it ends the call after `limit` seconds
         (None: no limit) or when the run is asked to stop (see `CallGuard`)."""
-        guard = self._call_guard = CallGuard(self._run, limit)
-        return guard
+        self._call_guard = CallGuard(self._run, limit)
+        return self._call_guard
 
     async def safe_point(self) -> AgentEvent | None:
         """Call between two steps of work, with this component's record up to date.
@@ -480,12 +476,10 @@ class RunContext:
         yield it and return.
         """
         run = self._run
-        if run.cancel_requested:
-            if run.saver is None:
-                from plait.errors import RunCancelled
-
-                return self.event(error=RunCancelled("the run was cancelled"))
+        if run.cancel_requested and run.saver is not None:
             return await run.saver("cancel", self)
+        if run.cancel_requested:
+            return self.event(error=RunCancelled("the run was cancelled"))
         if run.durability == "step" and run.saver is not None:
             await run.saver("step", self)
         return None
