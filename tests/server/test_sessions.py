@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -93,3 +94,16 @@ def test_unknown_and_impossible_session_ids_are_404(alice: httpx.Client) -> None
     assert alice.get("/v1/sessions/never-used").status_code == 404
     assert alice.get(f"/v1/sessions/{'s' * 300}").status_code == 404
     assert alice.delete(f"/v1/sessions/{'s' * 300}").status_code == 404
+
+
+def test_session_ids_that_json_escapes_are_listed_and_unlisted_whole(
+    alice: httpx.Client,
+) -> None:
+    odd = f'say "hi" \\ é ☃ {uuid.uuid4().hex}'
+    plain = f"plain-{uuid.uuid4().hex}"
+    _turn(alice, odd, "hello")
+    _turn(alice, plain, "hello")
+    assert {odd, plain} <= set(_listed(alice))
+    assert alice.delete(f"/v1/sessions/{quote(odd, safe='')}").status_code == 204
+    listed = _listed(alice)
+    assert odd not in listed and plain in listed

@@ -7,7 +7,8 @@ one process they do not: the changes that arrive while the index is being writte
 and the next write takes all of them at once. Processes sharing the store still retry
 against each other's writes, a few at a time. A process remembers the indexes it wrote last
 (of its 64 most recent users): the next write starts from there, and reads the index again
-only when another process wrote it since (its compare-and-set then fails).
+only when another process wrote it since (its compare-and-set then fails). It also keeps
+each entry's JSON text, so that a write encodes only the entries that changed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from plait.errors import SessionConflict, StoreError
@@ -38,6 +40,46 @@ class _Batch:
 
 
 @dataclass(slots=True)
+class _Known:
+    """A user's index as this process last wrote (or read) it: its version, its entries and
+    each entry's JSON text (`"<session id>": "<time>"`), in the same order."""
+
+    version: int
+    entries: dict[str, str]
+    parts: dict[str, str]
+
+    @classmethod
+    def read(cls, found: SessionRecord | None) -> _Known:
+        """Return the known index of a stored one (None: no index yet)."""
+        entries = decode_index(found)
+        parts = {sid: f"{json.dumps(sid)}: {json.dumps(at)}" for sid, at in entries.items()}
+        return cls(0 if found is None else found.version, entries, parts)
+
+    def apply(self, changes: dict[str, str | None]) -> bool:
+        """Apply `changes` to the entries and their JSON; return whether anything changed."""
+        entries, parts = self.entries, self.parts
+        changed = False
+        for session_id, stamp in changes.items():
+            if stamp is None:
+                if entries.pop(session_id, None) is not None:
+                    del parts[session_id]
+                    changed = True
+            elif entries.get(session_id) != stamp:
+                entries[session_id] = stamp
+                parts[session_id] = _part(session_id, stamp)
+                changed = True
+        return changed
+
+    def encode(self) -> bytes:
+        """Return the index's JSON, as `json.dumps({"sessions": entries})` writes it."""
+        return ('{"sessions": {' + ", ".join(self.parts.values()) + "}}").encode()
+
+
+def _part(session_id: str, stamp: str) -> str:
+    return f"{encode_basestring_ascii(session_id)}: {encode_basestring_ascii(stamp)}"
+
+
+@dataclass(slots=True)
 class _UserIndex:
     """One user's index in this process: the lock of its writer and the batch it fills."""
 
@@ -53,7 +95,7 @@ class SessionIndex:
         self._users: dict[str, _UserIndex] = {}
         # the index as this process last wrote it, by user (the most recent users only):
         # the next write starts from it instead of reading the index again
-        self._known: OrderedDict[str, tuple[int, dict[str, str]]] = OrderedDict()
+        self._known: OrderedDict[str, _Known] = OrderedDict()
 
     async def update(self, store: Store, user: str, session_id: str, stamp: str | None) -> None:
         """List `session_id` in `user`'s index as written at `stamp` (None: unlist it);
@@ -93,20 +135,20 @@ class SessionIndex:
         known = self._known.pop(user, None)
         for attempt in range(_ATTEMPTS):
             if known is None:
-                found = await store.get_session_record(key)
-                known = (0 if found is None else found.version, decode_index(found))
-            version, entries = known
-            if not _apply(entries, changes):
+                known = _Known.read(await store.get_session_record(key))
+            if not known.apply(changes):
                 self._remember(user, known)
                 return
-            data = json.dumps({"sessions": entries}).encode()
             try:
-                version = await store.put_session(key, data, expected_version=version)
+                version = await store.put_session(
+                    key, known.encode(), expected_version=known.version
+                )
             except SessionConflict:  # written by another process (or app): read it again
                 known = None
                 await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                 continue
-            self._remember(user, (version, entries))
+            known.version = version
+            self._remember(user, known)
             return
         listed = ", ".join(f"'{s}'" for s in list(changes)[:3])
         raise StoreError(
@@ -116,22 +158,10 @@ class SessionIndex:
             operation="writing the session index",
         )
 
-    def _remember(self, user: str, known: tuple[int, dict[str, str]]) -> None:
+    def _remember(self, user: str, known: _Known) -> None:
         self._known[user] = known
         if len(self._known) > _KNOWN_USERS:
             self._known.popitem(last=False)
-
-
-def _apply(entries: dict[str, str], changes: dict[str, str | None]) -> bool:
-    """Apply `changes` to `entries`; return whether anything changed."""
-    changed = False
-    for session_id, stamp in changes.items():
-        if stamp is None:
-            changed = entries.pop(session_id, None) is not None or changed
-        elif entries.get(session_id) != stamp:
-            entries[session_id] = stamp
-            changed = True
-    return changed
 
 
 def decode_index(found: SessionRecord | None) -> dict[str, str]:

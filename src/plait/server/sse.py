@@ -6,6 +6,7 @@ quiet stream open through proxies. A client that leaves ends the stream, not the
 
 Each stream costs one small task (it listens for the client leaving) and one timer (the
 next ping); the run's queue wakes it for everything else (`plait.server.runs.Nudge`).
+Whatever the queue holds when the stream wakes is sent in one write.
 """
 
 from __future__ import annotations
@@ -60,18 +61,25 @@ class EventStream(Response):
         ping = loop.call_later(PING_INTERVAL, run.nudge, Nudge.PING)
         try:
             while True:
+                chunks: list[bytes] = []
                 item = await run.queue.get()
-                if isinstance(item, str):
-                    body = encode(_AGENT_EVENT, item)
-                elif isinstance(item, RunSummary):
-                    body = encode(_RUN_END, item.model_dump_json())
-                    await send({"type": "http.response.body", "body": body, "more_body": False})
-                    return
-                elif item is Nudge.PING:
-                    body = _PING
-                    ping = loop.call_later(PING_INTERVAL, run.nudge, Nudge.PING)
-                else:  # the client left: nobody reads any more
-                    return
+                while True:  # what is queued already goes out in one write
+                    if isinstance(item, str):
+                        chunks.append(encode(_AGENT_EVENT, item))
+                    elif isinstance(item, RunSummary):
+                        chunks.append(encode(_RUN_END, item.model_dump_json()))
+                        body = b"".join(chunks)
+                        await send({"type": "http.response.body", "body": body, "more_body": False})
+                        return
+                    elif item is Nudge.PING:
+                        chunks.append(_PING)
+                        ping = loop.call_later(PING_INTERVAL, run.nudge, Nudge.PING)
+                    else:  # the client left: nobody reads any more
+                        return
+                    if run.queue.empty():
+                        break
+                    item = run.queue.get_nowait()
+                body = b"".join(chunks)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
         finally:
             ping.cancel()
