@@ -314,15 +314,7 @@ class Runs:
         else:
             stream = runner.resume(checkpoint_id, targets, value=answer[0])
         self._launch(run, runner, stream)
-        try:
-            await run.started()
-        except ResumeError as exc:
-            if isinstance(exc, CheckpointAlreadyResumed):
-                raise
-            found = await store.get_checkpoint(checkpoint_id)
-            if found is not None and found.status != "pending":  # another resume has it
-                raise CheckpointAlreadyResumed(exc.message) from None
-            raise
+        await run.started()  # a lost claim race is the runner's CheckpointAlreadyResumed
         return run
 
     async def summary(self, store: UserStore, checkpoint_id: str) -> RunSummary:
