@@ -26,6 +26,7 @@ from plait import (
 from plait.errors import (
     CheckpointAlreadyResumed,
     CheckpointCorrupt,
+    CheckpointVersionError,
     MaxHandoffsExceeded,
     MaxStepsExceeded,
     ResumeError,
@@ -272,6 +273,17 @@ async def test_a_live_runs_step_checkpoint_is_held_until_the_run_ends() -> None:
         await other.resume("job").collect()
 
 
+async def _paused_document() -> tuple[MemoryStore, Runner, dict[str, Any]]:
+    """Pause a run on an approval; return its store, runner and checkpoint as JSON."""
+    store = MemoryStore()
+    model = ScriptedModel([call("approve", {"item": "x"}), reply("done")])
+    runner = Runner(ChatModelAgent("A", model, tools=[approve]), store=store)
+    paused = await runner.query("q").collect()
+    record = await store.get_checkpoint(paused.checkpoint_id)  # type: ignore[arg-type]
+    assert record is not None
+    return store, runner, json.loads(record.data)
+
+
 @pytest.mark.parametrize(
     ("change", "where"),
     [
@@ -279,24 +291,45 @@ async def test_a_live_runs_step_checkpoint_is_held_until_the_run_ends() -> None:
         (lambda d: d.pop("answers"), "answers"),
         (lambda d: d.update(root_input="hello"), "root_input"),
         (lambda d: d["records"][0]["record"].update(messages="hi"), "records.0.record"),
+        (
+            lambda d: d["records"][0]["record"].update(done=[{"index": 99, "content": "x"}]),
+            "records.0.record.*tool call 99 is not one of the round's 1 calls",
+        ),
+        (
+            lambda d: d["records"][0]["record"].update(
+                done=[{"index": 0, "content": "x"}, {"index": 0, "content": "y"}]
+            ),
+            "records.0.record.*finished twice",
+        ),
     ],
 )
 async def test_a_damaged_checkpoint_is_refused_before_it_is_claimed(
     change: Any, where: str
 ) -> None:
-    store = MemoryStore()
-    model = ScriptedModel([call("approve", {"item": "x"}), reply("done")])
-    runner = Runner(ChatModelAgent("A", model, tools=[approve]), store=store)
-    paused = await runner.query("q").collect()
-    record = await store.get_checkpoint(paused.checkpoint_id)  # type: ignore[arg-type]
-    assert record is not None
-    data = json.loads(record.data)
+    store, runner, data = await _paused_document()
     change(data)
     await store.put_checkpoint("bad", json.dumps(data).encode())
     with pytest.raises(CheckpointCorrupt, match=where):
         await runner.resume("bad", value=1).collect()
     bad = await store.get_checkpoint("bad")
     assert bad is not None and bad.status == "pending"
+
+
+@pytest.mark.parametrize("version", [3, 99])
+async def test_a_checkpoint_of_a_newer_format_is_a_version_error(version: int) -> None:
+    store, runner, data = await _paused_document()
+    data["version"] = version
+    await store.put_checkpoint("newer", json.dumps(data).encode())
+    with pytest.raises(CheckpointVersionError, match=f"format {version}, this plait reads up to 2"):
+        await runner.resume("newer", value=1).collect()
+    for bad in ("2", None, 0, True):
+        data["version"] = bad
+        await store.put_checkpoint("odd", json.dumps(data).encode())
+        with pytest.raises(CheckpointCorrupt, match="format version") as caught:
+            await runner.resume("odd", value=1).collect()
+        assert not isinstance(caught.value, CheckpointVersionError)
+    newer = await store.get_checkpoint("newer")
+    assert newer is not None and newer.status == "pending"
 
 
 async def test_a_checkpoint_nested_too_deeply_is_refused() -> None:

@@ -15,10 +15,16 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from plait._json import to_json
-from plait.errors import CheckpointCorrupt, ResumeError, SerializationError, UsageError
+from plait.errors import (
+    CheckpointCorrupt,
+    CheckpointVersionError,
+    ResumeError,
+    SerializationError,
+    UsageError,
+)
 from plait.events import AgentAction, HandoffLog, InterruptCtx
 from plait.history import as_records, whole_messages
 from plait.messages import Message
@@ -76,6 +82,24 @@ class ReactRecord(_Record):
     calls_made: int
     phase: Literal["tools", "model"]
     done: list[DoneCall] = []
+
+    @model_validator(mode="after")
+    def _done_calls_exist(self) -> ReactRecord:
+        """Every finished call names a call of the round, once."""
+        if not self.done:
+            return self
+        last = self.messages[-1] if self.messages else None
+        count = len(last.tool_calls) if last is not None and last.role == "assistant" else 0
+        seen: set[int] = set()
+        for call in self.done:
+            if not 0 <= call.index < count:
+                raise ValueError(
+                    f"finished tool call {call.index} is not one of the round's {count} calls"
+                )
+            if call.index in seen:
+                raise ValueError(f"tool call {call.index} is recorded as finished twice")
+            seen.add(call.index)
+        return self
 
 
 class SequenceRecord(_Record):
@@ -343,13 +367,20 @@ class Checkpoint:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise CheckpointCorrupt(f"checkpoint '{checkpoint_id}' is not a plait checkpoint")
         version = data.get("version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+            raise CheckpointVersionError(
+                f"checkpoint '{checkpoint_id}' is in format {version}, this plait reads up to "
+                f"{VERSION}: resume it with a newer plait",
+                version=version,
+                supported=VERSION,
+            )
+        if type(version) is not int or version not in (1, VERSION):
+            raise CheckpointCorrupt(
+                f"checkpoint '{checkpoint_id}' has format version {_short(version)}; "
+                f"this plait reads versions 1 to {VERSION}"
+            )
         if version == 1:
             data = _migrate_v1(data, checkpoint_id)
-        elif version != VERSION:
-            raise CheckpointCorrupt(
-                f"checkpoint '{checkpoint_id}' has format version {version!r}; "
-                f"this plait reads versions 1 and {VERSION}"
-            )
         try:
             doc = _Document.model_validate(data)
         except ValidationError as exc:
@@ -415,6 +446,11 @@ class Checkpoint:
             if interrupt.id in targets:
                 answers.setdefault(interrupt.address, []).append(targets[interrupt.id])
         return answers
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _name_unencodable(snapshot: RunSnapshot, interrupts: tuple[InterruptCtx, ...]) -> None:

@@ -20,6 +20,7 @@ PlaitError
 ├── SessionConflict             another turn wrote the session first; this turn was not saved
 ├── CheckpointNotFound
 ├── CheckpointCorrupt
+│   └── CheckpointVersionError  a format this plait does not read (a newer plait's)
 ├── SerializationError          names the path to the value that could not be encoded
 ├── ResumeError                 bad resume targets, a live run's checkpoint, a changed agent
 │   └── CheckpointAlreadyResumed  resumed before (a new pause has a new id)
@@ -44,6 +45,7 @@ __all__ = [
     "AgentError",
     "CheckpointCorrupt",
     "CheckpointNotFound",
+    "CheckpointVersionError",
     "InvalidToolArguments",
     "LimitExceeded",
     "MaxDepthExceeded",
@@ -279,6 +281,14 @@ class CheckpointNotFound(PlaitError):
 
 class CheckpointCorrupt(PlaitError):
     """The stored checkpoint bytes cannot be read as a plait checkpoint."""
+
+
+class CheckpointVersionError(CheckpointCorrupt):
+    """The checkpoint is in a format this plait does not read (written by a newer plait):
+    `version` is its format, `supported` the newest this plait reads."""
+
+    version: int
+    supported: int
 
 
 class SerializationError(PlaitError):

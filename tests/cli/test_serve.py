@@ -48,6 +48,18 @@ def test_serve_answers_health_checks_and_streams_a_run(tmp_path: Path) -> None:
         assert "plait: serving helper, desk at http://127.0.0.1:" in server.stderr
 
 
+def test_a_keyless_server_answers_its_own_names_and_allowed_hosts_only(tmp_path: Path) -> None:
+    with (
+        _serve(tmp_path, target("helper"), "--allowed-host", "agents.example") as server,
+        httpx.Client(base_url=server.url, timeout=30) as http,
+    ):
+        assert http.get("/v1/agents").status_code == 200
+        assert http.get("/v1/agents", headers={"host": "agents.example"}).status_code == 200
+        rebound = http.get("/v1/sessions", headers={"host": "evil.example"})
+        assert rebound.status_code == 403
+        assert "evil.example" in rebound.json()["error"]["message"]
+
+
 def test_with_an_api_keys_file_every_route_but_healthz_needs_a_key(tmp_path: Path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("# who may call\nkey-ana ana\n\n  key-bo   bo   # a comment\n")

@@ -134,3 +134,13 @@ def test_the_demo_team_without_the_local_model_says_how_to_install_it(
 def test_load_target_raises_usage_errors() -> None:
     with pytest.raises(UsageError, match="no file"):
         load_target("missing.py:agent")
+
+
+def test_a_huge_target_is_quoted_short(tmp_path: Path) -> None:
+    spec = "x" * 5000 + ".py:agent"
+    stderr = _one_line_error(*_run(tmp_path, "run", spec, "hi"))
+    assert len(stderr) < 400, stderr
+    assert "longer than 1024 characters" in stderr
+    long_module = "a" * 900 + ":" + "b" * 100
+    stderr = _one_line_error(*_run(tmp_path, "run", long_module, "hi"))
+    assert len(stderr) < 600, stderr

@@ -153,3 +153,26 @@ async def test_sessions_written_before_versions_read_as_version_one(db_path: Pat
 async def test_two_stores_on_one_file_save_one_of_two_turns(db_path: Path) -> None:
     async with SqliteStore(db_path) as a, SqliteStore(db_path) as b:
         await two_clients_save_one_of_two_turns(a, b)
+
+
+def test_an_unopenable_file_leaves_no_thread_reporting_to_a_closed_loop(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        import sqlite3
+        from plait.errors import StoreError
+        from plait.stores import SqliteStore
+
+        for _ in range(40):
+            store = SqliteStore({str(tmp_path / "no" / "such" / "dir" / "x.db")!r})
+            try:
+                asyncio.run(store.get_session("s"))
+            except (StoreError, sqlite3.OperationalError):
+                pass
+            else:
+                raise SystemExit("the store opened a file it cannot open")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr.decode() == ""

@@ -130,3 +130,12 @@ def test_a_bad_character_is_named_with_its_position() -> None:
     with pytest.raises(UsageError, match=r"has U\+DC80 at index 4"):
         check_id("lone\udc80", "checkpoint_id")
     assert check_id("café-🙂") == "café-🙂"
+
+
+def test_a_redis_prefix_is_bounded_and_its_repr_short() -> None:
+    from plait.stores import RedisStore
+
+    with pytest.raises(UsageError, match="at most 128 characters") as caught:
+        RedisStore("redis://127.0.0.1:6379/0", prefix="p" * 10_000)
+    assert len(caught.value.message) < 400
+    assert len(repr(RedisStore("redis://127.0.0.1:6379/0", prefix="p" * 128))) < 400

@@ -132,10 +132,17 @@ def resume(
 
 
 def _serve_options(
-    targets: list[str], host: str, port: int, store: str, api_keys: Path | None, ui: bool
+    targets: list[str],
+    host: str,
+    port: int,
+    store: str,
+    api_keys: Path | None,
+    ui: bool,
+    allowed_hosts: list[str] | None,
 ) -> ServeOptions:
     keys = None if api_keys is None else str(api_keys)
-    return ServeOptions(targets, host, port, store, keys, ui)
+    hosts = tuple(allowed_hosts) if allowed_hosts else None
+    return ServeOptions(targets, host, port, store, keys, ui, allowed_hosts=hosts)
 
 
 _TARGETS = typer.Argument(..., help="The agents to serve (each a TARGET).", show_default=False)
@@ -144,6 +151,15 @@ _PORT = typer.Option(8000, "--port", help="The port to listen on (0: any free po
 _SERVE_STORE = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP)
 _KEYS = typer.Option(
     None, "--api-keys", help="A file of 'KEY USER_ID' lines; then every route needs a key."
+)
+_ALLOWED_HOSTS = typer.Option(
+    None,
+    "--allowed-host",
+    help=(
+        "A host name the server answers besides its loopback names and own address (a "
+        "proxy's name; repeat for several, '*' for any). Checked always when given, else "
+        "only without --api-keys."
+    ),
 )
 
 
@@ -155,9 +171,11 @@ def serve(
     store: str = _SERVE_STORE,
     api_keys: Path | None = _KEYS,
     ui: bool = typer.Option(False, "--ui", help="Also serve the dev page at /."),
+    allowed_host: list[str] | None = _ALLOWED_HOSTS,
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
-    raise typer.Exit(serve_command(_serve_options(targets, host, port, store, api_keys, ui)))
+    options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host)
+    raise typer.Exit(serve_command(options))
 
 
 @_command
@@ -167,9 +185,10 @@ def web(
     port: int = _PORT,
     store: str = _SERVE_STORE,
     api_keys: Path | None = _KEYS,
+    allowed_host: list[str] | None = _ALLOWED_HOSTS,
 ) -> None:
     """Serve agents with the dev page and open it in a browser (`serve --ui`)."""
-    options = _serve_options(targets, host, port, store, api_keys, True)
+    options = _serve_options(targets, host, port, store, api_keys, True, allowed_host)
     raise typer.Exit(serve_command(dataclasses.replace(options, open_browser=True)))
 
 

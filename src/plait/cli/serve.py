@@ -55,6 +55,7 @@ class ServeOptions:
     api_keys: str | None
     ui: bool
     open_browser: bool = False
+    allowed_hosts: tuple[str, ...] | None = None
 
 
 def read_api_keys(path: str) -> dict[str, str]:
@@ -128,7 +129,8 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     agents = load_targets(options.targets)
     _check_names(options.targets, [agent.name for agent in agents])
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
-    app = create_app(agents, store=store, api_keys=keys, ui=options.ui)
+    hosts = None if options.allowed_hosts is None else list(options.allowed_hosts)
+    app = create_app(agents, store=store, api_keys=keys, ui=options.ui, allowed_hosts=hosts)
     return app, [agent.name for agent in agents]
 
 

@@ -18,12 +18,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from plait._quote import quote
 from plait.agent import Agent
 from plait.errors import PlaitError, UsageError
 
 __all__ = ["load_target", "load_targets"]
 
 _FORM = "path/to/file.py:name or package.module:name"
+#: The longest TARGET taken, in characters.
+MAX_TARGET = 1024
 
 
 def load_target(target: str) -> Agent:
@@ -42,11 +45,20 @@ def load_targets(targets: list[str]) -> list[Agent]:
     return [_load(target, files) for target in targets]
 
 
+def _cut(text: str, limit: int = 80) -> str:
+    """Return `text` cut to `limit` characters (a TARGET's parts are echoed in messages)."""
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
 def _load(target: str, files: dict[Path, ModuleType]) -> Agent:
     """Return the agent of `target`, importing a file only once per `files`."""
+    if len(target) > MAX_TARGET:
+        raise UsageError(
+            f"TARGET {quote(target, 80)} is longer than {MAX_TARGET} characters; it must be {_FORM}"
+        )
     source, sep, name = target.rpartition(":")
     if not sep or not source or not name:
-        raise UsageError(f"TARGET {target!r} must be {_FORM}")
+        raise UsageError(f"TARGET {quote(target)} must be {_FORM}")
     is_file = _is_path(source)
     module = _load_file(source, target, files) if is_file else _load_module(source, target)
     found = _attribute(module, name, target, Path(source).name if is_file else source)
@@ -64,7 +76,9 @@ def _load_file(source: str, target: str, files: dict[Path, ModuleType]) -> Modul
     path = Path(source).expanduser()
     if not path.is_file():
         hint = "" if path.suffix == ".py" else " (a file TARGET ends in .py)"
-        raise UsageError(f"TARGET {target!r}: no file {str(path)!r}{hint}; check the path")
+        raise UsageError(
+            f"TARGET {quote(target)}: no file {quote(str(path))}{hint}; check the path"
+        )
     path = path.resolve()
     if path in files:
         return files[path]
@@ -72,7 +86,7 @@ def _load_file(source: str, target: str, files: dict[Path, ModuleType]) -> Modul
     module_name = f"_plait_target_{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise UsageError(f"TARGET {target!r}: {str(path)!r} cannot be imported as Python")
+        raise UsageError(f"TARGET {quote(target)}: {quote(str(path))} cannot be imported as Python")
     module = importlib.util.module_from_spec(spec)
     folder = str(path.parent)
     if folder not in sys.path:
@@ -85,7 +99,7 @@ def _load_file(source: str, target: str, files: dict[Path, ModuleType]) -> Modul
         if not isinstance(exc, Exception):
             raise
         raise UsageError(
-            f"TARGET {target!r}: importing {path.name} failed: {_brief(exc)}"
+            f"TARGET {quote(target)}: importing {path.name} failed: {_brief(exc)}"
         ) from None
     files[path] = module
     return module
@@ -94,7 +108,7 @@ def _load_file(source: str, target: str, files: dict[Path, ModuleType]) -> Modul
 def _load_module(source: str, target: str) -> ModuleType:
     """Import `package.module` (the working directory first on `sys.path`)."""
     if not all(part.isidentifier() for part in source.split(".")):
-        raise UsageError(f"TARGET {target!r} must be {_FORM}")
+        raise UsageError(f"TARGET {quote(target)} must be {_FORM}")
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
@@ -102,12 +116,17 @@ def _load_module(source: str, target: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name is not None and (source == exc.name or source.startswith(exc.name + ".")):
             raise UsageError(
-                f"TARGET {target!r}: no module named {exc.name!r}; run from the directory "
-                "that holds it, install its package, or give a file path (path/to/file.py:name)"
+                f"TARGET {quote(target)}: no module named {quote(exc.name or '', 80)}; "
+                "run from the directory that holds it, install its package, or give a file "
+                "path (path/to/file.py:name)"
             ) from None
-        raise UsageError(f"TARGET {target!r}: importing {source} failed: {_brief(exc)}") from None
+        raise UsageError(
+            f"TARGET {quote(target)}: importing {_cut(source)} failed: {_brief(exc)}"
+        ) from None
     except Exception as exc:
-        raise UsageError(f"TARGET {target!r}: importing {source} failed: {_brief(exc)}") from None
+        raise UsageError(
+            f"TARGET {quote(target)}: importing {_cut(source)} failed: {_brief(exc)}"
+        ) from None
 
 
 def _attribute(module: ModuleType, name: str, target: str, shown: str) -> Any:
@@ -117,7 +136,9 @@ def _attribute(module: ModuleType, name: str, target: str, shown: str) -> Any:
         if not part.isidentifier() or not hasattr(found, part):
             agents = sorted(k for k, v in vars(module).items() if _looks_like_agent(v))
             known = f"; it has: {', '.join(agents)}" if agents else ""
-            raise UsageError(f"TARGET {target!r}: {shown} has no {name!r}{known}")
+            raise UsageError(
+                f"TARGET {quote(target)}: {_cut(shown)} has no {quote(name, 80)}{known}"
+            )
         found = getattr(found, part)
     return found
 
@@ -132,21 +153,25 @@ def _as_agent(found: Any, name: str, target: str) -> Agent:
         return found  # type: ignore[no-any-return]
     if not callable(found):
         raise UsageError(
-            f"TARGET {target!r}: {name} is of type {type(found).__name__}, not an Agent or a "
+            f"TARGET {quote(target)}: {_cut(name)} is of type {type(found).__name__}, not an "
+            "Agent or a "
             "function that takes no arguments and returns one"
         )
     _check_no_arguments(found, name, target)
     if inspect.iscoroutinefunction(found):
-        raise UsageError(f"TARGET {target!r}: {name} is async; make it a plain function")
+        raise UsageError(f"TARGET {quote(target)}: {_cut(name)} is async; make it a plain function")
     try:
         made = found()
     except PlaitError:
         raise
     except Exception as exc:
-        raise UsageError(f"TARGET {target!r}: calling {name}() failed: {_brief(exc)}") from None
+        raise UsageError(
+            f"TARGET {quote(target)}: calling {_cut(name)}() failed: {_brief(exc)}"
+        ) from None
     if not _looks_like_agent(made):
         raise UsageError(
-            f"TARGET {target!r}: {name}() returned a value of type {type(made).__name__}, "
+            f"TARGET {quote(target)}: {_cut(name)}() returned a value of type "
+            f"{type(made).__name__}, "
             "not an Agent"
         )
     return made  # type: ignore[no-any-return]
@@ -157,7 +182,7 @@ def _check_no_arguments(found: Any, name: str, target: str) -> None:
         inspect.signature(found).bind()
     except TypeError:
         raise UsageError(
-            f"TARGET {target!r}: {name} needs arguments; name an Agent, or a function "
+            f"TARGET {quote(target)}: {_cut(name)} needs arguments; name an Agent, or a function "
             "that takes none and returns one"
         ) from None
     except ValueError:  # no signature to check (a builtin): try calling it

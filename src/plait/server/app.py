@@ -36,6 +36,7 @@ from plait.server.bodies import (
     SessionDetail,
     SessionInfo,
 )
+from plait.server.hosts import HostGuard, host_rule
 from plait.server.index import SessionIndex
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
 from plait.server.runs import LiveRun, Runs
@@ -304,6 +305,7 @@ def create_app(
     max_request_bytes: int = 1_048_576,
     ui: bool = False,
     cancel_poll: float = 0.2,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
@@ -318,18 +320,21 @@ def create_app(
         max_request_bytes: Larger request bodies are refused with `413`.
         ui: Also serve the dev page at `/` (when this build has `plait.server.page`).
         cancel_poll: Seconds between two looks of a running run for cancel requests.
+        allowed_hosts: The host names this server answers besides its loopback names and
+            the address a request came in on (a proxy's public name); `["*"]` answers any.
+            None (the default): a server without keys answers only loopback names and its
+            own address, so a page rebinding its name to this machine is refused (`403`); a
+            server with keys answers any host.
 
     Raises:
-        UsageError: No agents, a name used twice, a non-agent, bad keys or limits.
+        UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts.
     """
     from plait import __version__
 
     named = _named_agents(agents)
     keys = check_api_keys(api_keys)
-    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
-        raise UsageError("max_request_bytes must be an int")
-    if max_request_bytes < 1 or not cancel_poll > 0:
-        raise UsageError("max_request_bytes and cancel_poll must be positive")
+    _check_limits(max_request_bytes, cancel_poll)
+    rule = host_rule(allowed_hosts, keyed=keys is not None)
     server = _server(named, store, keys, cancel_poll)
 
     app = FastAPI(
@@ -345,9 +350,18 @@ def create_app(
     install_error_handlers(app)
     app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
+    if rule is not None:  # outermost: a refused host reaches nothing else
+        app.add_middleware(HostGuard, rule=rule)
     if ui:
         _mount_page(app)
     return app
+
+
+def _check_limits(max_request_bytes: object, cancel_poll: float) -> None:
+    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
+        raise UsageError("max_request_bytes must be an int")
+    if max_request_bytes < 1 or not cancel_poll > 0:
+        raise UsageError("max_request_bytes and cancel_poll must be positive")
 
 
 def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

@@ -5,9 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    model_validator,
+)
 
 from plait.messages import Message, ToolCall
+from plait.server.users import id_problem
 
 __all__ = [
     "AgentInfo",
@@ -31,20 +40,30 @@ __all__ = [
     "UsageOut",
 ]
 
-#: A session id given by a client: 1 to 128 characters, no control characters.
-SafeId = Annotated[
-    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")
-]
+
+def _safe_id(value: str) -> str:
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: A session id given by a client: the API's one id rule (`plait.server.users.id_problem`):
+#: 1 to 128 characters, none a control character, line or paragraph separator or lone
+#: surrogate, no "/", not "." or "..".
+SafeId = Annotated[str, StringConstraints(min_length=1), AfterValidator(_safe_id)]
 
 RunStatus = Literal["running", "completed", "paused", "failed", "cancelled"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ToolCallBody(BaseModel):
     """A tool call of an assistant message; `arguments` is JSON text."""
+
+    model_config = ConfigDict(strict=True)
 
     id: str
     name: str
@@ -55,7 +74,7 @@ class MessageBody(BaseModel):
     """A message object: `role` and `content`, optionally `tool_calls`, `tool_call_id` and
     `name` (other fields, such as a session message's `author`, are ignored)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
@@ -89,7 +108,7 @@ class RunRequest(_Strict):
     session_values: dict[str, Any] | None = Field(
         default=None, description="Values for the run's session (instruction placeholders)."
     )
-    stream: bool = Field(
+    stream: StrictBool = Field(
         default=True, description="true: an event stream (SSE); false: one JSON summary."
     )
 
@@ -110,7 +129,7 @@ class ResumeRequest(_Strict):
     value: Any = Field(
         default=None, description="The answer when exactly one interrupt is pending."
     )
-    stream: bool = Field(
+    stream: StrictBool = Field(
         default=True, description="true: an event stream (SSE); false: one JSON summary."
     )
 

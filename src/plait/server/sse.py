@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 from collections.abc import Mapping
 
@@ -32,11 +33,24 @@ _AGENT_EVENT = b"event: agent_event\r\n"
 _RUN_END = b"event: run_end\r\n"
 
 
+#: Characters that some clients take for line ends (`str.splitlines`, httpx's
+#: `iter_lines`) though SSE does not. JSON holds them only inside strings, where the
+#: escape means the same character, so they are sent escaped and no client can see a
+#: line end that the server did not write.
+_ESCAPES = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")
+
+
 def encode(name: bytes, data: str) -> bytes:
-    """Return one event: its `event:` line, a `data:` line per line of `data`, a blank line."""
+    """Return one event: its `event:` line, a `data:` line per line of `data`, a blank line.
+
+    `data` is JSON text: the characters that only some clients split lines on (U+0085,
+    U+2028, U+2029) are written as JSON escapes.
+    """
+    data = data.translate(_ESCAPES)
     if "\n" not in data and "\r" not in data:
         return b"%bdata: %b\r\n\r\n" % (name, data.encode())
-    lines = b"".join(b"data: %b\r\n" % line.encode() for line in data.splitlines())
+    lines = b"".join(b"data: %b\r\n" % line.encode() for line in _LINE_ENDS.split(data))
     return name + lines + b"\r\n"
 
 

@@ -18,23 +18,49 @@ from typing import Literal
 
 from plait.errors import SessionConflict, UsageError
 from plait.server.index import SessionIndex, decode_index
-from plait.stores.base import CheckpointRecord, CheckpointStatus, SessionRecord, Store
+from plait.stores.base import CheckpointRecord, CheckpointStatus, SessionRecord, Store, check_id
 
-__all__ = ["LOCAL_USER", "UserStore", "check_api_keys", "find_user", "is_safe_id"]
+__all__ = [
+    "LOCAL_USER",
+    "MAX_API_ID",
+    "UserStore",
+    "check_api_keys",
+    "find_user",
+    "id_problem",
+    "is_safe_id",
+]
 
 #: The user of every request when the server has no API keys.
 LOCAL_USER = "local"
 
 _USER = re.compile(r"[A-Za-z0-9_.@+=:~-]{1,64}")
-_SAFE_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
+#: The longest session or run id the API takes, in characters.
+MAX_API_ID = 128
 
 RecordKind = Literal["r", "x"]  # a run summary, a cancel request
 
 
+def id_problem(value: str) -> str | None:
+    """Return why `value` cannot be a session or run id of the API, or None if it can.
+
+    The API takes the ids every store holds (`plait.stores.base.check_id`: no control
+    characters, line or paragraph separators or lone surrogates), of at most 128
+    characters, that a URL path segment can carry back: no "/", and not "." or "..".
+    """
+    if len(value) > MAX_API_ID:
+        return f"an id is at most {MAX_API_ID} characters, got {len(value)}"
+    if "/" in value or value in (".", ".."):
+        return "an id cannot hold '/' or be '.' or '..' (it could not be named in a URL)"
+    try:
+        check_id(value, "the id")
+    except UsageError as exc:
+        return exc.message
+    return None
+
+
 def is_safe_id(value: str) -> bool:
-    """Whether `value` is usable as a session or checkpoint id: 1 to 128 characters, none
-    of them control characters."""
-    return _SAFE_ID.fullmatch(value) is not None
+    """Whether `value` is usable as a session or run id of the API (see `id_problem`)."""
+    return id_problem(value) is None
 
 
 def check_api_keys(api_keys: Mapping[str, str] | None) -> dict[str, str] | None:

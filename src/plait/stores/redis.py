@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from plait._quote import quote
 from plait.errors import SessionConflict, UsageError
 from plait.stores._network import (
     CLAIM_CHECKPOINT,
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 __all__ = ["RedisStore"]
 
 _T = TypeVar("_T")
+
+#: The longest key prefix, in characters.
+MAX_PREFIX = 128
 
 
 # KEYS[1] = checkpoint key; ARGV = data, status, ttl in ms ("" for none).
@@ -214,6 +218,10 @@ class RedisStore(ClosingStore):
             raise UsageError(f"max_connections must be an int, got {max_connections!r}")
         if max_connections < 1:
             raise UsageError(f"max_connections must be 1 or more, got {max_connections}")
+        if not isinstance(prefix, str) or len(prefix) > MAX_PREFIX:
+            raise UsageError(
+                f"prefix must be a str of at most {MAX_PREFIX} characters, got {quote(prefix)}"
+            )
         self.url = url
         self.prefix = prefix
         self.timeout = check_timeout("RedisStore", timeout)
@@ -222,7 +230,7 @@ class RedisStore(ClosingStore):
         self._connection: _Connection | None = None
 
     def __repr__(self) -> str:
-        return f"RedisStore({self.address!r}, prefix={self.prefix!r})"
+        return f"RedisStore({quote(self.address)}, prefix={quote(self.prefix)})"
 
     async def _connect(self) -> _Connection:
         """Return the connection of the running loop, making it if needed."""
