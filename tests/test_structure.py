@@ -40,17 +40,106 @@ def test_only_the_context_module_touches_the_run_contexts_private_fields() -> No
     assert reach_ins == []
 
 
-def test_only_the_kernel_raises_or_catches_the_pause_signal() -> None:
-    users = [
+def test_only_the_signal_module_raises_and_only_the_kernel_catches_the_pause_signal() -> None:
+    raisers = [
         str(path.relative_to(SRC))
         for path, tree in _modules()
-        if path.name != "kernel.py"
         for node in ast.walk(tree)
-        if (isinstance(node, ast.Raise) and "InterruptSignal" in ast.unparse(node))
-        or (
-            isinstance(node, ast.ExceptHandler)
-            and node.type is not None
-            and "InterruptSignal" in ast.unparse(node.type)
-        )
+        if isinstance(node, ast.Raise) and "InterruptSignal" in ast.unparse(node)
     ]
-    assert users == []
+    catchers = [
+        str(path.relative_to(SRC))
+        for path, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ExceptHandler)
+        and node.type is not None
+        and "InterruptSignal" in ast.unparse(node.type)
+    ]
+    assert raisers == ["_signal.py"]
+    assert set(catchers) == {"kernel.py"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Return, for each module of `src/plait`, the plait modules it imports: at the top,
+    under `TYPE_CHECKING` or inside a function alike (the root package's lazy exports
+    aside)."""
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, base] if base else parts)
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+            for target in targets:
+                found = resolve(target) if target.startswith("plait") else None
+                if found is not None and found != name and name != "plait":
+                    graph[name].add(found)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Return the import cycles of `graph` (its strongly connected parts of two or more)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = import_graph()
+    graph["plait.context"].add("plait.kernel")  # what the kernel once needed
+    assert ["plait.context", "plait.kernel"] in cycles(graph)
+
+
+def test_the_kernel_stands_above_the_context_and_the_agent_interface() -> None:
+    graph = import_graph()
+    assert "plait.context" in graph["plait.kernel"]
+    assert "plait.kernel" not in graph["plait.context"]
+    assert "plait.context" not in graph["plait.agent"]
+    assert not any(name.startswith("plait.agents") for name in graph["plait.models.local"])

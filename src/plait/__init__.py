@@ -26,6 +26,7 @@ from plait import errors
 if TYPE_CHECKING:
     from plait import graph, models, prebuilt, testing
     from plait.agent import Agent, AgentInput
+    from plait.agent_context import AgentContext, ResumeInfo, RunContext
     from plait.agents import (
         AgentTool,
         ChatModelAgent,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
         SequentialAgent,
         set_sub_agents,
     )
-    from plait.context import IdSource, RunContext, RunHooks, run_context
+    from plait.context import IdSource, RunHooks, run_context
     from plait.errors import PlaitError
     from plait.events import (
         AgentAction,
@@ -62,6 +63,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentAction",
+    "AgentContext",
     "AgentEvent",
     "AgentInput",
     "AgentOutput",
@@ -82,6 +84,7 @@ __all__ = [
     "Middleware",
     "ParallelAgent",
     "PlaitError",
+    "ResumeInfo",
     "RunContext",
     "RunHooks",
     "RunResult",
@@ -132,7 +135,9 @@ _EXPORTS = {
     "ParallelAgent": "plait.agents",
     "PlaitError": "plait.errors",
     "IdSource": "plait.context",
-    "RunContext": "plait.context",
+    "RunContext": "plait.agent_context",
+    "AgentContext": "plait.agent_context",
+    "ResumeInfo": "plait.agent_context",
     "RunHooks": "plait.context",
     "RunResult": "plait.events",
     "RunStream": "plait.runner",

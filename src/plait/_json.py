@@ -51,6 +51,8 @@ def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:
         children = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         children = [(f"{path}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
+    elif hasattr(type(value), "model_fields") and not isinstance(value, type):  # pydantic
+        children = [(f"{path}.{name}", getattr(value, name)) for name in type(value).model_fields]
     for child_path, child in children:
         try:
             if dataclasses.is_dataclass(child) and not isinstance(child, type):

@@ -7,10 +7,9 @@ from typing import Protocol, runtime_checkable
 
 from plait._json import JSONMixin
 from plait._record import record
-from plait.context import RunContext
+from plait.agent_context import AgentContext
 from plait.errors import UsageError
 from plait.events import AgentEvent
-from plait.history import USER
 from plait.messages import Message
 
 __all__ = [
@@ -20,8 +19,6 @@ __all__ = [
     "LinkAware",
     "RecordsHistory",
     "Transferable",
-    "input_for",
-    "lane_for",
     "require_agent",
 ]
 
@@ -42,25 +39,6 @@ class AgentInput(JSONMixin):
     source: Sequence[tuple[str, Message]] | None = None
 
 
-def input_for(ctx: RunContext, agent_name: str) -> AgentInput:
-    """Return the input of `agent_name` in the lane of `ctx`: the lane's conversation as that
-    agent sees it, with the conversation itself as `source`."""
-    return AgentInput(
-        messages=ctx.input_for(agent_name),
-        enable_streaming=ctx.enable_streaming,
-        source=ctx.conversation(),
-    )
-
-
-def lane_for(ctx: RunContext, agent_input: AgentInput) -> RunContext:
-    """Return a lane of `ctx` that starts from `agent_input`: a composite runs its children
-    there, so they start from the input it was given."""
-    source = agent_input.source
-    if source is None:
-        source = [(USER, m) for m in agent_input.messages]
-    return ctx.lane(source)
-
-
 @runtime_checkable
 class Agent(Protocol):
     """Anything that runs: yields `AgentEvent`s for an input inside a run context.
@@ -72,7 +50,7 @@ class Agent(Protocol):
     name: str
     description: str
 
-    def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
         """Run on `input` and yield the events of this agent (and of those it calls)."""
         ...
 

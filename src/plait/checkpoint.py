@@ -34,6 +34,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "Checkpoint",
+    "CustomRecord",
     "DoneCall",
     "FlowRecord",
     "GraphJoin",
@@ -153,6 +154,15 @@ class LaneRecord(_Record):
     history: Pairs
 
 
+class CustomRecord(_Record):
+    """What an agent kept with `ctx.keep_record(key, value)` at one place of the run: each
+    value as plain JSON, and for a pydantic model its class (`module:qualname`)."""
+
+    kind: Literal["custom"] = "custom"
+    values: dict[str, Any] = {}
+    models: dict[str, str] = {}
+
+
 class GraphJoin(_Record):
     """A join of a state graph: its source nodes, and those that have finished."""
 
@@ -180,7 +190,8 @@ AnyRecord = Annotated[
     | SwarmRecord
     | NestedRecord
     | LaneRecord
-    | GraphRecord,
+    | GraphRecord
+    | CustomRecord,
     Field(discriminator="kind"),
 ]
 
@@ -238,6 +249,7 @@ class _Document(_Record):
     transfers: int = 0
     handoffs: list[HandoffLog] = []
     metadata: dict[str, Any] = {}
+    root_id: str | None = None
 
 
 class Checkpoint:
@@ -345,6 +357,7 @@ class Checkpoint:
             transfers=snapshot.transfers,
             handoffs=handoffs or [],
             metadata=snapshot.metadata,
+            root_id=snapshot.root_id,
         )
         try:
             return doc.model_dump_json(warnings="error").encode()
@@ -437,6 +450,7 @@ class Checkpoint:
             tokens=(doc.input_tokens, doc.output_tokens),
             transfers=doc.transfers,
             metadata=dict(doc.metadata),
+            root_id=doc.root_id,
         )
 
     def answers(self, targets: dict[str, Any]) -> dict[str, list[Any]]:

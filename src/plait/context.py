@@ -23,9 +23,14 @@ one that touches `RunContext`'s private fields.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
+from plait._custom import CustomRecord, load_custom, save_custom
+from plait._signal import raise_pause
+from plait.agent_context import AgentContext, ResumeInfo
 from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
 from plait.events import (
     AgentAction,
@@ -37,13 +42,40 @@ from plait.events import (
     MessageVariant,
 )
 from plait.history import USER, HistoryRecord, history_for, whole_messages
-from plait.kernel import current, raise_pause
 from plait.messages import Message, Usage
 from plait.run_state import Budget, CallGuard, IdSource, RunHooks, RunSnapshot, RunState, Saver
 
-__all__ = ["Emit", "IdSource", "RunContext", "RunHooks", "run_context"]
+__all__ = [
+    "Emit",
+    "IdSource",
+    "RunContext",
+    "RunHooks",
+    "current",
+    "inside",
+    "make_current",
+    "reset_current",
+    "run_context",
+]
 
 _T = TypeVar("_T")
+
+_current: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
+
+
+def current() -> RunContext | None:
+    """Return the context current here (the agent, tool or node running), if any."""
+    return _current.get()
+
+
+def make_current(ctx: RunContext) -> Token[RunContext | None]:
+    """Make `ctx` current until `reset_current(token)`."""
+    return _current.set(ctx)
+
+
+def reset_current(token: Token[RunContext | None]) -> None:
+    """Restore the context current before `make_current`."""
+    _current.reset(token)
+
 
 Emit = Callable[[AgentEvent], None]
 
@@ -146,9 +178,11 @@ class RunContext:
         max_transfers: int | None = None,
         saver: Saver | None = None,
         metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> None:
         """Set the run-wide options (the runner does this once, at the start of a run)."""
         run = self._run
+        run.session_id = session_id
         run.durability = durability
         run.ids = ids if ids is not None else run.ids
         run.hooks = tuple(hooks)
@@ -324,9 +358,40 @@ class RunContext:
         return self._run.enable_streaming
 
     @property
-    def history(self) -> list[HistoryRecord]:
+    def lane_history(self) -> list[HistoryRecord]:
         """Return the messages recorded so far in this part of the run, with their authors."""
         return self._history
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """Return the messages this agent runs on: inside a tool call, its agent's current
+        model input; elsewhere the agent's input in its lane."""
+        if self._model_messages is not None:
+            return tuple(self._model_messages)
+        return tuple(self.input_for(self.agent_name))
+
+    @property
+    def session_id(self) -> str | None:
+        """Return the session the run belongs to, if any."""
+        return self._run.session_id
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """Inside a tool call, return a key stable for that call across pauses, resumes,
+        crashes and workers (from the run's root id and the call's address, which holds
+        its tool-call id); None outside a tool call."""
+        if self.tool_call_id is None:
+            return None
+        run = self._run
+        if run.root_id is None:
+            run.root_id = run.ids.new_id()
+        digest = hashlib.sha256(f"{run.root_id}\n{self.address}".encode()).hexdigest()
+        return f"plait-{digest[:40]}"
+
+    @property
+    def resume_info(self) -> ResumeInfo | None:
+        """Return how the resumed run finds this agent; None when the run is new."""
+        return None
 
     @property
     def model_messages(self) -> list[Message]:
@@ -484,16 +549,16 @@ class RunContext:
             await run.saver("step", self)
         return None
 
-    def save_state(self, kind: str, record: Any) -> None:
+    def keep_record(self, kind: str, record: Any) -> None:
         """Keep this component's resume record (or a function returning it) in the run
         state; every pause and step save includes it until `drop_state`."""
         self._run.frames[(self.address, kind)] = record
 
-    def drop_state(self, kind: str) -> None:
+    def drop_record(self, kind: str) -> None:
         """Forget this component's record: it finished its work."""
         self._run.frames.pop((self.address, kind), None)
 
-    def take_state(self, kind: str, tp: type[_T]) -> _T | None:
+    def take_record(self, kind: str, tp: type[_T]) -> _T | None:
         """Return (once) the record of type `tp` this component saved when the run was saved,
         if this run resumes it; it stays this component's record until changed or dropped."""
         record = self._run.restored.pop((self.address, kind), None)
@@ -507,6 +572,25 @@ class RunContext:
                 f"this run has a component expecting {tp.__name__}; the agents changed"
             )
         self._run.frames[(self.address, kind)] = record
+        return record
+
+    def save_state(self, key: str, value: Any) -> None:
+        """Keep a JSON-able value (or a pydantic model) for this agent at this place of the
+        run, across pauses and resumes; it is encoded now (`SerializationError` names the
+        key and the place inside the value that cannot be)."""
+        save_custom(self._custom(), key, value)
+
+    def load_state(self, key: str) -> Any:
+        """Return the value saved under `key` at this place of the run, or None."""
+        return load_custom(self._custom(), key)
+
+    def _custom(self) -> CustomRecord:
+        frames = self._run.frames
+        record = frames.get((self.address, "custom"))
+        if record is None:
+            restored = self._run.restored.pop((self.address, "custom"), None)
+            record = restored if isinstance(restored, CustomRecord) else CustomRecord()
+            frames[(self.address, "custom")] = record
         return record
 
     def snapshot(self) -> RunSnapshot:
@@ -533,6 +617,7 @@ class RunContext:
             tokens=(run.input_tokens, run.output_tokens),
             transfers=run.transfers,
             metadata=run.metadata,
+            root_id=run.root_id,
         )
 
     def restore(self, snapshot: RunSnapshot, answers: dict[str, list[Any]]) -> None:
@@ -554,6 +639,7 @@ class RunContext:
         run.input_tokens, run.output_tokens = snapshot.tokens
         run.transfers = snapshot.transfers
         run.metadata.update(snapshot.metadata)
+        run.root_id = snapshot.root_id
 
     # --- events -----------------------------------------------------------------------------
 
@@ -587,6 +673,20 @@ _make_output: Callable[..., AgentOutput] = AgentOutput._make  # type: ignore[att
 _make_event: Callable[..., AgentEvent] = AgentEvent._make  # type: ignore[attr-defined]
 
 _new_context = object.__new__
+
+
+def inside(ctx: AgentContext) -> RunContext:
+    """Return plait's own context behind `ctx`: the built-in agents use more of it than the
+    public `AgentContext`.
+
+    Raises:
+        UsageError: `ctx` is not a context plait made (a built-in agent run by hand).
+    """
+    if isinstance(ctx, RunContext):
+        return ctx
+    raise UsageError(
+        f"plait's agents run inside a plait run (Runner), not with a {type(ctx).__name__}"
+    )
 
 
 def run_context() -> RunContext:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from plait._signal import InterruptSignal
 from plait.context import run_context
-from plait.kernel import InterruptSignal
 
 __all__ = ["InterruptSignal", "interrupt", "interrupt_state"]
 

@@ -3,60 +3,33 @@
 `enter` runs an agent with its own context current for every step (so `plait.interrupt()`
 and `plait.run_context()` see that agent's context) and turns the pause signal into the
 agent's pause event, and an exception into its error event. `call_in` does the same for one
-tool or graph-node call; `raise_pause` passes a child's pause up through a tool call. This
-module is the only one that raises or catches the pause signal.
+tool or graph-node call. This module is the only one that catches the pause signal
+(`plait._signal`), and it stands above the context: it imports `plait.context`, never the
+other way round.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
+from plait._signal import InterruptSignal
+from plait.agent import Agent, AgentInput
+from plait.context import RunContext, make_current, reset_current
 from plait.errors import AgentError, PlaitError
 from plait.events import AgentEvent, InterruptCtx
-
-if TYPE_CHECKING:
-    from plait.agent import Agent, AgentInput
-    from plait.context import RunContext
+from plait.history import USER
 
 __all__ = [
-    "InterruptSignal",
     "Interrupted",
     "call_in",
-    "current",
     "enter",
+    "input_for",
     "is_pause",
-    "raise_pause",
+    "lane_for",
 ]
 
 _T = TypeVar("_T")
-
-_current: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
-
-
-def current() -> RunContext | None:
-    """Return the context current here (the agent, tool or node running), if any."""
-    return _current.get()
-
-
-def make_current(ctx: RunContext) -> Token[RunContext | None]:
-    """Make `ctx` current until `reset_current(token)`."""
-    return _current.set(ctx)
-
-
-def reset_current(token: Token[RunContext | None]) -> None:
-    """Restore the context current before `make_current`."""
-    _current.reset(token)
-
-
-class InterruptSignal(BaseException):
-    """Raised by `interrupt()` to pause the run; a `BaseException`, so `except Exception`
-    in a tool cannot swallow it. Only this module raises and catches it."""
-
-    def __init__(self, contexts: tuple[InterruptCtx, ...]) -> None:
-        super().__init__(contexts)
-        self.contexts = contexts
 
 
 class Interrupted:
@@ -89,7 +62,7 @@ async def enter(
     events = agent.run(agent_input, ctx)
     try:
         while True:
-            token = _current.set(ctx)
+            token = make_current(ctx)
             try:
                 event = await anext(events)
             except StopAsyncIteration:
@@ -102,7 +75,7 @@ async def enter(
                 yield ctx.event(error=error)
                 return
             finally:
-                _current.reset(token)
+                reset_current(token)
             error = event.error if event.error is not None else error
             yield event
     finally:
@@ -118,19 +91,32 @@ async def call_in(
 ) -> _T | Interrupted:
     """Await `fn(*args)` with `ctx` as the current context (a tool or node call); a pause
     raised inside is returned as `Interrupted`."""
-    token = _current.set(ctx)
+    token = make_current(ctx)
     try:
         return await fn(*args)
     except InterruptSignal as signal:
         return Interrupted(signal.contexts)
     finally:
-        _current.reset(token)
+        reset_current(token)
 
 
-def raise_pause(contexts: Sequence[InterruptCtx]) -> None:
-    """Pause the tool or node call running now on `contexts` (an agent run as a tool whose
-    child paused passes the child's interrupts up this way)."""
-    raise InterruptSignal(tuple(contexts))
+def input_for(ctx: RunContext, agent_name: str) -> AgentInput:
+    """Return the input of `agent_name` in the lane of `ctx`: the lane's conversation as that
+    agent sees it, with the conversation itself as `source`."""
+    return AgentInput(
+        messages=ctx.input_for(agent_name),
+        enable_streaming=ctx.enable_streaming,
+        source=ctx.conversation(),
+    )
+
+
+def lane_for(ctx: RunContext, agent_input: AgentInput) -> RunContext:
+    """Return a lane of `ctx` that starts from `agent_input`: a composite runs its children
+    there, so they start from the input it was given."""
+    source = agent_input.source
+    if source is None:
+        source = [(USER, m) for m in agent_input.messages]
+    return ctx.lane(source)
 
 
 def is_pause(event: AgentEvent, depth: int) -> bool:

@@ -13,20 +13,20 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from plait.agent_context import AgentContext
 from plait.errors import MaxHandoffsExceeded, MaxStepsExceeded, PlaitError, TokenBudgetExceeded
 from plait.events import AgentEvent, InterruptCtx
 from plait.history import HistoryRecord
 from plait.messages import Message, Usage
 
-if TYPE_CHECKING:
-    from plait.context import RunContext
-
 __all__ = ["Budget", "CallGuard", "IdSource", "Paused", "RunHooks", "RunSnapshot", "RunState"]
 
 SaveKind = Literal["step", "cancel"]
-Saver = Callable[[SaveKind, "RunContext"], Awaitable["AgentEvent | None"]]
+#: Saves the run (`plait.stream`); called with the context at the safe point (plait's own
+#: context class, which the saver reads the run's snapshot from).
+Saver = Callable[[SaveKind, Any], Awaitable["AgentEvent | None"]]
 
 
 class IdSource:
@@ -51,32 +51,32 @@ class RunHooks:
     Each is called synchronously at the point it names; a hook must not raise.
     """
 
-    def agent_entered(self, ctx: RunContext) -> None:
+    def agent_entered(self, ctx: AgentContext) -> None:
         """An agent starts (or resumes) running in `ctx`."""
 
-    def agent_exited(self, ctx: RunContext, error: PlaitError | None) -> None:
+    def agent_exited(self, ctx: AgentContext, error: PlaitError | None) -> None:
         """An agent finished, paused or failed (`error`)."""
 
     def model_called(
-        self, ctx: RunContext, reply: Message | None, error: PlaitError | None
+        self, ctx: AgentContext, reply: Message | None, error: PlaitError | None
     ) -> None:
         """A model call of agent `ctx.agent_name` returned `reply` (or failed)."""
 
-    def tool_called(self, ctx: RunContext, content: Any, error: PlaitError | None) -> None:
+    def tool_called(self, ctx: AgentContext, content: Any, error: PlaitError | None) -> None:
         """A tool call (`ctx.tool_name`, `ctx.tool_call_id`) returned `content` (or failed)."""
 
     def paused(
-        self, ctx: RunContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
+        self, ctx: AgentContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
     ) -> None:
         """The run paused and was saved under `checkpoint_id`."""
 
-    def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
+    def resumed(self, ctx: AgentContext, checkpoint_id: str) -> None:
         """The run was resumed from `checkpoint_id`."""
 
-    def step_saved(self, ctx: RunContext, checkpoint_id: str) -> None:
+    def step_saved(self, ctx: AgentContext, checkpoint_id: str) -> None:
         """A step checkpoint of the running run was written."""
 
-    def budget_charged(self, ctx: RunContext, usage: Usage | None) -> None:
+    def budget_charged(self, ctx: AgentContext, usage: Usage | None) -> None:
         """A model call was counted towards the run's totals and budgets."""
 
 
@@ -125,7 +125,9 @@ class RunState:
         "restored",
         "resume_answers",
         "resume_user_states",
+        "root_id",
         "saver",
+        "session_id",
         "session_values",
         "state",
         "transfers",
@@ -133,6 +135,8 @@ class RunState:
 
     def __init__(self, session_values: dict[str, Any], enable_streaming: bool) -> None:
         self.session_values = session_values
+        self.session_id: str | None = None
+        self.root_id: str | None = None  # made on first use (idempotency keys), then saved
         self.state: dict[str, Any] = {}
         self.local: dict[str, dict[str, Any]] = {}  # each agent's own state, by agent name
         self.enable_streaming = enable_streaming
@@ -219,6 +223,7 @@ class RunSnapshot:
         "model_calls",
         "records",
         "root_authors",
+        "root_id",
         "root_input",
         "session_values",
         "state",
@@ -230,6 +235,7 @@ class RunSnapshot:
     def __init__(self, **fields: Any) -> None:
         self.root_input: tuple[Message, ...] = ()
         self.root_authors: tuple[str, ...] | None = None
+        self.root_id: str | None = None
         self.history: list[HistoryRecord] = []
         self.session_values: dict[str, Any] = {}
         self.state: dict[str, Any] = {}

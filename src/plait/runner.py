@@ -14,7 +14,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from plait.agent import Agent, input_for
+from plait.agent import Agent
 from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint
 from plait.context import RunContext
@@ -28,7 +28,7 @@ from plait.events import (
     AgentEvent,
     RunResult,
 )
-from plait.kernel import enter
+from plait.kernel import enter, input_for
 from plait.messages import Message
 from plait.run_state import IdSource, RunHooks
 from plait.session import SessionTurn

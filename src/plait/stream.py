@@ -264,6 +264,7 @@ class RunStream:
             hooks=self._setup.hooks,
             max_transfers=self._setup.max_transfers,
             saver=_weak_saver(self),
+            session_id=None if self._turn is None else self._turn.session_id,
         )
         if self._setup.durability == "step":
             self._owner = f"{_HOST}:{os.getpid()}:{self._setup.ids.new_id()}"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 
 import pytest
 
 from plait import (
     AgentAction,
+    AgentEvent,
+    AgentInput,
     ChatModelAgent,
     Message,
     Middleware,
@@ -317,9 +320,16 @@ def test_each_parallel_call_carries_the_action_it_sent() -> None:
 
 
 def test_send_action_outside_a_tool_is_a_usage_error() -> None:
-    ctx = RunContext.root("A", [])
-    with pytest.raises(UsageError, match="inside a tool"):
-        ctx.send_action(AgentAction(exit=True))
+    class Acting:
+        name, description = "A", ""
+
+        async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+            ctx.send_action(AgentAction(exit=True))
+            yield ctx.event(message=Message.assistant("never"))
+
+    result = Runner(Acting()).query_sync("q")
+    assert isinstance(result.error, UsageError)
+    assert "inside a tool" in result.error.message
 
 
 def test_a_tool_result_with_an_exit_action_ends_the_turn() -> None:

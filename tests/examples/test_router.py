@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plait import RunContext, Runner
+from plait import Runner
+from plait.context import RunContext as Ctx  # plait's own context class
 from plait.errors import InvalidToolArguments
 from plait.examples.router import (
     QUERIES,
@@ -37,7 +38,7 @@ def test_the_three_queries_reach_the_right_agent() -> None:
 
 
 async def test_the_calculator_refuses_anything_but_arithmetic() -> None:
-    ctx = RunContext.root("MathAgent", [])
+    ctx = Ctx.root("MathAgent", [])
     assert await calculator.call('{"expression": "(1 + 2) * 4"}', ctx) == "12"
     with pytest.raises(ValueError, match="only numbers"):
         await calculator.call('{"expression": "__import__(\\"os\\")"}', ctx)

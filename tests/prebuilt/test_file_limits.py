@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from plait import RunContext
+from plait.context import RunContext as Ctx  # plait's own context class
 from plait.errors import UsageError
 from plait.prebuilt.filesystem import (
     DirectoryBackend,
@@ -29,7 +29,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> FileBackend:
 
 async def run(backend: FileBackend, limits: FileLimits, name: str, **args: object) -> str:
     tools = {t.name: t for t in filesystem_tools(backend, limits)}
-    result = await tools[name].call(json.dumps(args), RunContext.root("a", []))
+    result = await tools[name].call(json.dumps(args), Ctx.root("a", []))
     assert isinstance(result, str)
     return result
 

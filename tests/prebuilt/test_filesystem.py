@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from plait import ChatModelAgent, Message, RunContext, Runner
+from plait import ChatModelAgent, Message, Runner
+from plait.context import RunContext as Ctx  # plait's own context class
 from plait.errors import UsageError
 from plait.prebuilt.filesystem import (
     DirectoryBackend,
@@ -46,7 +47,7 @@ def root(tmp_path: Path) -> Path:
 
 async def run(backend: FileBackend, name: str, **args: object) -> str:
     tools = {t.name: t for t in filesystem_tools(backend)}
-    result = await tools[name].call(json.dumps(args), RunContext.root("a", []))
+    result = await tools[name].call(json.dumps(args), Ctx.root("a", []))
     assert isinstance(result, str)
     return result
 
@@ -319,7 +320,7 @@ async def test_a_symlink_swapped_while_the_tools_run_never_leads_outside(
     try:
         for name, args in calls * 300:
             try:
-                result = await tools[name].call(json.dumps(args), RunContext.root("a", []))
+                result = await tools[name].call(json.dumps(args), Ctx.root("a", []))
             except PathOutsideRoot:
                 seen["refused"] += 1
             except ValueError as error:
@@ -452,7 +453,7 @@ async def test_edit_file_needs_a_unique_match_unless_replace_all(backend: FileBa
 async def test_parallel_edits_of_one_file_all_land(backend: FileBackend) -> None:
     await seed(backend, {"f.txt": "".join(f"<{n}>" for n in range(30))})
     tools = {t.name: t for t in filesystem_tools(backend)}
-    ctx = RunContext.root("a", [])
+    ctx = Ctx.root("a", [])
     edits = [
         json.dumps({"file_path": "f.txt", "old_string": f"<{n}>", "new_string": f"[{n}]"})
         for n in range(30)

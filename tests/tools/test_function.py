@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from plait import RunContext, ToolResult, run_context, tool
+from plait.context import RunContext as Ctx  # plait's own context class
 from plait.errors import InvalidToolArguments, UsageError
 from plait.tools import FunctionTool, Tool, ToolInfo
 
@@ -66,13 +67,13 @@ def test_literal_and_optional_types_become_json_schema() -> None:
 
 
 async def test_call_validates_injects_context_and_encodes_non_strings() -> None:
-    ctx = RunContext.root("shipper", [])
+    ctx = Ctx.root("shipper", [])
     out = await ship.call('{"item": "book", "address": {"street": "Main", "zip_code": "1"}}', ctx)
     assert out == '{"item":"book","to":"Main","by":"shipper"}'
 
 
 async def test_invalid_arguments_raise_a_typed_error_naming_the_problem() -> None:
-    ctx = RunContext.root("a", []).for_tool("ship", "c1")
+    ctx = Ctx.root("a", []).for_tool("ship", "c1")
     with pytest.raises(InvalidToolArguments) as info:
         await ship.call('{"item": 3, "address": {"street": "x"}}', ctx)
     err = info.value
@@ -91,7 +92,7 @@ async def test_empty_arguments_mean_no_arguments() -> None:
         """Ping."""
         return "pong"
 
-    assert await ping.call("", RunContext.root("a", [])) == "pong"
+    assert await ping.call("", Ctx.root("a", [])) == "pong"
 
 
 async def test_sync_tools_run_in_a_worker_thread_with_the_run_context() -> None:
@@ -120,7 +121,7 @@ async def test_tool_result_passes_through() -> None:
         """Done."""
         return ToolResult(content="x")
 
-    assert await done.call("{}", RunContext.root("a", [])) == ToolResult(content="x")
+    assert await done.call("{}", Ctx.root("a", [])) == ToolResult(content="x")
 
 
 def test_decorator_options_and_direct_calls() -> None:
@@ -188,14 +189,14 @@ async def test_arguments_must_have_the_json_types_the_schema_advertises(
 ) -> None:
     props = typed.info().parameters["properties"]
     assert [props[p]["type"] for p in props] == ["integer", "number", "string", "boolean"]
-    ctx = RunContext.root("a", []).for_tool("typed", "c1")
+    ctx = Ctx.root("a", []).for_tool("typed", "c1")
     with pytest.raises(InvalidToolArguments) as info:
         await typed.call(arguments, ctx)
     assert str(info.value) == f"invalid arguments for tool 'typed': {problem}"
 
 
 async def test_json_values_of_the_advertised_types_are_accepted() -> None:
-    ctx = RunContext.root("a", [])
+    ctx = Ctx.root("a", [])
     out = await typed.call('{"count": 2, "ratio": 1, "label": "x", "flag": true}', ctx)
     assert out == "2 1.0 'x' True"  # a JSON integer is a JSON number too
 
@@ -226,7 +227,7 @@ def test_a_mistyped_argument_is_told_to_the_model_or_raised() -> None:
 
 
 async def test_an_error_quotes_at_most_200_characters_of_a_bad_value() -> None:
-    ctx = RunContext.root("a", [])
+    ctx = Ctx.root("a", [])
     huge = "x" * 10_485_760
     with pytest.raises(InvalidToolArguments) as info:
         await typed.call(f'{{"count": "{huge}"}}', ctx)
@@ -247,9 +248,7 @@ async def test_an_error_lists_at_most_ten_problems() -> None:
         return sum(numbers)
 
     with pytest.raises(InvalidToolArguments) as info:
-        await total.call(
-            '{"numbers": [' + ",".join(['"1"'] * 1000) + "]}", RunContext.root("a", [])
-        )
+        await total.call('{"numbers": [' + ",".join(['"1"'] * 1000) + "]}", Ctx.root("a", []))
     text = str(info.value)
     assert text.count("Input should be a valid integer") == 10
     assert text.endswith("; and 990 more problems")
@@ -261,6 +260,6 @@ async def test_nan_and_infinity_in_a_result_are_encoded_as_strings() -> None:
         """Measure."""
         return {"mean": math.nan, "max": math.inf, "min": -math.inf, "rows": [1.5, math.nan]}
 
-    out = await measure.call("{}", RunContext.root("a", []))
+    out = await measure.call("{}", Ctx.root("a", []))
     assert out == '{"mean":"NaN","max":"Infinity","min":"-Infinity","rows":[1.5,"NaN"]}'
     assert json.loads(out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))

@@ -8,14 +8,16 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
+from plait._signal import raise_pause
 from plait.agent import Agent, require_agent
+from plait.agent_context import AgentContext
 from plait.agents.flow import run_flow
 from plait.checkpoint import NestedRecord
-from plait.context import RunContext
+from plait.context import RunContext, inside
 from plait.errors import InvalidToolArguments, UsageError
 from plait.events import AgentEvent
 from plait.history import as_records, rewrite_message, whole_messages
-from plait.kernel import is_pause, raise_pause
+from plait.kernel import is_pause
 from plait.messages import Message
 from plait.tools.base import ToolInfo
 from plait.tools.function import describe_invalid_arguments
@@ -80,7 +82,11 @@ class AgentTool:
             parameters=self._schema,
         )
 
-    async def call(self, arguments_json: str, ctx: RunContext) -> str:
+    async def call(self, arguments_json: str, ctx: AgentContext) -> str:
+        """Run one call of this tool with the model's `arguments_json`."""
+        return await self._call(arguments_json, inside(ctx))
+
+    async def _call(self, arguments_json: str, ctx: RunContext) -> str:
         """Run the agent on the request and return its final answer.
 
         If the child pauses, this call pauses too (the run's interrupt lists the child's);
@@ -163,18 +169,18 @@ async def run_nested(
     `ctx`'s address; if it pauses, the pause is passed on to the caller (the tool call pauses
     too), and on resume it continues from them. An error inside it is raised.
     """
-    saved = ctx.take_state("nested", NestedRecord)
+    saved = ctx.take_record("nested", NestedRecord)
     if saved is not None:
         child = ctx.nested(agent.name, saved.input)
-        child.history.extend(as_records(saved.history))
+        child.lane_history.extend(as_records(saved.history))
     else:
         child = ctx.nested(agent.name, messages())
-    ctx.save_state("nested", functools.partial(_record, child))
+    ctx.keep_record("nested", functools.partial(_record, child))
     final: AgentEvent | None = None
     async with aclosing(run_flow(agent, child)) as events:  # type: ignore[type-var]
         async for event in events:
             if event.error is not None:
-                ctx.drop_state("nested")
+                ctx.drop_record("nested")
                 raise event.error
             if is_pause(event, child.depth):
                 assert event.action is not None and event.action.interrupted is not None
@@ -183,11 +189,11 @@ async def run_nested(
                 final = event
             if emit is not None:
                 emit(event)
-    ctx.drop_state("nested")
+    ctx.drop_record("nested")
     if final is None or final.message is None:
         return None
     return await final.message.get_message()
 
 
 def _record(child: RunContext) -> NestedRecord:
-    return NestedRecord(input=list(child.root_input), history=whole_messages(child.history))
+    return NestedRecord(input=list(child.root_input), history=whole_messages(child.lane_history))

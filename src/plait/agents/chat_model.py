@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
+from plait.agent_context import AgentContext
 from plait.agents.flow import (
     TRANSFER_TOOL,
     TransferTool,
@@ -23,7 +24,7 @@ from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
 from plait.checkpoint import DoneCall, ReactRecord
-from plait.context import Emit, RunContext
+from plait.context import Emit, RunContext, inside
 from plait.errors import (
     MaxIterationsExceeded,
     ModelError,
@@ -47,7 +48,7 @@ from plait.tools.function import FunctionTool
 
 __all__ = ["ChatModelAgent"]
 
-GenModelInput = Callable[[str, AgentInput, RunContext], Sequence[Message]]
+GenModelInput = Callable[[str, AgentInput, AgentContext], Sequence[Message]]
 
 
 def _exit(final_result: str) -> ToolResult:
@@ -232,7 +233,11 @@ class ChatModelAgent:
         messages.extend(input.messages)
         return messages
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the ReAct loop on `input`, yielding model outputs and tool results."""
         loop = _Loop(self, input, ctx)
         try:
@@ -257,7 +262,7 @@ class ChatModelAgent:
                 yield event
             step = loop.step
         if step is Step.FINAL:
-            ctx.drop_state("react")
+            ctx.drop_record("react")
 
     def _store_output(self, ctx: RunContext, text: str) -> None:
         if self.output_key is not None:
@@ -378,7 +383,7 @@ class _Loop:
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
-        record = self.ctx.take_state("react", ReactRecord)
+        record = self.ctx.take_record("react", ReactRecord)
         if record is None:
             self.messages = self.agent._initial_messages(self.input, self.ctx)
         else:
@@ -412,7 +417,7 @@ class _Loop:
         record = ReactRecord.model_construct(
             messages=list(self.messages), calls_made=self.calls_made, phase=phase, done=done
         )
-        self.ctx.save_state("react", record)
+        self.ctx.keep_record("react", record)
 
     def is_simple(self, step: Step) -> bool:
         """Whether this step's events can be collected and then yielded: a model call that

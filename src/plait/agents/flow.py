@@ -20,16 +20,16 @@ from plait.agent import (
     LinkAware,
     RecordsHistory,
     Transferable,
-    input_for,
 )
+from plait.agent_context import AgentContext
 from plait.checkpoint import FlowRecord
-from plait.context import RunContext
+from plait.context import RunContext, inside
 from plait.errors import InvalidToolArguments, PlaitError, ResumeError, UsageError
 from plait.events import AgentAction, AgentEvent, MessageVariant, TransferToAgentAction
 from plait.history import history_for, rewrite_message
-from plait.kernel import enter
+from plait.kernel import enter, input_for
 from plait.messages import Message
-from plait.tools.base import ToolInfo, ToolResult
+from plait.tools.base import TRANSFER_TOOL, ToolInfo, ToolResult
 
 __all__ = [
     "TRANSFER_TOOL",
@@ -42,7 +42,6 @@ __all__ = [
     "transfer_targets",
 ]
 
-TRANSFER_TOOL = "transfer_to_agent"
 _A = TypeVar("_A")
 
 
@@ -146,7 +145,11 @@ class TransferTool:
             hints={"agents": agents},
         )
 
-    async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+    async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
+        """Run one call of this tool with the model's `arguments_json`."""
+        return await self._call(arguments_json, inside(ctx))
+
+    async def _call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
         """Transfer to the named agent.
 
         Raises:
@@ -266,7 +269,7 @@ class _Flow(HandoffLoop):
         self.chain: list[str] = []
 
     def begin(self, ctx: RunContext) -> Current:
-        saved = ctx.take_state("flow", FlowRecord)
+        saved = ctx.take_record("flow", FlowRecord)
         self.chain = list(saved.chain) if saved else []
         agent = self.agent
         for name in self.chain:  # follow the transfers saved with the run
@@ -280,7 +283,7 @@ class _Flow(HandoffLoop):
         return Current(agent, ctx, None)
 
     def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
-        entry.drop_state("flow")
+        entry.drop_record("flow")
 
     async def follow(
         self, entry: RunContext, current: Current, turn: Turn
@@ -294,7 +297,7 @@ class _Flow(HandoffLoop):
             )
         current.ctx.count_transfer()
         self.chain.append(target.name)
-        entry.save_state("flow", FlowRecord(chain=list(self.chain)))
+        entry.keep_record("flow", FlowRecord(chain=list(self.chain)))
         return Current(target, current.ctx.for_agent(target.name), None), []
 
 
@@ -329,7 +332,7 @@ class Turn:
             output = event.output
             if output is not None and output.message is not None:
                 if record:
-                    ctx.history.append((event.agent_name, output.message))
+                    ctx.lane_history.append((event.agent_name, output.message))
                 if output.message.role == "assistant":
                     self.said = output.message
             if action is not None and action.transfer_to_agent is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from plait.context import RunContext
+from plait.agent_context import AgentContext
 from plait.messages import Message, ToolCall
 
 __all__ = ["Middleware"]
@@ -26,19 +26,21 @@ class Middleware:
     - `after_tool` rewrites a tool's result text before the model sees it.
     """
 
-    async def before_model(self, ctx: RunContext, messages: list[Message]) -> list[Message] | None:
+    async def before_model(
+        self, ctx: AgentContext, messages: list[Message]
+    ) -> list[Message] | None:
         """Rewrite the messages sent to the model (return None to keep them)."""
         return None
 
-    async def after_model(self, ctx: RunContext, message: Message) -> Message | None:
+    async def after_model(self, ctx: AgentContext, message: Message) -> Message | None:
         """Rewrite the model's reply (return None to keep it)."""
         return None
 
-    async def before_tool(self, ctx: RunContext, call: ToolCall) -> ToolCall | None:
+    async def before_tool(self, ctx: AgentContext, call: ToolCall) -> ToolCall | None:
         """Rewrite a tool call before it runs (return None to keep it)."""
         return None
 
-    async def after_tool(self, ctx: RunContext, call: ToolCall, result: str) -> str | None:
+    async def after_tool(self, ctx: AgentContext, call: ToolCall, result: str) -> str | None:
         """Rewrite a tool's result (return None to keep it)."""
         return None
 

@@ -15,14 +15,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
 from plait._merge import Done, merge
-from plait.agent import Agent, AgentInput, lane_for, require_agent
+from plait.agent import Agent, AgentInput, require_agent
+from plait.agent_context import AgentContext
 from plait.agents.flow import run_flow
 from plait.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
-from plait.context import RunContext
+from plait.context import RunContext, inside
 from plait.errors import UsageError
 from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
 from plait.history import as_records, whole_messages
-from plait.kernel import is_pause
+from plait.kernel import is_pause, lane_for
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
@@ -81,7 +82,7 @@ class _Workflow:
         for index in range(start, len(self.sub_agents)):
             child = self.sub_agents[index]
             path = (*path, child.name)
-            ctx.save_state(
+            ctx.keep_record(
                 "sequence", SequenceRecord(index=index, path=list(path), iteration=iteration)
             )
             child_ctx = where.for_agent(child.name, run_path=path, address=ctx.address)
@@ -129,26 +130,26 @@ def open_lane(ctx: RunContext, agent_input: AgentInput) -> RunContext:
     """Open the lane a composite runs its children in: it starts from the composite's
     input, and what the children record there is its resume record until `close_lane`."""
     lane = lane_for(ctx, agent_input)
-    saved = ctx.take_state("lane", LaneRecord)
+    saved = ctx.take_record("lane", LaneRecord)
     if saved is not None:
-        lane.history.extend(as_records(saved.history))
-    ctx.save_state("lane", functools.partial(_lane_record, lane))
+        lane.lane_history.extend(as_records(saved.history))
+    ctx.keep_record("lane", functools.partial(_lane_record, lane))
     return lane
 
 
 def close_lane(ctx: RunContext, lane: RunContext) -> None:
     """The composite finished: what its children recorded joins the history around it."""
-    ctx.drop_state("lane")
-    ctx.history.extend(lane.history)
+    ctx.drop_record("lane")
+    ctx.lane_history.extend(lane.lane_history)
 
 
 def _lane_record(lane: RunContext) -> LaneRecord:
-    return LaneRecord(history=whole_messages(lane.history))
+    return LaneRecord(history=whole_messages(lane.lane_history))
 
 
 def _resume_point(ctx: RunContext) -> tuple[int, int, tuple[str, ...]]:
     """Return (iteration, index, run path before the child) to start from."""
-    saved = ctx.take_state("sequence", SequenceRecord)
+    saved = ctx.take_record("sequence", SequenceRecord)
     if saved is None:
         return 0, 0, ctx.run_path
     return saved.iteration, saved.index, tuple(saved.path[:-1])
@@ -157,7 +158,11 @@ def _resume_point(ctx: RunContext) -> tuple[int, int, tuple[str, ...]]:
 class SequentialAgent(_Workflow):
     """Run the sub-agents one after another."""
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run each child in order; stop at an exit, an error or a pause."""
         lane = _Lane()
         where = open_lane(ctx, input)
@@ -166,7 +171,7 @@ class SequentialAgent(_Workflow):
             async for event in events:
                 yield event
         if not lane.paused:
-            ctx.drop_state("sequence")
+            ctx.drop_record("sequence")
             close_lane(ctx, where)
 
 
@@ -190,7 +195,11 @@ class LoopAgent(_Workflow):
             raise UsageError(f"loop '{name}': max_iterations must be at least 1 or None")
         self.max_iterations = max_iterations
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the children in rounds until a break, an exit, an error, a pause or the limit."""
         lane = _Lane()
         where = open_lane(ctx, input)
@@ -206,7 +215,7 @@ class LoopAgent(_Workflow):
             start, path = 0, lane.path
             iteration += 1
         if not lane.paused:
-            ctx.drop_state("sequence")
+            ctx.drop_record("sequence")
             close_lane(ctx, where)
 
 
@@ -217,20 +226,24 @@ class ParallelAgent(_Workflow):
     history (in sub-agent order) so that later agents see them. An error cancels the others.
     """
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run every child at once and pass on their events; pause once if any paused."""
-        saved = ctx.take_state("parallel", ParallelRecord)
+        saved = ctx.take_record("parallel", ParallelRecord)
         base = 0
         lanes = {c.name: lane_for(ctx, input).for_agent(c.name) for c in self.sub_agents}
         todo = list(self.sub_agents)
         if saved is not None:  # resuming: only the children not finished run again
             for name, pairs in saved.lanes.items():
                 if name in lanes:
-                    lanes[name].history[:] = as_records(pairs)
+                    lanes[name].lane_history[:] = as_records(pairs)
             todo = [c for c in self.sub_agents if c.name in saved.pending]
         states = {c.name: _Lane() for c in todo}
         pending = {c.name for c in todo}
-        ctx.save_state("parallel", functools.partial(_parallel_record, pending, lanes, base))
+        ctx.keep_record("parallel", functools.partial(_parallel_record, pending, lanes, base))
         async with aclosing(self._interleave(todo, lanes, states, pending)) as events:
             async for event in events:
                 yield event
@@ -240,9 +253,9 @@ class ParallelAgent(_Workflow):
         if paused:
             yield ctx.pause_event([c for n in paused for c in states[n].paused])
             return
-        ctx.drop_state("parallel")
+        ctx.drop_record("parallel")
         for lane_ctx in lanes.values():
-            ctx.history.extend(lane_ctx.history[base:])
+            ctx.lane_history.extend(lane_ctx.lane_history[base:])
 
     async def _interleave(
         self,
@@ -275,5 +288,5 @@ class ParallelAgent(_Workflow):
 def _parallel_record(pending: set[str], lanes: dict[str, RunContext], base: int) -> ParallelRecord:
     return ParallelRecord(
         pending=sorted(pending),
-        lanes={n: whole_messages(c.history[base:]) for n, c in lanes.items()},
+        lanes={n: whole_messages(c.lane_history[base:]) for n, c in lanes.items()},
     )

@@ -238,9 +238,3 @@ def scripted_models() -> tuple[ChatModel, ChatModel, ChatModel]:
         ]
     )
     return router, weather, math
-
-
-if __name__ == "__main__":
-    from plait.cli.demo import run_demo
-
-    raise SystemExit(run_demo())

@@ -31,9 +31,10 @@ from plait._merge import Done
 from plait._merge import merge as fan_in
 from plait._threads import run_in_thread
 from plait.agent import Agent, AgentInput
+from plait.agent_context import AgentContext
 from plait.agents.agent_tool import run_nested
 from plait.checkpoint import GraphJoin, GraphRecord
-from plait.context import Emit, RunContext
+from plait.context import Emit, RunContext, inside
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
 from plait.kernel import Interrupted, call_in
@@ -166,9 +167,13 @@ class CompiledGraph:
         state.setdefault("messages", list(input.messages))
         return state
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run super-steps from START until no node is triggered."""
-        saved = ctx.take_state("graph", GraphRecord)
+        saved = ctx.take_record("graph", GraphRecord)
         if saved is not None:
             state, frontier, steps, done, seen = self._restore(saved)
         else:
@@ -214,7 +219,7 @@ class CompiledGraph:
                 if stop is not None:
                     yield stop
                     return
-        ctx.drop_state("graph")
+        ctx.drop_record("graph")
         yield ctx.event(message=_answer(state, input.messages))
         yield ctx.event(output=AgentOutput(custom=state))
 
@@ -232,7 +237,7 @@ class CompiledGraph:
         record = GraphRecord.model_construct(
             state=state, frontier=list(frontier), steps=steps, done=done, joins=joins
         )
-        ctx.save_state("graph", record)
+        ctx.keep_record("graph", record)
 
     def _restore(
         self, saved: GraphRecord

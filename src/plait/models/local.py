@@ -41,11 +41,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plait.agents.flow import TRANSFER_TOOL
 from plait.errors import ModelError, PlaitError, UsageError
 from plait.messages import Message, ToolCall, Usage, merge_chunks
 from plait.models._engine import EngineProcess, EngineStats, engine_for
-from plait.tools.base import ToolInfo
+from plait.tools.base import TRANSFER_TOOL, ToolInfo
 
 __all__ = ["LocalModel", "default_threads", "default_weights"]
 

@@ -10,9 +10,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from plait.agent import Agent, require_agent
+from plait.agent_context import AgentContext
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
-from plait.context import RunContext
+from plait.context import RunContext, inside
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
 from plait.prebuilt.filesystem import FileBackend, FileLimits, MemoryBackend, filesystem_tools
@@ -83,7 +84,11 @@ class _TaskTool:
             },
         )
 
-    async def call(self, arguments_json: str, ctx: RunContext) -> str:
+    async def call(self, arguments_json: str, ctx: AgentContext) -> str:
+        """Run one call of this tool with the model's `arguments_json`."""
+        return await self._call(arguments_json, inside(ctx))
+
+    async def _call(self, arguments_json: str, ctx: RunContext) -> str:
         """Dispatch to the named sub-agent, or say which names exist."""
         args = json.loads(arguments_json or "{}")
         kind = args.get("subagent_type") if isinstance(args, dict) else None

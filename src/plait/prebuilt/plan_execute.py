@@ -18,9 +18,10 @@ from typing import Any
 
 from plait._quote import quote
 from plait.agent import Agent, AgentInput, require_agent
+from plait.agent_context import AgentContext
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import LoopAgent, SequentialAgent
-from plait.context import RunContext
+from plait.context import RunContext, inside
 from plait.errors import MaxStepsExceeded, ModelError, PlaitError
 from plait.events import AgentAction, AgentEvent, BreakLoopAction
 from plait.messages import Message
@@ -110,10 +111,10 @@ class _PlanLoop(LoopAgent):
         super().__init__("execute_replan", sub_agents, max_iterations=max_iterations)
         self.owner = owner  # the name of the plan_execute agent
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the rounds; if they all end without a break, fail with `MaxStepsExceeded`."""
         ended = False
-        async with aclosing(super().run(input, ctx)) as events:  # type: ignore[type-var]
+        async with aclosing(super()._events(input, ctx)) as events:  # type: ignore[type-var]
             async for event in events:
                 yield event
                 ended = ended or _ends_loop(event, ctx.depth)
@@ -200,7 +201,11 @@ class _Deciding:
 
 
 class _Planner(_Deciding):
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Store the objective, ask the model for a plan and store it."""
         values = ctx.session_values
         values[USER_INPUT] = _user_text(input.messages)
@@ -215,7 +220,11 @@ class _Planner(_Deciding):
 
 
 class _Replanner(_Deciding):
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Record the step just done, then revise the plan or respond and break the loop."""
         values = ctx.session_values
         steps = _steps(values)
@@ -254,7 +263,7 @@ def replanner(
     return _Replanner(name, model, [PLAN_TOOL, RESPOND_TOOL], instruction)
 
 
-def _executor_input(instruction: str, input: AgentInput, ctx: RunContext) -> list[Message]:
+def _executor_input(instruction: str, input: AgentInput, ctx: AgentContext) -> list[Message]:
     values = ctx.session_values
     steps = _steps(values)
     prompt = (

@@ -8,8 +8,9 @@ from contextlib import aclosing
 from typing import Any, TypeVar
 
 from plait.agent import Agent, AgentInput, require_agent
+from plait.agent_context import AgentContext
 from plait.agents.flow import TRANSFER_TOOL, Turn, run_flow, set_sub_agents
-from plait.context import RunContext
+from plait.context import RunContext, inside
 from plait.events import AgentAction, AgentEvent, TransferToAgentAction
 from plait.messages import Message, ToolCall
 
@@ -34,7 +35,11 @@ class _ReportsBack:
         self.parent: Agent | None = None
         self.sub_agents: tuple[Agent, ...] = ()
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the worker, then hand control back to the supervisor."""
         turn = Turn()
         async with aclosing(run_flow(self.worker, ctx)) as events:  # type: ignore[type-var]
@@ -61,7 +66,7 @@ class _ReportsBack:
         )
         for event in (calling, done):
             assert event.output is not None and event.output.message is not None
-            ctx.history.append((self.name, event.output.message))
+            ctx.lane_history.append((self.name, event.output.message))
             yield event
 
 

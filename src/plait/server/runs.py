@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from plait.agent import Agent
-from plait.context import RunContext, RunHooks
+from plait.agent_context import AgentContext
+from plait.context import RunHooks
 from plait.errors import (
     CheckpointAlreadyResumed,
     CheckpointNotFound,
@@ -55,7 +56,7 @@ class _Accepted(RunHooks):
     def __init__(self, live: LiveRun) -> None:
         self._live = live
 
-    def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
+    def resumed(self, ctx: AgentContext, checkpoint_id: str) -> None:
         """The resume claimed its checkpoint: the response can start."""
         self._live.accept()
 

@@ -15,12 +15,13 @@ from typing import Any
 
 from plait._quote import quote
 from plait.agent import Agent, AgentInput, require_agent
+from plait.agent_context import AgentContext
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.flow import TRANSFER_TOOL, Current, HandoffLoop, Turn, run_flow
 from plait.agents.workflow import close_lane, open_lane
 from plait.checkpoint import SwarmRecord
-from plait.context import RunContext
+from plait.context import RunContext, inside
 from plait.errors import (
     InvalidToolArguments,
     MaxDepthExceeded,
@@ -84,7 +85,11 @@ class _SwarmTransfer:
             },
         )
 
-    async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+    async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
+        """Run one call of this tool with the model's `arguments_json`."""
+        return await self._call(arguments_json, inside(ctx))
+
+    async def _call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
         """Hand off to the named member; an `InvalidToolArguments` says which names are valid."""
         try:
             args = json.loads(arguments_json or "{}")
@@ -292,7 +297,11 @@ class Team:
             max_tokens=self.total_token_budget,
         )
 
-    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+        """Run on `input` in `ctx` (see the class docstring)."""
+        return self._events(input, inside(ctx))
+
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
         """Run the team: its coordinator, or its swarm from the active member."""
         try:
             inner = self._enter(ctx)
@@ -325,7 +334,7 @@ class Team:
         member's clock): the paused member on a resume, else the entry or the member that
         answered last."""
         by_name = self._wired
-        saved = ctx.take_state("swarm", SwarmRecord)
+        saved = ctx.take_record("swarm", SwarmRecord)
         if saved:
             active = saved.active
             if active not in by_name:
@@ -376,7 +385,7 @@ class Team:
         self, source: Agent, target: Agent, transfer: TransferToAgentAction, ctx: RunContext
     ) -> list[Message]:
         """What the target sees: the inherited history, then the handoff message."""
-        records = [(author, await variant.get_message()) for author, variant in ctx.history]
+        records = [(author, await variant.get_message()) for author, variant in ctx.lane_history]
         run_input = [(None if a == USER else a, m) for a, m in ctx.root_records]
         history = History([*run_input, *records])
         model = source.model if isinstance(source, ChatModelAgent) else None
@@ -452,7 +461,7 @@ class _Swarm(HandoffLoop):
             window=list(self.window),
             messages=current.messages,
         )
-        entry.save_state("swarm", functools.partial(self.clock.stamp, record))
+        entry.keep_record("swarm", functools.partial(self.clock.stamp, record))
         self.steps, self.tokens = entry.model_calls, entry.usage.total_tokens
 
     def step(self, current: Current) -> AsyncIterator[AgentEvent]:
@@ -463,7 +472,7 @@ class _Swarm(HandoffLoop):
     def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
         if turn.exited:
             return
-        entry.drop_state("swarm")
+        entry.drop_record("swarm")
         if self.team.cross_request:
             entry.session_values[self.team._session_key] = current.agent.name
 

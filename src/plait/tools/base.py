@@ -8,11 +8,22 @@ from typing import Any, Protocol, runtime_checkable
 
 from plait._json import JSONMixin
 from plait._record import record
-from plait.context import RunContext
+from plait.agent_context import AgentContext
 from plait.errors import UsageError
 from plait.events import AgentAction
 
-__all__ = ["EmitsEvents", "HasTimeout", "Tool", "ToolInfo", "ToolResult", "check_timeout"]
+__all__ = [
+    "TRANSFER_TOOL",
+    "EmitsEvents",
+    "HasTimeout",
+    "Tool",
+    "ToolInfo",
+    "ToolResult",
+    "check_timeout",
+]
+
+#: The name of the tool an agent transfers with (a flow's sub-agents, a swarm's peers).
+TRANSFER_TOOL = "transfer_to_agent"
 
 
 @record
@@ -49,7 +60,7 @@ class Tool(Protocol):
         """Describe the tool to the model."""
         ...
 
-    async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+    async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
         """Run the tool on the JSON arguments the model sent."""
         ...
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, overload
 
 from plait._quote import QUOTE_CHARS, quote
 from plait._threads import run_in_thread
-from plait.context import RunContext
+from plait.agent_context import AgentContext
+from plait.context import RunContext, inside
 from plait.errors import InvalidToolArguments, UsageError
 from plait.tools.base import ToolInfo, ToolResult, check_timeout
 
@@ -83,7 +84,7 @@ class FunctionTool:
                     "(no *args, **kwargs or positional-only parameters)"
                 )
             annotation = hints.get(pname, Any)
-            if annotation is RunContext:
+            if annotation is RunContext or annotation is AgentContext:
                 ctx_params.append(pname)
                 continue
             default = ... if param.default is param.empty else param.default
@@ -99,7 +100,11 @@ class FunctionTool:
         """Describe the tool to the model."""
         return ToolInfo(name=self.name, description=self.description, parameters=self._parameters)
 
-    async def call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+    async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
+        """Run one call of this tool with the model's `arguments_json`."""
+        return await self._call(arguments_json, inside(ctx))
+
+    async def _call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
         """Validate the arguments, run the function and encode its result."""
         try:
             args = self._args_model.model_validate_json(arguments_json or "{}", strict=True)
