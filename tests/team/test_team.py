@@ -71,7 +71,7 @@ def test_members_become_the_coordinators_tools() -> None:
 
 def test_teams_are_validated_when_built() -> None:
     a, _ = _agent("a")
-    with pytest.raises(UsageError, match="several members"):
+    with pytest.raises(UsageError, match="several agents named 'a'"):
         Team.coordinator(_agent("lead")[0], [a, _agent("a")[0]])
     with pytest.raises(UsageError, match="named like the coordinator"):
         Team.coordinator(_agent("team")[0], [_agent("team")[0]])
@@ -79,6 +79,15 @@ def test_teams_are_validated_when_built() -> None:
         Team.coordinator(_agent("lead")[0], [])
     with pytest.raises(UsageError, match="not a member"):
         Team.swarm("ghost", [_agent("x")[0]])
+
+
+def test_a_swarm_refuses_two_members_with_one_name_but_takes_its_entry_in_the_list() -> None:
+    a, b = _agent("a")[0], _agent("b")[0]
+    with pytest.raises(UsageError, match="several agents named 'a'"):
+        Team.swarm(a, [a, b, a])
+    with pytest.raises(UsageError, match="several agents named 'b'"):
+        Team.swarm(a, [a, b, _agent("b")[0]])
+    assert [m.name for m in Team.swarm(a, [a, b]).members] == ["a", "b"]
 
 
 # --- swarm -------------------------------------------------------------------------------------

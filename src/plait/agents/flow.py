@@ -55,8 +55,12 @@ def set_sub_agents(parent: _A, children: Sequence[Any]) -> _A:
     if _links(parent)[0]:
         raise UsageError(f"agent '{_name(parent)}' already has sub-agents")
     names = [_name(c) for c in children]
-    if len(set(names)) != len(names):
-        raise UsageError(f"agent '{_name(parent)}' has two sub-agents with the same name")
+    shared = sorted({n for n in names if names.count(n) > 1})
+    if shared:
+        raise UsageError(
+            f"agent '{_name(parent)}' has two sub-agents with the same name: "
+            f"{', '.join(repr(n) for n in shared)}"
+        )
     if _name(parent) in names:
         raise UsageError(f"agent '{_name(parent)}' cannot be its own sub-agent")
     for child in children:

@@ -14,7 +14,7 @@ from contextlib import aclosing
 from typing import Any
 
 from plait._quote import quote
-from plait.agent import Agent, AgentInput, require_agent
+from plait.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.flow import TRANSFER_TOOL, Current, HandoffLoop, Turn, run_flow
@@ -183,11 +183,8 @@ class Team:
             require_agent(member, f"team '{self.name}': members[{i}]")
         if self.lead is not None:
             require_agent(self.lead, f"team '{self.name}': coordinator")
-        names = [m.name for m in self.members]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise UsageError(f"team '{self.name}' has several members named {duplicates}")
-        if self.lead is not None and self.lead.name in names:
+        require_unique_names(self.members, f"team '{self.name}': members")
+        if self.lead is not None and self.lead.name in {m.name for m in self.members}:
             raise UsageError(
                 f"team '{self.name}': a member is named like the coordinator '{self.lead.name}'"
             )
