@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
+from plait.agents.call_ids import CallIds
 from plait.agents.flow import (
     TRANSFER_TOOL,
     TransferTool,
@@ -280,7 +281,8 @@ class ChatModelAgent:
                 "stream() returned", source, "an async iterator of Messages"
             )
             return
-        stream = MessageStream(_CheckedChunks(source, self), on_error=self._model_error)
+        chunks = _CheckedChunks(source, self, CallIds(ctx.ids.new_id))
+        stream = MessageStream(chunks, on_error=self._model_error)
         try:
             yield ctx.event(output=_streaming_output(stream))
             try:
@@ -311,13 +313,15 @@ class ChatModelAgent:
 
 
 class _CheckedChunks:
-    """A model's stream that fails with a `ModelError` at a chunk that is not a Message."""
+    """A model's stream that fails with a `ModelError` at a chunk that is not a Message, and
+    whose tool calls get ids unique in the reply."""
 
-    __slots__ = ("_agent", "_source")
+    __slots__ = ("_agent", "_ids", "_source")
 
-    def __init__(self, source: AsyncIterator[Any], agent: ChatModelAgent) -> None:
+    def __init__(self, source: AsyncIterator[Any], agent: ChatModelAgent, ids: CallIds) -> None:
         self._source = source
         self._agent = agent
+        self._ids = ids
 
     def __aiter__(self) -> _CheckedChunks:
         return self
@@ -325,7 +329,7 @@ class _CheckedChunks:
     async def __anext__(self) -> Message:
         chunk = await self._source.__anext__()
         if isinstance(chunk, Message):
-            return chunk
+            return self._ids.chunk(chunk)
         await self.aclose()
         raise self._agent._wrong_output("stream() yielded", chunk, "Message chunks")
 
@@ -498,7 +502,7 @@ class _Loop:
             box.error = agent._model_error(exc)
             return
         if isinstance(reply, Message):
-            box.message = reply
+            box.message = CallIds(self.ctx.ids.new_id).whole(reply)
         else:
             box.error = agent._wrong_output("generate() returned", reply, "a Message")
 
@@ -511,6 +515,8 @@ class _Loop:
             return exc
         for hook in agent._after_model:
             reply = (await hook(ctx, reply)) or reply
+        if agent._after_model:  # a middleware may have added calls
+            reply = CallIds(ctx.ids.new_id).whole(reply)
         self.messages.append(reply)
         if reply.tool_calls:
             self.step = Step.TOOLS
