@@ -134,7 +134,8 @@ class Team:
     another team, an `AgentTool`, a graph node or a `Runner` root. Common options:
     `max_depth` (levels of teams that may nest, counting this one), `total_max_steps` (model
     calls across all levels), `total_token_budget` (tokens across all levels) and
-    `event_filter` (drops member events before they go up; errors and pauses always pass).
+    `event_filter` (drops member events before they go up; errors, pauses and the team's
+    answer always pass).
     """
 
     records_history = True  # its members' messages are recorded in its own lane
@@ -303,15 +304,34 @@ class Team:
             events: AsyncIterator[AgentEvent] = run_flow(coordinator, lead)
         else:
             events = _Swarm(self).run(lane)
-        keep, paused = self.event_filter, False
-        async with aclosing(events) as stream:  # type: ignore[type-var]
+        paused = False
+        async with aclosing(self._filtered(events, ctx.depth)) as stream:
             async for event in stream:
-                important = event.error is not None or is_pause(event, ctx.depth)
                 paused = paused or is_pause(event, ctx.depth)
-                if keep is None or important or keep(event):
-                    yield event
+                yield event
         if not paused:
             close_lane(inner, lane)
+
+    async def _filtered(
+        self, events: AsyncIterator[AgentEvent], depth: int
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Pass on the events `event_filter` keeps (errors and pauses always), and the
+        team's answer: its last message at its own depth, yielded last if the filter dropped
+        it, so a caller's tool result and the run's final output are still the answer."""
+        keep = self.event_filter
+        answer: AgentEvent | None = None  # the team's last own message, held back
+        async with aclosing(events) as stream:  # type: ignore[type-var]
+            async for event in stream:
+                own = event.depth == depth and event.message is not None
+                ends = event.error is not None or is_pause(event, depth)
+                if keep is None or ends or keep(event):
+                    if own or ends:
+                        answer = None
+                    yield event
+                elif own:
+                    answer = event
+        if answer is not None:
+            yield answer
 
     @property
     def _session_key(self) -> str:
