@@ -148,18 +148,23 @@ class ChatModelAgent:
         self.sub_agents: tuple[Agent, ...] = ()
         self.parent: Agent | None = None
         self._extra_instruction = ""
+        self._transfer: Tool | None = None  # replaces the own transfer tool (see with_tools)
         self._build_tools()
         if sub_agents:
             set_sub_agents(self, sub_agents)
 
-    def with_tools(self, tools: Sequence[Tool], instruction: str = "") -> ChatModelAgent:
+    def with_tools(
+        self, tools: Sequence[Tool], instruction: str = "", *, transfer: Tool | None = None
+    ) -> ChatModelAgent:
         """Return a copy of this agent with more tools and instruction; leave this one as is.
 
         The copy shares the model, middlewares and transfer wiring. Its tool table is its
         own: `tools` come after this agent's tools, and `instruction` is added at the end of
-        its system message. A team wires its members this way.
+        its system message. `transfer` replaces its `transfer_to_agent` tool (a swarm gives
+        its members one that reaches the other members too). A team wires its members this way.
         """
         clone = copy.copy(self)
+        clone._transfer = transfer if transfer is not None else self._transfer
         clone._user_tools = [*self._user_tools, *tools]
         if instruction:
             clone._extra_instruction = f"{self._extra_instruction}\n\n{instruction}".strip()
@@ -180,8 +185,8 @@ class ChatModelAgent:
         """Order the tools: the user's, then transfer_to_agent, then exit."""
         user = [t for t in self._user_tools if t.info().name != "exit"]
         tools: list[Tool] = list(user)
-        if self._transfer_visible():
-            tools.append(TransferTool(self))
+        if self._transfer is not None or self._transfer_visible():
+            tools.append(self._transfer or TransferTool(self))
         tools += [t for t in self._user_tools if t.info().name == "exit"]
         self._tools: dict[str, Tool] = {}
         infos: list[ToolInfo] = []

@@ -39,6 +39,7 @@ __all__ = [
     "rewrite_message",
     "run_flow",
     "set_sub_agents",
+    "sub_agents_of",
     "transfer_targets",
 ]
 
@@ -92,6 +93,11 @@ def _link(agent: Any, sub_agents: Sequence[Agent], parent: Any) -> None:
 
 def _name(agent: Any) -> str:
     return str(agent.name) if isinstance(agent, Agent) else repr(agent)
+
+
+def sub_agents_of(agent: Any) -> tuple[Agent, ...]:
+    """Return the agents `agent` may transfer down to (none for an agent never linked)."""
+    return tuple(_links(agent)[0])
 
 
 def transfer_targets(agent: Any, *, include_hidden_parent: bool = True) -> dict[str, Agent]:

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING
 from plait._quote import quote
 from plait.agent import Agent, AgentInput
 from plait.agents.chat_model import ChatModelAgent
-from plait.agents.flow import TRANSFER_TOOL, Current, HandoffLoop, Turn
+from plait.agents.flow import (
+    TRANSFER_TOOL,
+    Current,
+    HandoffLoop,
+    Turn,
+    sub_agents_of,
+    transfer_targets,
+)
 from plait.checkpoint import SwarmRecord
 from plait.context import RunContext
 from plait.errors import (
@@ -49,26 +56,32 @@ from plait.tools.base import ToolInfo, ToolResult
 if TYPE_CHECKING:
     from plait.team.team import Team
 
-__all__ = ["Swarm", "SwarmTransfer", "roster"]
+__all__ = ["Swarm", "SwarmTransfer", "reachable", "roster"]
 
 REASON_CHARS = 500  # the most of a model's text kept as a handoff's reason
 
 
 class SwarmTransfer:
-    """`transfer_to_agent(agent_name, message="", reason="")` for one swarm member."""
+    """`transfer_to_agent(agent_name, message="", reason="")` for one swarm member: to
+    another member (a handoff), or to one of the member's own sub-agents (a transfer)."""
 
-    def __init__(self, team: Team, owner: str) -> None:
+    def __init__(self, team: Team, owner: Agent) -> None:
         self._team = team
-        self._owner = owner
+        self._owner = owner.name
+        self._below = [a.name for a in sub_agents_of(owner)]
 
     def _others(self) -> list[str]:
-        return [m.name for m in self._team.members if m.name != self._owner]
+        members = [m.name for m in self._team.members if m.name != self._owner]
+        return members + [n for n in self._below if n not in members]
 
     def info(self) -> ToolInfo:
-        """Describe the handoff tool, listing the other members."""
+        """Describe the handoff tool, listing the other members (and the sub-agents)."""
+        description = "Hand the conversation to another member of your team"
+        if self._below:
+            description += " or to one of your sub-agents"
         return ToolInfo(
             name=TRANSFER_TOOL,
-            description="Hand the conversation to another member of your team.",
+            description=f"{description}.",
             parameters={
                 "type": "object",
                 "properties": {
@@ -122,6 +135,30 @@ def roster(team: Team, owner: str) -> str:
     return "\n".join(lines)
 
 
+def reachable(team: Team) -> dict[str, Agent]:
+    """Return every agent a swarm may run, by name: its members (as the team wired them),
+    then their sub-agents, and theirs (a member's transfer to one is followed in the swarm).
+
+    Raises:
+        UsageError: Two different agents in the swarm share a name.
+    """
+    found: dict[str, Agent] = dict(team._wired)
+    agents = {m.name: m for m in team.members}  # as handed in
+    todo = list(team.members)
+    while todo:
+        for sub in sub_agents_of(todo.pop()):
+            known = agents.setdefault(sub.name, sub)
+            if known is sub and sub.name not in found:
+                found[sub.name] = sub
+                todo.append(sub)
+            elif known is not sub:
+                raise UsageError(
+                    f"team '{team.name}' has two agents named '{sub.name}' (a member and a "
+                    "sub-agent, or sub-agents of two members); a swarm tells them apart by name"
+                )
+    return found
+
+
 class Swarm(HandoffLoop):
     """A swarm's handoff loop: guards, a handoff log, inherited history, node timeouts."""
 
@@ -143,11 +180,11 @@ class Swarm(HandoffLoop):
         return Current(member, mctx, ctx.input_for(member.name))
 
     def _start(self, ctx: RunContext) -> tuple[Agent, tuple[str, ...]]:
-        """Return where the swarm starts (member, run path), with its handoffs, recent
-        targets and the member's clock: the paused member on a resume, else the entry or the
-        member that answered last."""
+        """Return where the swarm starts (agent, run path), with its handoffs, recent
+        targets and the member's clock: the paused agent on a resume, else the entry or the
+        agent that answered last (a member, or a sub-agent of one)."""
         team = self.team
-        by_name = team._wired
+        by_name = reachable(team)
         window = team.repetitive_handoff_window
         saved = ctx.take_state("swarm", SwarmRecord)
         if saved:
@@ -199,6 +236,9 @@ class Swarm(HandoffLoop):
     ) -> tuple[Current, list[AgentEvent]]:
         transfer, member = turn.transfer, current.agent
         assert transfer is not None
+        below = self._below(member)
+        if transfer.dest_agent_name in below:
+            return self._transfer(entry, current, below[transfer.dest_agent_name]), []
         target = self.team._wired.get(transfer.dest_agent_name)
         error = self._guard(member.name, target, transfer.dest_agent_name)
         if error is not None:
@@ -221,6 +261,24 @@ class Swarm(HandoffLoop):
         path = (*current.ctx.run_path, target.name)
         tctx = entry.for_agent(target.name, run_path=path, address=entry.address)
         return Current(target, tctx, messages), [handoff]
+
+    def _below(self, agent: Agent) -> dict[str, Agent]:
+        """Return whom `agent` transfers to outside the handoffs: a member, its sub-agents;
+        an agent below a member, its sub-agents and its parent (the other members are
+        reached by handoff, from a member)."""
+        members = self.team._wired
+        if members.get(agent.name) is agent:
+            return {a.name: a for a in sub_agents_of(agent) if a.name not in members}
+        return transfer_targets(agent)
+
+    def _transfer(self, entry: RunContext, current: Current, target: Agent) -> Current:
+        """Follow a transfer (not a handoff): the target runs on the whole history, as in a
+        flow; it counts towards the runner's `max_transfers`."""
+        current.ctx.count_transfer()
+        target = self.team._wired.get(target.name, target)  # back to a member: as wired
+        path = (*current.ctx.run_path, target.name)
+        tctx = entry.for_agent(target.name, run_path=path, address=entry.address)
+        return Current(target, tctx, entry.input_for(target.name))
 
     def _guard(self, source: str, target: Agent | None, name: str) -> PlaitError | None:
         """Return why the handoff from `source` to `name` is refused, if it is."""

@@ -17,7 +17,7 @@ from plait.errors import MaxDepthExceeded, PlaitError, UsageError
 from plait.events import AgentEvent
 from plait.kernel import is_pause
 from plait.team.inherit import Inherit, InheritFn, InheritPolicy
-from plait.team.swarm import Swarm, SwarmTransfer, roster
+from plait.team.swarm import Swarm, SwarmTransfer, reachable, roster
 
 __all__ = ["Team"]
 
@@ -180,8 +180,10 @@ class Team:
         )
         for member in team.members:
             if isinstance(member, ChatModelAgent) and len(team.members) > 1:
-                transfer = SwarmTransfer(team, member.name)
-                team._wired[member.name] = member.with_tools([transfer], roster(team, member.name))
+                transfer = SwarmTransfer(team, member)
+                wired = member.with_tools([], roster(team, member.name), transfer=transfer)
+                team._wired[member.name] = wired
+        reachable(team)  # refuses two agents of one name below the members
         return team
 
     def __repr__(self) -> str:
