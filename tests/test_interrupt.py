@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +32,7 @@ from plait.errors import (
 from plait.prebuilt import supervisor
 from plait.stores import MemoryStore
 from plait.testing import ScriptedModel, call, calls, reply
-from tests.conftest import kinds
+from tests.conftest import RACE_STORES, kinds, race_store
 
 RUNS: dict[str, int] = {}
 
@@ -156,21 +157,25 @@ def test_resume_without_targets_pauses_again_with_fresh_ids() -> None:
     assert runner.resume_sync(again.checkpoint_id, value="y").final_output == "done"
 
 
-async def test_concurrent_resumes_of_one_checkpoint_have_one_winner() -> None:
+@pytest.mark.parametrize("kind", RACE_STORES)
+async def test_concurrent_resumes_of_one_checkpoint_have_one_winner(
+    kind: str, tmp_path: Path
+) -> None:
     model = ScriptedModel([call("approve", {"item": "A"}), reply("done"), reply("twice!")])
-    runner = Runner(_cashier(model))
-    paused = await runner.query("q").collect()
-    assert paused.checkpoint_id is not None
+    async with race_store(kind, tmp_path) as store:
+        runner = Runner(_cashier(model), store=store)
+        paused = await runner.query("q").collect()
+        assert paused.checkpoint_id is not None
 
-    async def attempt() -> str:
-        try:
-            return str(
-                (await runner.resume(paused.checkpoint_id, value="y").collect()).final_output
-            )
-        except ResumeError:
-            return "rejected"
+        async def attempt() -> str:
+            try:
+                return str(
+                    (await runner.resume(paused.checkpoint_id, value="y").collect()).final_output
+                )
+            except ResumeError:
+                return "rejected"
 
-    outcomes = await asyncio.gather(*(attempt() for _ in range(5)))
+        outcomes = await asyncio.gather(*(attempt() for _ in range(5)))
     assert sorted(outcomes) == ["done", "rejected", "rejected", "rejected", "rejected"]
     assert RUNS["approve:A"] == 2
 
