@@ -37,6 +37,7 @@ __all__ = [
     "NestedRecord",
     "ParallelRecord",
     "ReactRecord",
+    "ReplayRecord",
     "SequenceRecord",
     "SwarmRecord",
     "UNSET",
@@ -129,6 +130,14 @@ class LaneRecord(_Record):
     history: Pairs
 
 
+class ReplayRecord(_Record):
+    """An agent that keeps no record of its own and runs again from its start when resumed:
+    how many of its own events it emitted before the pause (they are not emitted again)."""
+
+    kind: Literal["replay"] = "replay"
+    emitted: int
+
+
 class GraphJoin(_Record):
     """A join of a state graph: its source nodes, and those that have finished."""
 
@@ -156,7 +165,8 @@ AnyRecord = Annotated[
     | SwarmRecord
     | NestedRecord
     | LaneRecord
-    | GraphRecord,
+    | GraphRecord
+    | ReplayRecord,
     Field(discriminator="kind"),
 ]
 

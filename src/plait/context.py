@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
+from plait.errors import MaxDepthExceeded, PlaitError, ResumeError, RunCancelled, UsageError
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -489,6 +489,10 @@ class RunContext:
         state; every pause and step save includes it until `drop_state`."""
         self._run.frames[(self.address, kind)] = record
 
+    def keeps_state(self, *, besides: str) -> bool:
+        """Whether a component at this place keeps a resume record (other than `besides`)."""
+        return any(a == self.address and k != besides for a, k in self._run.frames)
+
     def drop_state(self, kind: str) -> None:
         """Forget this component's record: it finished its work."""
         self._run.frames.pop((self.address, kind), None)
@@ -500,8 +504,6 @@ class RunContext:
         if record is None:
             return None
         if not isinstance(record, tp):
-            from plait.errors import ResumeError
-
             raise ResumeError(
                 f"the checkpoint holds a {type(record).__name__} at '{self.address}', where "
                 f"this run has a component expecting {tp.__name__}; the agents changed"

@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from plait.checkpoint import ReplayRecord
 from plait.errors import AgentError, PlaitError
 from plait.events import AgentEvent, InterruptCtx
 
@@ -86,6 +87,7 @@ async def enter(
     for hook in hooks:
         hook.agent_entered(ctx)
     error: PlaitError | None = None
+    replay = _Replay(ctx)
     events = agent.run(agent_input, ctx)
     try:
         while True:
@@ -95,6 +97,7 @@ async def enter(
             except StopAsyncIteration:
                 return
             except InterruptSignal as signal:
+                replay.pause()
                 yield ctx.pause_event(signal.contexts)
                 return
             except Exception as exc:
@@ -104,13 +107,57 @@ async def enter(
             finally:
                 _current.reset(token)
             error = event.error if event.error is not None else error
+            if is_pause(event, ctx.depth):
+                replay.pause()
+            elif replay.repeats(event):
+                continue
             yield event
     finally:
+        replay.close()
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
         for hook in hooks:
             hook.agent_exited(ctx, error)
+
+
+class _Replay:
+    """What an agent emits again when it runs again from its start on a resume.
+
+    An agent that keeps no resume record of its own (a custom agent) cannot continue where
+    it paused: it runs again from its start. Its own events before the pause were seen
+    (and recorded in the history and the session) then, so the first that many of its own
+    events after the resume are not passed on again. The count is kept with the run when
+    the agent pauses, at its place in the run.
+    """
+
+    __slots__ = ("ctx", "emitted", "paused", "skip")
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        saved = ctx.take_state("replay", ReplayRecord)
+        self.skip = 0 if saved is None else saved.emitted  # own events seen before the pause
+        self.emitted = 0  # own events in this run of the agent, passed on or not
+        self.paused = False
+
+    def repeats(self, event: AgentEvent) -> bool:
+        """Count one of the agent's events; whether it is one it emitted before the pause."""
+        ctx = self.ctx
+        if event.run_path != ctx.run_path or event.depth != ctx.depth or event.error is not None:
+            return False
+        self.emitted += 1
+        return self.emitted <= self.skip
+
+    def pause(self) -> None:
+        """The agent paused: keep its count if it will run again from its start."""
+        self.paused = True
+        if self.emitted and not self.ctx.keeps_state(besides="replay"):
+            self.ctx.save_state("replay", ReplayRecord(emitted=self.emitted))
+
+    def close(self) -> None:
+        """The agent ended: forget the count unless it paused."""
+        if not self.paused and self.skip:
+            self.ctx.drop_state("replay")
 
 
 async def call_in(
