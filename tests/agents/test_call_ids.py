@@ -9,7 +9,9 @@ import pytest
 from plait import (
     ChatModelAgent,
     Message,
+    Middleware,
     ParallelAgent,
+    RunContext,
     Runner,
     RunResult,
     ToolCall,
@@ -162,3 +164,22 @@ async def test_streamed_calls_without_index_keep_their_ids_apart_as_they_merge()
         '{"text": "b"}': "echo b",
         '{"text": "c"}': "echo c",
     }
+
+
+async def test_calls_a_middleware_adds_to_the_reply_get_unique_ids_too() -> None:
+    class TwoEchoes(Middleware):
+        async def after_model(self, ctx: RunContext, message: Message) -> Message | None:
+            if message.content != "echo twice":
+                return None
+            pair = tuple(ToolCall(id="", name="echo", arguments=f'{{"text": "{t}"}}') for t in "ab")
+            return Message.assistant(tool_calls=pair)
+
+    model = FunctionModel(
+        lambda messages, tools: "done" if messages[-1].role == "tool" else "echo twice"
+    )
+    agent = ChatModelAgent("A", model, tools=[echo], middlewares=[TwoEchoes()])
+    result = await Runner(agent).query("go").collect()
+    assert result.final_output == "done"
+    sent = list(model.requests[1].messages)
+    assert len({tc.id for tc in sent[-3].tool_calls} - {""}) == 2
+    assert _pairs(sent) == {'{"text": "a"}': "echo a", '{"text": "b"}': "echo b"}
