@@ -19,9 +19,8 @@ REDIS_URL = os.environ.get("PLAIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 def _require_servers() -> None:
     """Skip, saying why, unless the test PostgreSQL and Redis servers both answer (the
     benchmarks read the same variables)."""
-    import psycopg
-    import redis
-
+    psycopg = pytest.importorskip("psycopg")
+    redis = pytest.importorskip("redis")
     try:
         psycopg.connect(PG_DSN, connect_timeout=5).close()
     except psycopg.Error as exc:
