@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 from plait import AgentEvent, Message
+from plait.stores import CheckpointRecord, MemoryStore, SessionRecord, SqliteStore, Store
 
 
 async def messages_of(events: Sequence[AgentEvent]) -> list[Message]:
@@ -28,3 +31,43 @@ def kinds(events: Sequence[AgentEvent]) -> list[str]:
         else:
             out.append("other")
     return out
+
+
+class YieldingStore(MemoryStore):
+    """A `MemoryStore` that lets other tasks run after each read, as a store over a network
+    does between a read and the write that depends on it.
+
+    `MemoryStore` itself never yields, so two runs racing for one checkpoint or one session
+    could never interleave on it, and a test of that race would pass with or without the
+    compare-and-set that settles it.
+    """
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Read the checkpoint, then let others run."""
+        record = await super().get_checkpoint(checkpoint_id)
+        await asyncio.sleep(0)
+        return record
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Read the session, then let others run."""
+        data = await super().get_session(session_id)
+        await asyncio.sleep(0)
+        return data
+
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Read the session with its version, then let others run."""
+        record = await super().get_session_record(session_id)
+        await asyncio.sleep(0)
+        return record
+
+
+RACE_STORES = ["memory", "yielding", "sqlite"]  # stores to run a race between runs on
+
+
+def race_store(kind: str, tmp_path: Path) -> Store:
+    """Return a store of `kind` (one of `RACE_STORES`), its files under `tmp_path`."""
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "yielding":
+        return YieldingStore()
+    return SqliteStore(tmp_path / "plait.db")

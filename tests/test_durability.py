@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from plait import ChatModelAgent, Runner, tool
-from plait.errors import CheckpointCorrupt, ResumeError, RunCancelled
+from plait import ChatModelAgent, Message, Runner, Team, tool
+from plait.errors import CheckpointCorrupt, ResumeError, RunCancelled, TokenBudgetExceeded
+from plait.messages import Usage
 from plait.stores import MemoryStore, SqliteStore, Store
-from plait.testing import ScriptedModel, call, reply
+from plait.testing import FunctionModel, ScriptedModel, call, reply
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_DSN = os.environ.get("PLAIT_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -331,6 +332,48 @@ async def test_resume_in_a_fresh_runner_and_concurrent_resumes_have_one_winner(
 
         outcomes = await asyncio.gather(*(attempt() for _ in range(6)))
         assert sorted(outcomes) == ["done"] + ["rejected"] * 5
+
+
+def _spending_team(budget: int) -> Team:
+    """A team whose lead asks for approval, looks something up, then answers: three model
+    calls of 10 tokens each, the same whichever process makes them."""
+
+    @tool
+    def lookup() -> str:
+        """Look something up."""
+        return "looked up"
+
+    def lead_turn(messages: list[Message], tools: list[Any]) -> Message:
+        spent = Usage(output_tokens=10)
+        done = [m.name for m in messages if m.role == "tool"]
+        if not done:
+            return call("approve", {"item": "x"}, usage=spent)
+        if done == ["approve"]:
+            return call("lookup", {}, usage=spent)
+        return reply("done", usage=spent)
+
+    lead = ChatModelAgent("lead", FunctionModel(lead_turn), tools=[approve, lookup])
+    helper = ChatModelAgent("helper", ScriptedModel([]), description="helps")
+    return Team.coordinator(lead, [helper], name="crew", total_token_budget=budget)
+
+
+@pytest.mark.parametrize(("budget", "ends"), [(25, "over"), (30, "within")])
+async def test_a_team_token_budget_holds_across_a_pause_resumed_by_a_new_runner(
+    budget: int, ends: str, tmp_path: Path
+) -> None:
+    async with SqliteStore(tmp_path / "plait.db") as store:
+        paused = await Runner(_spending_team(budget), store=store).query("go").collect()
+        assert paused.checkpoint_id is not None and paused.usage.total_tokens == 10
+    async with SqliteStore(tmp_path / "plait.db") as store:  # another process, in effect
+        resumed = await (
+            Runner(_spending_team(budget), store=store).resume(paused.checkpoint_id, value="ok")
+        ).collect()
+    if ends == "over":  # the third call's 10 tokens make 30, as without the pause
+        assert isinstance(resumed.error, TokenBudgetExceeded)
+        assert "spent 30 tokens, over its total_token_budget=25" in str(resumed.error)
+    else:
+        assert resumed.error is None and resumed.final_output == "done"
+    assert resumed.usage.total_tokens == 30
 
 
 async def test_step_checkpoints_do_not_change_what_the_caller_sees(tmp_path: Path) -> None:

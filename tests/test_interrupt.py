@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +14,13 @@ from plait import (
     AgentInput,
     AgentTool,
     ChatModelAgent,
+    LoopAgent,
     Message,
     ParallelAgent,
     RunContext,
     Runner,
     SequentialAgent,
+    Team,
     interrupt,
     interrupt_state,
     tool,
@@ -31,7 +34,7 @@ from plait.errors import (
 from plait.prebuilt import supervisor
 from plait.stores import MemoryStore
 from plait.testing import ScriptedModel, call, calls, reply
-from tests.conftest import kinds
+from tests.conftest import RACE_STORES, kinds, race_store
 
 RUNS: dict[str, int] = {}
 
@@ -156,21 +159,25 @@ def test_resume_without_targets_pauses_again_with_fresh_ids() -> None:
     assert runner.resume_sync(again.checkpoint_id, value="y").final_output == "done"
 
 
-async def test_concurrent_resumes_of_one_checkpoint_have_one_winner() -> None:
+@pytest.mark.parametrize("kind", RACE_STORES)
+async def test_concurrent_resumes_of_one_checkpoint_have_one_winner(
+    kind: str, tmp_path: Path
+) -> None:
     model = ScriptedModel([call("approve", {"item": "A"}), reply("done"), reply("twice!")])
-    runner = Runner(_cashier(model))
-    paused = await runner.query("q").collect()
-    assert paused.checkpoint_id is not None
+    async with race_store(kind, tmp_path) as store:
+        runner = Runner(_cashier(model), store=store)
+        paused = await runner.query("q").collect()
+        assert paused.checkpoint_id is not None
 
-    async def attempt() -> str:
-        try:
-            return str(
-                (await runner.resume(paused.checkpoint_id, value="y").collect()).final_output
-            )
-        except ResumeError:
-            return "rejected"
+        async def attempt() -> str:
+            try:
+                return str(
+                    (await runner.resume(paused.checkpoint_id, value="y").collect()).final_output
+                )
+            except ResumeError:
+                return "rejected"
 
-    outcomes = await asyncio.gather(*(attempt() for _ in range(5)))
+        outcomes = await asyncio.gather(*(attempt() for _ in range(5)))
     assert sorted(outcomes) == ["done", "rejected", "rejected", "rejected", "rejected"]
     assert RUNS["approve:A"] == 2
 
@@ -372,3 +379,88 @@ def test_a_custom_root_agent_can_pause() -> None:
     assert paused.interrupts[0].address == "agent:solo"
     resumed = runner.resume_sync(paused.checkpoint_id, value=7)
     assert resumed.final_output == "solo got 7 with {'step': 1}"
+
+
+class SaysAsksSays:
+    """A custom agent that says something, asks, then says the answer (it keeps no record:
+    on a resume it runs again from its start)."""
+
+    description = ""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.inputs: list[list[str]] = []
+
+    async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        self.inputs.append([m.content for m in input.messages])
+        yield ctx.event(message=Message.assistant(f"{self.name} starts"))
+        answer = ctx.interrupt(f"{self.name} asks")
+        yield ctx.event(message=Message.assistant(f"{self.name} got {answer}"))
+
+
+def _texts(result: Any) -> list[str]:
+    return [e.message.message.content for e in result.events if e.message is not None]
+
+
+async def _run_to_the_end(runner: Runner) -> list[list[str]]:
+    """Run, then resume every pause (answering each interrupt with the resume's number)
+    until the run ends; return the message texts of each run."""
+    result = await runner.query("go", session_id="s").collect()
+    runs = [_texts(result)]
+    while result.checkpoint_id is not None:
+        assert result.error is None
+        answers = {c.id: str(len(runs)) for c in result.interrupts}
+        result = await runner.resume(result.checkpoint_id, answers).collect()
+        runs.append(_texts(result))
+    assert result.error is None
+    return runs
+
+
+async def _session_texts(store: MemoryStore) -> list[tuple[str, str]]:
+    import json
+
+    saved = json.loads(await store.get_session("s") or b"{}")
+    return [(author, m["content"]) for author, m in saved["messages"]]
+
+
+async def test_custom_agents_resumed_in_a_sequence_emit_and_record_each_message_once() -> None:
+    a, b = SaysAsksSays("a"), SaysAsksSays("b")
+    store = MemoryStore()
+    runs = await _run_to_the_end(Runner(SequentialAgent("S", [a, b]), store=store))
+    assert runs == [["a starts"], ["a got 1", "b starts"], ["b got 2"]]
+    assert await _session_texts(store) == [
+        ("user", "go"),
+        ("a", "a starts"),
+        ("a", "a got 1"),
+        ("b", "b starts"),
+        ("b", "b got 2"),
+    ]
+    # b sees each of a's messages once; run again, also what it said before its pause
+    context = ["go", "For context: [a] said: a starts.", "For context: [a] said: a got 1."]
+    assert b.inputs == [context, [*context, "b starts"]]
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda a, b: a, [["a starts"], ["a got 1"]]),
+        (
+            lambda a, b: LoopAgent("L", [a], max_iterations=2),
+            [["a starts"], ["a got 1", "a starts"], ["a got 2"]],
+        ),
+        (
+            lambda a, b: ParallelAgent("P", [a, b]),
+            [["a starts", "b starts"], ["a got 1", "b got 1"]],
+        ),
+        (lambda a, b: Team.swarm(a, [a]), [["a starts"], ["a got 1"]]),
+    ],
+    ids=["root", "loop", "parallel", "swarm"],
+)
+async def test_a_resumed_custom_agent_re_emits_nothing_it_emitted_before_the_pause(
+    build: Any, expected: list[list[str]]
+) -> None:
+    store = MemoryStore()
+    runs = await _run_to_the_end(Runner(build(SaysAsksSays("a"), SaysAsksSays("b")), store=store))
+    assert [sorted(run) for run in runs] == expected
+    said = [text for _, text in await _session_texts(store)]
+    assert sorted(said) == sorted(["go", *(text for run in expected for text in run)])

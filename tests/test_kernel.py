@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ from plait.errors import (
 )
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
+from tests.conftest import RACE_STORES, race_store
 
 APPROVED: list[str] = []
 
@@ -104,18 +106,22 @@ def test_every_pause_is_a_new_checkpoint_and_a_retried_resume_answers_nothing_ne
     assert APPROVED == ["10=yes", "5000=no"]
 
 
-async def test_two_concurrent_value_resumes_have_one_winner() -> None:
+@pytest.mark.parametrize("kind", RACE_STORES)
+async def test_two_concurrent_value_resumes_have_one_winner(kind: str, tmp_path: Path) -> None:
     model = ScriptedModel([call("approve", {"item": "x"}), reply("done"), reply("twice")])
-    runner = Runner(ChatModelAgent("A", model, tools=[approve]))
-    paused = await runner.query("q").collect()
+    async with race_store(kind, tmp_path) as store:
+        runner = Runner(ChatModelAgent("A", model, tools=[approve]), store=store)
+        paused = await runner.query("q").collect()
 
-    async def attempt() -> str:
-        try:
-            return str((await runner.resume(paused.checkpoint_id, value=1).collect()).final_output)  # type: ignore[arg-type]
-        except ResumeError:
-            return "rejected"
+        async def attempt() -> str:
+            try:
+                result = await runner.resume(paused.checkpoint_id, value=1).collect()  # type: ignore[arg-type]
+            except ResumeError:
+                return "rejected"
+            return str(result.final_output)
 
-    assert sorted(await asyncio.gather(attempt(), attempt())) == ["done", "rejected"]
+        assert sorted(await asyncio.gather(attempt(), attempt())) == ["done", "rejected"]
+    assert APPROVED == ["x=1"]
 
 
 def _coordinator(model: ScriptedModel, **limits: Any) -> Team:
@@ -340,18 +346,15 @@ async def test_a_checkpoint_nested_too_deeply_is_refused() -> None:
         await runner.resume("deep", value=1).collect()
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_two_concurrent_turns_on_one_session_are_both_kept(kind: str, tmp_path: Any) -> None:
-    from plait.stores import SqliteStore
-
+@pytest.mark.parametrize("kind", RACE_STORES)
+async def test_two_concurrent_turns_on_one_session_are_both_kept(kind: str, tmp_path: Path) -> None:
     both_asked = asyncio.Barrier(2)
 
     async def answer(messages: list[Message], tools: list[Any]) -> Message:
         await both_asked.wait()  # each turn has read the session before either is saved
         return Message.assistant(f"re: {messages[-1].content}")
 
-    store = MemoryStore() if kind == "memory" else SqliteStore(tmp_path / "s.db")
-    async with store:
+    async with race_store(kind, tmp_path) as store:
         runner = Runner(ChatModelAgent("A", FunctionModel(answer)), store=store)
         results = await asyncio.gather(
             runner.query("one", session_id="s").collect(),

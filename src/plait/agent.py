@@ -20,6 +20,7 @@ __all__ = [
     "RecordsHistory",
     "Transferable",
     "require_agent",
+    "require_unique_names",
 ]
 
 
@@ -102,3 +103,19 @@ def require_agent(value: object, what: str) -> Agent:
     if len(shown) > 100:
         shown = shown[:97] + "..."
     raise UsageError(f"{what} is {shown}, not an Agent (needs name, description and run)")
+
+
+def require_unique_names(agents: Sequence[Agent], what: str) -> None:
+    """Raise a `UsageError` naming each name shared by two of `agents`.
+
+    A composite's children are told apart by name: it addresses their interrupts and resume
+    records. `what` says whose children they are, e.g. "ParallelAgent 'p': sub_agents".
+    """
+    names = [agent.name for agent in agents]
+    shared = sorted({name for name in names if names.count(name) > 1})
+    if shared:
+        listed = ", ".join(repr(name) for name in shared)
+        raise UsageError(
+            f"{what} has several agents named {listed}; give each its own name (names "
+            "address interrupts and resume records)"
+        )

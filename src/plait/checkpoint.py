@@ -44,6 +44,7 @@ __all__ = [
     "NestedRecord",
     "ParallelRecord",
     "ReactRecord",
+    "ReplayRecord",
     "SequenceRecord",
     "SwarmRecord",
     "UNSET",
@@ -155,12 +156,20 @@ class LaneRecord(_Record):
 
 
 class CustomRecord(_Record):
-    """What an agent kept with `ctx.keep_record(key, value)` at one place of the run: each
+    """What an agent kept with `ctx.save_state(key, value)` at one place of the run: each
     value as plain JSON, and for a pydantic model its class (`module:qualname`)."""
 
     kind: Literal["custom"] = "custom"
     values: dict[str, Any] = {}
     models: dict[str, str] = {}
+
+
+class ReplayRecord(_Record):
+    """An agent that keeps no record of its own and runs again from its start when resumed:
+    how many of its own events it emitted before the pause (they are not emitted again)."""
+
+    kind: Literal["replay"] = "replay"
+    emitted: int
 
 
 class GraphJoin(_Record):
@@ -191,7 +200,8 @@ AnyRecord = Annotated[
     | NestedRecord
     | LaneRecord
     | GraphRecord
-    | CustomRecord,
+    | CustomRecord
+    | ReplayRecord,
     Field(discriminator="kind"),
 ]
 

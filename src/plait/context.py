@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from plait._custom import CustomRecord, load_custom, save_custom
 from plait._signal import raise_pause
 from plait.agent_context import AgentContext, ResumeInfo
-from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
+from plait.errors import MaxDepthExceeded, PlaitError, ResumeError, RunCancelled, UsageError
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -554,6 +554,11 @@ class RunContext:
         state; every pause and step save includes it until `drop_state`."""
         self._run.frames[(self.address, kind)] = record
 
+    def keeps_state(self, *, besides: str) -> bool:
+        """Whether a component at this place keeps a resume record (other than `besides`);
+        values kept with `save_state` count: that agent knows where it is."""
+        return any(a == self.address and k != besides for a, k in self._run.frames)
+
     def drop_record(self, kind: str) -> None:
         """Forget this component's record: it finished its work."""
         self._run.frames.pop((self.address, kind), None)
@@ -565,8 +570,6 @@ class RunContext:
         if record is None:
             return None
         if not isinstance(record, tp):
-            from plait.errors import ResumeError
-
             raise ResumeError(
                 f"the checkpoint holds a {type(record).__name__} at '{self.address}', where "
                 f"this run has a component expecting {tp.__name__}; the agents changed"

@@ -10,11 +10,12 @@ other way round.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from plait._signal import InterruptSignal
 from plait.agent import Agent, AgentInput
+from plait.checkpoint import ReplayRecord
 from plait.context import RunContext, make_current, reset_current
 from plait.errors import AgentError, PlaitError
 from plait.events import AgentEvent, InterruptCtx
@@ -41,14 +42,8 @@ class Interrupted:
         self.contexts = contexts
 
 
-class _Agentish(Protocol):
-    name: str
-
-    def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]: ...
-
-
 async def enter(
-    agent: Agent | _Agentish, agent_input: AgentInput, ctx: RunContext
+    agent: Agent, agent_input: AgentInput, ctx: RunContext
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run `agent` in `ctx`: the one way into an agent.
 
@@ -59,6 +54,7 @@ async def enter(
     for hook in hooks:
         hook.agent_entered(ctx)
     error: PlaitError | None = None
+    replay = _Replay(ctx)
     events = agent.run(agent_input, ctx)
     try:
         while True:
@@ -68,6 +64,7 @@ async def enter(
             except StopAsyncIteration:
                 return
             except InterruptSignal as signal:
+                replay.pause()
                 yield ctx.pause_event(signal.contexts)
                 return
             except Exception as exc:
@@ -77,13 +74,57 @@ async def enter(
             finally:
                 reset_current(token)
             error = event.error if event.error is not None else error
+            if is_pause(event, ctx.depth):
+                replay.pause()
+            elif replay.repeats(event):
+                continue
             yield event
     finally:
+        replay.close()
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
         for hook in hooks:
             hook.agent_exited(ctx, error)
+
+
+class _Replay:
+    """What an agent emits again when it runs again from its start on a resume.
+
+    An agent that keeps no resume record of its own (a custom agent) cannot continue where
+    it paused: it runs again from its start. Its own events before the pause were seen
+    (and recorded in the history and the session) then, so the first that many of its own
+    events after the resume are not passed on again. The count is kept with the run when
+    the agent pauses, at its place in the run.
+    """
+
+    __slots__ = ("ctx", "emitted", "paused", "skip")
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        saved = ctx.take_record("replay", ReplayRecord)
+        self.skip = 0 if saved is None else saved.emitted  # own events seen before the pause
+        self.emitted = 0  # own events in this run of the agent, passed on or not
+        self.paused = False
+
+    def repeats(self, event: AgentEvent) -> bool:
+        """Count one of the agent's events; whether it is one it emitted before the pause."""
+        ctx = self.ctx
+        if event.run_path != ctx.run_path or event.depth != ctx.depth or event.error is not None:
+            return False
+        self.emitted += 1
+        return self.emitted <= self.skip
+
+    def pause(self) -> None:
+        """The agent paused: keep its count if it will run again from its start."""
+        self.paused = True
+        if self.emitted and not self.ctx.keeps_state(besides="replay"):
+            self.ctx.keep_record("replay", ReplayRecord(emitted=self.emitted))
+
+    def close(self) -> None:
+        """The agent ended: forget the count unless it paused."""
+        if not self.paused and self.skip:
+            self.ctx.drop_record("replay")
 
 
 async def call_in(

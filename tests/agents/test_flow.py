@@ -164,7 +164,7 @@ def test_set_sub_agents_returns_the_parent_and_refuses_rewiring() -> None:
         set_sub_agents(a, [ChatModelAgent("C", ScriptedModel([]))])
     with pytest.raises(UsageError, match="already has a parent"):
         set_sub_agents(ChatModelAgent("D", ScriptedModel([])), [b])
-    with pytest.raises(UsageError, match="same name"):
+    with pytest.raises(UsageError, match="same name: 'F'"):
         set_sub_agents(
             ChatModelAgent("E", ScriptedModel([])),
             [ChatModelAgent("F", ScriptedModel([])), ChatModelAgent("F", ScriptedModel([]))],

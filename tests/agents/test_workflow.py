@@ -209,6 +209,17 @@ def test_workflows_validate_their_configuration() -> None:
 
 
 @pytest.mark.parametrize("kind", [SequentialAgent, ParallelAgent, LoopAgent])
+def test_a_workflow_refuses_two_children_with_one_name(kind: type[SequentialAgent]) -> None:
+    a, _ = _says("a")
+    with pytest.raises(
+        UsageError, match=rf"^{kind.__name__} 'w': sub_agents has several agents named 'a'"
+    ):
+        kind("w", [a, _says("b")[0], a])  # the same agent twice
+    with pytest.raises(UsageError, match="several agents named 'a', 'b'"):
+        kind("w", [a, _says("b")[0], _says("a")[0], _says("b")[0]])
+
+
+@pytest.mark.parametrize("kind", [SequentialAgent, ParallelAgent, LoopAgent])
 @pytest.mark.parametrize(
     ("given", "shown"),
     [(None, "None"), ("x" * 300, "'" + "x" * 96 + "..."), (ScriptedModel, "<class 'plait")],

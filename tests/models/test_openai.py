@@ -455,3 +455,24 @@ def test_agent_runs_a_tool_round_against_the_server(server: ScriptedServer) -> N
         "tool_call_id": "c1",
         "content": "sunny in Oslo",
     }
+
+
+async def test_streamed_calls_without_ids_get_unique_ids_before_the_agent_runs_them(
+    server: ScriptedServer,
+) -> None:
+    no_ids = [
+        _chunk({"role": "assistant", "content": None}),
+        _chunk(_call_delta(0, '{"city": "Oslo"}', name="weather")),
+        _chunk(_call_delta(1, '{"city": "Rome"}', name="weather")),
+        _chunk(usage=(9, 2)),
+    ]
+    answer = [_chunk({"role": "assistant", "content": "Sunny in both."}), _chunk(usage=(9, 2))]
+    server.reset(Scripted(events=no_ids), Scripted(events=answer))
+    agent = plait.ChatModelAgent("forecaster", _model(server), tools=[weather])
+    result = await plait.Runner(agent, enable_streaming=True).query("Oslo and Rome?").collect()
+    assert result.final_output == "Sunny in both."
+    calling, first, second = server.requests[1]["messages"][-3:]
+    ids = [tc["id"] for tc in calling["tool_calls"]]
+    assert len(set(ids)) == 2 and all(ids)
+    assert (first["tool_call_id"], first["content"]) == (ids[0], "sunny in Oslo")
+    assert (second["tool_call_id"], second["content"]) == (ids[1], "sunny in Rome")

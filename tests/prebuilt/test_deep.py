@@ -185,3 +185,17 @@ def test_what_is_not_an_agent_is_refused_as_a_deep_sub_agent(given: object, show
         f"deep agent 'deep': sub_agents[1] is {shown}, "
         "not an Agent (needs name, description and run)"
     )
+
+
+def test_deep_sub_agents_need_names_of_their_own() -> None:
+    spy = ChatModelAgent("spy", ScriptedModel([]))
+    with pytest.raises(UsageError, match="several agents named 'spy'"):
+        deep_agent(
+            "deep", ScriptedModel([]), sub_agents=[spy, ChatModelAgent("spy", ScriptedModel([]))]
+        )
+    mine = ChatModelAgent("general-purpose", ScriptedModel([]))
+    with pytest.raises(UsageError, match="named 'general-purpose' like the built-in"):
+        deep_agent("deep", ScriptedModel([]), sub_agents=[mine])
+    agent = deep_agent("deep", ScriptedModel([]), sub_agents=[mine], general_purpose=False)
+    (task,) = [t for t in agent.tools if t.name == "task"]
+    assert task.parameters["properties"]["subagent_type"]["enum"] == ["general-purpose"]

@@ -160,6 +160,16 @@ def test_what_is_not_an_agent_is_refused_when_plan_execute_is_built(
     )
 
 
+def test_plan_execute_refuses_two_parts_with_one_name() -> None:
+    with pytest.raises(UsageError, match=r"^plan_execute 'pe' has several agents named 'worker'"):
+        plan_execute(
+            planner(ScriptedModel([])),
+            executor(ScriptedModel([]), name="worker"),
+            replanner(ScriptedModel([]), name="worker"),
+            name="pe",
+        )
+
+
 def test_a_pause_is_not_the_end_of_the_rounds_and_the_limit_holds_after_resuming() -> None:
     @tool
     def approve() -> str:

@@ -33,6 +33,7 @@ from plait.messages import Usage
 from plait.stores import MemoryStore
 from plait.team import History
 from plait.testing import ScriptedModel, call, reply
+from tests.conftest import kinds
 
 
 def _to(name: str, message: str = "", reason: str = "", **kw: Any) -> Message:
@@ -71,7 +72,7 @@ def test_members_become_the_coordinators_tools() -> None:
 
 def test_teams_are_validated_when_built() -> None:
     a, _ = _agent("a")
-    with pytest.raises(UsageError, match="several members"):
+    with pytest.raises(UsageError, match="several agents named 'a'"):
         Team.coordinator(_agent("lead")[0], [a, _agent("a")[0]])
     with pytest.raises(UsageError, match="named like the coordinator"):
         Team.coordinator(_agent("team")[0], [_agent("team")[0]])
@@ -79,6 +80,15 @@ def test_teams_are_validated_when_built() -> None:
         Team.coordinator(_agent("lead")[0], [])
     with pytest.raises(UsageError, match="not a member"):
         Team.swarm("ghost", [_agent("x")[0]])
+
+
+def test_a_swarm_refuses_two_members_with_one_name_but_takes_its_entry_in_the_list() -> None:
+    a, b = _agent("a")[0], _agent("b")[0]
+    with pytest.raises(UsageError, match="several agents named 'a'"):
+        Team.swarm(a, [a, b, a])
+    with pytest.raises(UsageError, match="several agents named 'b'"):
+        Team.swarm(a, [a, b, _agent("b")[0]])
+    assert [m.name for m in Team.swarm(a, [a, b]).members] == ["a", "b"]
 
 
 # --- swarm -------------------------------------------------------------------------------------
@@ -278,6 +288,34 @@ def test_depth_counts_levels_and_a_depth_filter_drops_deep_events() -> None:
     shallow, _ = _project(max_depth=3, event_filter=lambda e: e.depth <= 1)
     names = {e.agent_name for e in Runner(shallow).query_sync("ship it").events}
     assert names == {"top", "dev_lead"}
+
+
+def _dev_team(**common: Any) -> Team:
+    backend, _ = _agent("backend", reply("api built"))
+    lead, _ = _agent("dev_lead", call("backend", {"request": "the api"}), reply("dev done"))
+    return Team.coordinator(lead, [backend], name="dev_team", description="builds", **common)
+
+
+def test_an_event_filter_never_drops_the_teams_answer() -> None:
+    deeper_only = _dev_team(event_filter=lambda e: e.depth > 0)
+    result = Runner(deeper_only).query_sync("build it")
+    assert result.final_output == "dev done"
+    assert [(e.agent_name, e.depth) for e in result.events] == [("backend", 1), ("dev_lead", 0)]
+    # the filter still drops what it drops: the lead's call to the backend and its result
+    assert kinds(result.events) == ["assistant", "assistant"]
+
+
+def test_a_filtered_team_answers_the_coordinator_that_calls_it() -> None:
+    dev = _dev_team(event_filter=lambda e: e.depth > 1)
+    top, top_model = _agent("top", call("dev_team", {"request": "build it"}), reply("shipped"))
+    result = Runner(Team.coordinator(top, [dev], name="project")).query_sync("go")
+    assert result.final_output == "shipped"
+    told = top_model.requests[1].messages[-1]
+    assert (told.role, told.content) == ("tool", "dev done")
+    swarm_member = _dev_team(event_filter=lambda e: False)
+    assert Runner(Team.swarm(swarm_member, [swarm_member])).query_sync("go").final_output == (
+        "dev done"
+    )
 
 
 def test_max_depth_is_checked_at_construction_and_at_run_time() -> None:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
+from plait.agents.call_ids import CallIds
 from plait.agents.flow import (
     TRANSFER_TOOL,
     TransferTool,
@@ -148,18 +149,23 @@ class ChatModelAgent:
         self.sub_agents: tuple[Agent, ...] = ()
         self.parent: Agent | None = None
         self._extra_instruction = ""
+        self._transfer: Tool | None = None  # replaces the own transfer tool (see with_tools)
         self._build_tools()
         if sub_agents:
             set_sub_agents(self, sub_agents)
 
-    def with_tools(self, tools: Sequence[Tool], instruction: str = "") -> ChatModelAgent:
+    def with_tools(
+        self, tools: Sequence[Tool], instruction: str = "", *, transfer: Tool | None = None
+    ) -> ChatModelAgent:
         """Return a copy of this agent with more tools and instruction; leave this one as is.
 
         The copy shares the model, middlewares and transfer wiring. Its tool table is its
         own: `tools` come after this agent's tools, and `instruction` is added at the end of
-        its system message. A team wires its members this way.
+        its system message. `transfer` replaces its `transfer_to_agent` tool (a swarm gives
+        its members one that reaches the other members too). A team wires its members this way.
         """
         clone = copy.copy(self)
+        clone._transfer = transfer if transfer is not None else self._transfer
         clone._user_tools = [*self._user_tools, *tools]
         if instruction:
             clone._extra_instruction = f"{self._extra_instruction}\n\n{instruction}".strip()
@@ -180,8 +186,8 @@ class ChatModelAgent:
         """Order the tools: the user's, then transfer_to_agent, then exit."""
         user = [t for t in self._user_tools if t.info().name != "exit"]
         tools: list[Tool] = list(user)
-        if self._transfer_visible():
-            tools.append(TransferTool(self))
+        if self._transfer is not None or self._transfer_visible():
+            tools.append(self._transfer or TransferTool(self))
         tools += [t for t in self._user_tools if t.info().name == "exit"]
         self._tools: dict[str, Tool] = {}
         infos: list[ToolInfo] = []
@@ -285,7 +291,8 @@ class ChatModelAgent:
                 "stream() returned", source, "an async iterator of Messages"
             )
             return
-        stream = MessageStream(_CheckedChunks(source, self), on_error=self._model_error)
+        chunks = _CheckedChunks(source, self, CallIds(ctx.ids.new_id))
+        stream = MessageStream(chunks, on_error=self._model_error)
         try:
             yield ctx.event(output=_streaming_output(stream))
             try:
@@ -316,13 +323,15 @@ class ChatModelAgent:
 
 
 class _CheckedChunks:
-    """A model's stream that fails with a `ModelError` at a chunk that is not a Message."""
+    """A model's stream that fails with a `ModelError` at a chunk that is not a Message, and
+    whose tool calls get ids unique in the reply."""
 
-    __slots__ = ("_agent", "_source")
+    __slots__ = ("_agent", "_ids", "_source")
 
-    def __init__(self, source: AsyncIterator[Any], agent: ChatModelAgent) -> None:
+    def __init__(self, source: AsyncIterator[Any], agent: ChatModelAgent, ids: CallIds) -> None:
         self._source = source
         self._agent = agent
+        self._ids = ids
 
     def __aiter__(self) -> _CheckedChunks:
         return self
@@ -330,7 +339,7 @@ class _CheckedChunks:
     async def __anext__(self) -> Message:
         chunk = await self._source.__anext__()
         if isinstance(chunk, Message):
-            return chunk
+            return self._ids.chunk(chunk)
         await self.aclose()
         raise self._agent._wrong_output("stream() yielded", chunk, "Message chunks")
 
@@ -503,7 +512,7 @@ class _Loop:
             box.error = agent._model_error(exc)
             return
         if isinstance(reply, Message):
-            box.message = reply
+            box.message = CallIds(self.ctx.ids.new_id).whole(reply)
         else:
             box.error = agent._wrong_output("generate() returned", reply, "a Message")
 
@@ -516,6 +525,8 @@ class _Loop:
             return exc
         for hook in agent._after_model:
             reply = (await hook(ctx, reply)) or reply
+        if agent._after_model:  # a middleware may have added calls
+            reply = CallIds(ctx.ids.new_id).whole(reply)
         self.messages.append(reply)
         if reply.tool_calls:
             self.step = Step.TOOLS

@@ -39,6 +39,7 @@ __all__ = [
     "rewrite_message",
     "run_flow",
     "set_sub_agents",
+    "sub_agents_of",
     "transfer_targets",
 ]
 
@@ -54,8 +55,12 @@ def set_sub_agents(parent: _A, children: Sequence[Any]) -> _A:
     if _links(parent)[0]:
         raise UsageError(f"agent '{_name(parent)}' already has sub-agents")
     names = [_name(c) for c in children]
-    if len(set(names)) != len(names):
-        raise UsageError(f"agent '{_name(parent)}' has two sub-agents with the same name")
+    shared = sorted({n for n in names if names.count(n) > 1})
+    if shared:
+        raise UsageError(
+            f"agent '{_name(parent)}' has two sub-agents with the same name: "
+            f"{', '.join(repr(n) for n in shared)}"
+        )
     if _name(parent) in names:
         raise UsageError(f"agent '{_name(parent)}' cannot be its own sub-agent")
     for child in children:
@@ -87,6 +92,11 @@ def _link(agent: Any, sub_agents: Sequence[Agent], parent: Any) -> None:
 
 def _name(agent: Any) -> str:
     return str(agent.name) if isinstance(agent, Agent) else repr(agent)
+
+
+def sub_agents_of(agent: Any) -> tuple[Agent, ...]:
+    """Return the agents `agent` may transfer down to (none for an agent never linked)."""
+    return tuple(_links(agent)[0])
 
 
 def transfer_targets(agent: Any, *, include_hidden_parent: bool = True) -> dict[str, Agent]:

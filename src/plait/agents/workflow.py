@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
 from plait._merge import Done, merge
-from plait.agent import Agent, AgentInput, require_agent
+from plait.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.agent_context import AgentContext
 from plait.agents.flow import run_flow
 from plait.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
@@ -33,9 +33,11 @@ def _check(kind: str, name: str, sub_agents: Sequence[Agent]) -> tuple[Agent, ..
         raise UsageError("a workflow agent needs a non-empty name")
     if not sub_agents:
         raise UsageError(f"workflow '{name}' needs at least one sub-agent")
-    return tuple(
+    agents = tuple(
         require_agent(a, f"{kind} '{name}': sub_agents[{i}]") for i, a in enumerate(sub_agents)
     )
+    require_unique_names(agents, f"{kind} '{name}': sub_agents")
+    return agents
 
 
 def _exits(event: AgentEvent, depth: int) -> bool:

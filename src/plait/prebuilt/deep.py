@@ -9,11 +9,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from plait.agent import Agent, require_agent
+from plait.agent import Agent, require_agent, require_unique_names
 from plait.agent_context import AgentContext
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.context import RunContext, inside
+from plait.errors import UsageError
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
 from plait.prebuilt.filesystem import FileBackend, FileLimits, MemoryBackend, filesystem_tools
@@ -99,6 +100,19 @@ class _TaskTool:
         return await target.call(json.dumps({"request": args.get("description", "")}), ctx)
 
 
+def _check_sub_agents(name: str, sub_agents: Sequence[Agent], general_purpose: bool) -> None:
+    """Refuse sub-agents that are not agents, or that share a name (with the built-in one
+    too, when it is there)."""
+    for i, agent in enumerate(sub_agents):
+        require_agent(agent, f"deep agent '{name}': sub_agents[{i}]")
+    require_unique_names(sub_agents, f"deep agent '{name}': sub_agents")
+    if general_purpose and any(agent.name == GENERAL_PURPOSE for agent in sub_agents):
+        raise UsageError(
+            f"deep agent '{name}': a sub-agent is named '{GENERAL_PURPOSE}' like the built-in "
+            "one; rename it, or pass general_purpose=False to use it instead"
+        )
+
+
 def deep_agent(
     name: str,
     model: ChatModel | str,
@@ -125,10 +139,10 @@ def deep_agent(
     general-purpose sub-agent share it.
 
     Raises:
-        UsageError: `model` is not a model, or one of `sub_agents` is not an `Agent`.
+        UsageError: `model` is not a model, one of `sub_agents` is not an `Agent`, or two
+            of them (or one and the general-purpose agent) share a name.
     """
-    for i, agent in enumerate(sub_agents):
-        require_agent(agent, f"deep agent '{name}': sub_agents[{i}]")
+    _check_sub_agents(name, sub_agents, general_purpose)
     model = resolve_model(model, owner=f"agent '{name}'")
     files = filesystem_tools(backend if backend is not None else MemoryBackend(), file_limits)
     base_tools: list[Any] = [*tools, *files]

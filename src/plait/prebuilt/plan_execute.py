@@ -17,7 +17,7 @@ from contextlib import aclosing
 from typing import Any
 
 from plait._quote import quote
-from plait.agent import Agent, AgentInput, require_agent
+from plait.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.agent_context import AgentContext
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import LoopAgent, SequentialAgent
@@ -95,11 +95,13 @@ def plan_execute(
     of execute and replan ends with a `MaxStepsExceeded` error (a `LimitExceeded`).
 
     Raises:
-        UsageError: `planner`, `executor` or `replanner` is not an `Agent`.
+        UsageError: `planner`, `executor` or `replanner` is not an `Agent`, or two of them
+            share a name.
     """
     parts = {"planner": planner, "executor": executor, "replanner": replanner}
     for role, agent in parts.items():
         require_agent(agent, f"plan_execute '{name}': {role}")
+    require_unique_names(list(parts.values()), f"plan_execute '{name}'")
     loop = _PlanLoop(name, [executor, replanner], max_iterations=max_iterations)
     return SequentialAgent(name, [planner, loop], description="Plans, executes and replans.")
 
