@@ -197,7 +197,8 @@ def test_a_session_keeps_the_handoffs_made_before_a_pause() -> None:
     done = runner.resume_sync(paused.checkpoint_id, value="yes")  # type: ignore[arg-type]
     assert done.final_output == "refunded"
     saved = json.loads(asyncio.run(store.get_session("s1")) or b"{}")
-    assert [(h["from_agent"], h["to_agent"]) for h in saved["handoffs"]] == [("a", "b")]
+    handoffs = [(h["from_agent"], h["to_agent"]) for h in saved["handoffs"]]
+    assert handoffs == [("a", "b"), ("b", "END")]
 
 
 def test_a_pending_checkpoint_id_cannot_be_reused_by_a_new_run() -> None:
