@@ -23,7 +23,8 @@ one that touches `RunContext`'s private fields.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
@@ -145,17 +146,18 @@ class RunContext:
         hooks: Sequence[RunHooks] = (),
         max_transfers: int | None = None,
         saver: Saver | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        """Set the run-wide options (the runner does this once, at the start of a run)."""
+        """Set the run-wide options (the runner does this once, at the start of a run);
+        `metadata` is added to the run's (over what a resumed checkpoint held)."""
         run = self._run
         run.durability = durability
         run.ids = ids if ids is not None else run.ids
         run.hooks = tuple(hooks)
         run.max_transfers = max_transfers
         run.saver = saver
-        if metadata is not None:
-            run.metadata = metadata
+        if metadata:
+            run.metadata.update(metadata)
 
     def nested(self, agent_name: str, messages: Sequence[Message]) -> RunContext:
         """Return the context of an agent run as a tool of this one: one level deeper, with
@@ -348,9 +350,10 @@ class RunContext:
         return self._run.hooks
 
     @property
-    def metadata(self) -> dict[str, Any]:
-        """Return the run's metadata: saved with every checkpoint (trace context and the like)."""
-        return self._run.metadata
+    def metadata(self) -> Mapping[str, Any]:
+        """Return the run's metadata (read-only): the runner's `metadata=`, saved with every
+        checkpoint."""
+        return MappingProxyType(self._run.metadata)
 
     # --- budgets ----------------------------------------------------------------------------
 

@@ -9,11 +9,13 @@ a resumed checkpoint for good, and writes the session turn when the run finishes
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from plait._json import check_plain_json
 from plait.agent import Agent, input_for
 from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint
@@ -54,8 +56,11 @@ class Runner:
     checkpoint stays held after its last step. `ids` replaces the source of ids and
     timestamps; `hooks` observe the run's seams. With `keep_steps=True` every step checkpoint
     is also kept as a snapshot, `"<checkpoint id>.step-<n>"` (done: readable with
-    `read_checkpoint`, not resumable). `checkpoint_ttl` and `session_ttl` are the seconds
-    checkpoints and sessions are kept (None: no expiry; else 0 < ttl <= `MAX_TTL`). Ids are
+    `read_checkpoint`, not resumable). `metadata` (str keys, JSON values) is saved with
+    every checkpoint and seen read-only as `ctx.metadata` and in `RunResult.metadata`; a
+    resume adds it over the metadata the checkpoint holds. `checkpoint_ttl` and
+    `session_ttl` are the seconds checkpoints and sessions are kept (None: no expiry; else
+    0 < ttl <= `MAX_TTL`). Ids are
     checked before any store is touched (rules in `plait.stores.base`): the ids of new runs
     and sessions are at most `MAX_RUN_ID_LENGTH` (256) characters. A bad ttl or id raises
     `UsageError` at once. Errors inside a run never raise out of the runner: they are the
@@ -77,6 +82,7 @@ class Runner:
         ids: IdSource | None = None,
         hooks: Sequence[RunHooks] = (),
         keep_steps: bool = False,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -101,6 +107,7 @@ class Runner:
         self.ids = ids if ids is not None else IdSource()
         self.hooks = tuple(hooks)
         self.keep_steps = keep_steps
+        self.metadata = _check_metadata(metadata)
         self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
 
     async def read_checkpoint(self, checkpoint_id: str) -> Checkpoint:
@@ -206,6 +213,7 @@ class Runner:
             keep_steps=self.keep_steps,
             checkpoint_ttl=self.checkpoint_ttl,
             session_ttl=self.session_ttl,
+            metadata=self.metadata,
         )
 
     def _context(
@@ -341,6 +349,22 @@ class Runner:
     ) -> RunResult:
         """Resume in a new event loop and return the `RunResult` (a rejected resume raises)."""
         return _run_in_new_loop(self.resume(checkpoint_id, targets, value=value).collect)
+
+
+def _check_metadata(metadata: object) -> dict[str, Any]:
+    """Return a copy of the runner's `metadata`: a mapping of str keys to JSON data."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise UsageError(f"metadata must be a mapping, got {type(metadata).__name__}")
+    data = dict(metadata)
+    bad = check_plain_json(data, "metadata")
+    if bad is not None:
+        raise UsageError(
+            f"metadata is saved with every checkpoint, so it must be JSON data (str keys; "
+            f"None, bool, int, finite float, str, list, dict): {bad} is not"
+        )
+    return copy.deepcopy(data)
 
 
 def _check_messages(messages: Any) -> tuple[Message, ...]:

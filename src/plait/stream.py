@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import os
 import socket
@@ -59,6 +60,7 @@ class RunSetup:
     keep_steps: bool
     checkpoint_ttl: float | None
     session_ttl: float | None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def check_lease(checkpoint: Checkpoint) -> None:
@@ -264,6 +266,7 @@ class RunStream:
             hooks=self._setup.hooks,
             max_transfers=self._setup.max_transfers,
             saver=_weak_saver(self),
+            metadata=copy.deepcopy(self._setup.metadata) if self._setup.metadata else None,
         )
         if self._setup.durability == "step":
             self._owner = f"{_HOST}:{os.getpid()}:{self._setup.ids.new_id()}"
@@ -503,6 +506,7 @@ class RunStream:
             checkpoint_id=self.checkpoint_id if self._paused else None,
             handoffs=tuple(self._handoffs),
             usage=self._ctx.usage if self._ctx is not None else RunResult().usage,
+            metadata=dict(self._ctx.metadata) if self._ctx is not None else {},
         )
 
     def _note(self, event: AgentEvent) -> None:

@@ -36,6 +36,7 @@ SUMMARY_KEYS = {
     "handoffs",
     "agent",
     "session_id",
+    "metadata",
 }
 
 
