@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from plait.graph import END, START, StateGraph
     from plait.interrupt import interrupt, interrupt_state
     from plait.messages import Message, ToolCall, Usage
+    from plait.options import RunOption
+    from plait.resume import ResumeInfo
     from plait.runner import Runner, RunStream
     from plait.team import Inherit, Team
     from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
@@ -82,8 +84,10 @@ __all__ = [
     "Middleware",
     "ParallelAgent",
     "PlaitError",
+    "ResumeInfo",
     "RunContext",
     "RunHooks",
+    "RunOption",
     "RunResult",
     "RunStream",
     "Runner",
@@ -132,8 +136,10 @@ _EXPORTS = {
     "ParallelAgent": "plait.agents",
     "PlaitError": "plait.errors",
     "IdSource": "plait.context",
+    "ResumeInfo": "plait.resume",
     "RunContext": "plait.context",
     "RunHooks": "plait.context",
+    "RunOption": "plait.options",
     "RunResult": "plait.events",
     "RunStream": "plait.runner",
     "Runner": "plait.runner",

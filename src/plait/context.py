@@ -23,9 +23,10 @@ one that touches `RunContext`'s private fields.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
 from plait.events import (
@@ -40,11 +41,16 @@ from plait.events import (
 from plait.history import USER, HistoryRecord, history_for, whole_messages
 from plait.kernel import current, raise_pause
 from plait.messages import Message, Usage
+from plait.resume import ResumeInfo, ResumePoints
 from plait.run_state import Budget, CallGuard, IdSource, RunHooks, RunSnapshot, RunState, Saver
+
+if TYPE_CHECKING:
+    from plait.options import RunOptions
 
 __all__ = ["Emit", "IdSource", "RunContext", "RunHooks", "run_context"]
 
 _T = TypeVar("_T")
+_UNREAD = object()  # a context's `resume_info`, not yet looked up
 
 Emit = Callable[[AgentEvent], None]
 
@@ -65,6 +71,7 @@ class RunContext:
         "_emit",
         "_history",
         "_model_messages",
+        "_resume_info",
         "_root_authors",
         "_root_input",
         "_run",
@@ -107,6 +114,7 @@ class RunContext:
         self._answered: list[Any] | None = None
         self._budgets: tuple[str, ...] = ()  # addresses of the teams whose budgets apply
         self._teams: tuple[tuple[str, int, int | None], ...] = ()  # (name, level, max_depth)
+        self._resume_info: object = _UNREAD  # a ResumeInfo, None, or not read yet
 
     # --- building contexts ---------------------------------------------------------------
 
@@ -119,9 +127,11 @@ class RunContext:
         session_values: dict[str, Any] | None = None,
         enable_streaming: bool = False,
         authors: Sequence[str] | None = None,
+        options: RunOptions | None = None,
     ) -> RunContext:
         """Create the context of a run's root agent; `authors` names who wrote each of
-        `messages` (a session's earlier turns), None when all are the caller's."""
+        `messages` (a session's earlier turns), None when all are the caller's; `options`
+        are the run's per-run options."""
         values = session_values if session_values is not None else {}
         ctx = cls(
             agent_name=agent_name,
@@ -136,6 +146,7 @@ class RunContext:
             if len(authors) != len(ctx._root_input):
                 raise UsageError("authors must name the author of each message")
             ctx._root_authors = tuple(authors)
+        ctx._run.options = options
         return ctx
 
     def configure(
@@ -227,6 +238,7 @@ class RunContext:
         ctx._answered = None
         ctx._budgets = self._budgets
         ctx._teams = self._teams
+        ctx._resume_info = _UNREAD
         return ctx
 
     def for_team(
@@ -302,8 +314,7 @@ class RunContext:
     @property
     def usage(self) -> Usage:
         """Return the tokens spent by every model call of the run so far."""
-        run = self._run
-        return Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens)
+        return Usage(input_tokens=self._run.input_tokens, output_tokens=self._run.output_tokens)
 
     @property
     def model_calls(self) -> int:
@@ -350,9 +361,13 @@ class RunContext:
         return self._run.hooks
 
     @property
+    def run_options(self) -> RunOptions | None:
+        """Return the run's per-run options (None: there are none)."""
+        return self._run.options
+
+    @property
     def metadata(self) -> Mapping[str, Any]:
-        """Return the run's metadata (read-only): the runner's `metadata=`, saved with every
-        checkpoint."""
+        """Return the run's metadata, read-only (the runner's, saved with every checkpoint)."""
         return MappingProxyType(self._run.metadata)
 
     # --- budgets ----------------------------------------------------------------------------
@@ -396,9 +411,7 @@ class RunContext:
         actions = self._actions
         if not actions:
             return None
-        merged = actions[0]
-        for action in actions[1:]:
-            merged = merged.merge(action)
+        merged = functools.reduce(AgentAction.merge, actions)
         actions.clear()
         return merged
 
@@ -436,6 +449,22 @@ class RunContext:
     def interrupt_state(self) -> Any:
         """Return the `state` saved by the interrupt at this point, when resumed."""
         return self._run.resume_user_states.get(self.address)
+
+    @property
+    def resume_info(self) -> ResumeInfo | None:
+        """Return how this run's resume concerns this agent or tool call (None: the run is
+        not a resume); see `plait.resume`."""
+        info = self._resume_info
+        if info is _UNREAD:
+            points = self._run.resumed
+            info = self._resume_info = None if points is None else points.info(self.address)
+        return info  # type: ignore[return-value]
+
+    def enter_resume(self, agent: object) -> None:
+        """Fix the `resume_info` of `agent`, entering in this context (the kernel calls it)."""
+        points = self._run.resumed
+        if points is not None:
+            self._resume_info = points.enter(self.address, agent)
 
     @property
     def saves_steps(self) -> bool:
@@ -514,49 +543,21 @@ class RunContext:
 
     def snapshot(self) -> RunSnapshot:
         """Return what a checkpoint holds of this run (call it on the root context)."""
-        run = self._run
-        records = {k: (v() if callable(v) else v) for k, v in run.frames.items()}
-        budgets = {
-            k: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens)
-            for k, b in run.budgets.items()
-        }
-        return RunSnapshot(
-            root_input=self._root_input,
-            root_authors=self._root_authors,
-            history=list(self._history),
-            session_values=run.session_values,
-            state=run.state,
-            local=run.local,
-            enable_streaming=run.enable_streaming,
-            records=records,
-            user_states=dict(run.paused.user_states),
-            answers={k: list(v) for k, v in run.paused.answers.items()},
-            budgets=budgets,
-            model_calls=run.model_calls,
-            tokens=(run.input_tokens, run.output_tokens),
-            transfers=run.transfers,
-            metadata=run.metadata,
-        )
+        snapshot = self._run.snapshot()
+        snapshot.root_input, snapshot.root_authors = self._root_input, self._root_authors
+        snapshot.history = list(self._history)
+        return snapshot
 
-    def restore(self, snapshot: RunSnapshot, answers: dict[str, list[Any]]) -> None:
-        """Put a saved run back into this (root) context, with `answers` for its interrupts."""
-        run = self._run
+    def restore(
+        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints
+    ) -> None:
+        """Put a saved run back into this (root) context, with `answers` for its interrupts
+        and `points` telling each agent how the resume concerns it (`resume_info`)."""
         authors = snapshot.root_authors
         if authors is not None and len(authors) == len(self._root_input):
             self._root_authors = tuple(authors)
         self._history.extend(snapshot.history)
-        run.state.update(snapshot.state)
-        run.local.update(snapshot.local)
-        run.restored = dict(snapshot.records)
-        run.resume_user_states = dict(snapshot.user_states)
-        run.resume_answers = answers
-        for key, (team, max_steps, max_tokens, steps, tokens) in snapshot.budgets.items():
-            budget = run.budgets[key] = Budget(team, max_steps, max_tokens)
-            budget.steps, budget.tokens = steps, tokens
-        run.model_calls = snapshot.model_calls
-        run.input_tokens, run.output_tokens = snapshot.tokens
-        run.transfers = snapshot.transfers
-        run.metadata.update(snapshot.metadata)
+        self._run.restore(snapshot, answers, points)
 
     # --- events -----------------------------------------------------------------------------
 

@@ -83,6 +83,7 @@ async def enter(
     becomes its pause event, and an exception its error event.
     """
     hooks = ctx.hooks
+    ctx.enter_resume(agent)
     for hook in hooks:
         hook.agent_entered(ctx)
     error: PlaitError | None = None

@@ -1,8 +1,9 @@
 """The state of one run, shared by every agent of it, and what it is saved as.
 
 `RunState` is what `RunContext` views: session values, team state, each agent's own state,
-usage, budgets, the live resume records of the components, and the run's options. All of it
-is saved with a checkpoint (`RunSnapshot`). `IdSource` gives the run its ids and times, and
+usage, budgets, the live resume records of the components, the run's settings and per-run
+options, and (in a resumed run) the interrupts it answers. It is saved with a checkpoint
+(`RunSnapshot`). `IdSource` gives the run its ids and times, and
 `RunHooks` observes the seams of a run. `CallGuard` bounds one tool call: its time limit,
 and the run's stop switch.
 """
@@ -22,6 +23,8 @@ from plait.messages import Message, Usage
 
 if TYPE_CHECKING:
     from plait.context import RunContext
+    from plait.options import RunOptions
+    from plait.resume import ResumePoints
 
 __all__ = ["Budget", "CallGuard", "IdSource", "Paused", "RunHooks", "RunSnapshot", "RunState"]
 
@@ -120,11 +123,13 @@ class RunState:
         "max_transfers",
         "metadata",
         "model_calls",
+        "options",
         "output_tokens",
         "paused",
         "restored",
         "resume_answers",
         "resume_user_states",
+        "resumed",
         "saver",
         "session_values",
         "state",
@@ -154,6 +159,50 @@ class RunState:
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
         self.guards: set[CallGuard] = set()  # the tool calls in flight
+        self.options: RunOptions | None = None  # the run's per-run options
+        self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
+
+    def snapshot(self) -> RunSnapshot:
+        """Return what a checkpoint holds of the run state (the root context adds its input
+        and history)."""
+        records = {k: (v() if callable(v) else v) for k, v in self.frames.items()}
+        budgets = {
+            k: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens)
+            for k, b in self.budgets.items()
+        }
+        return RunSnapshot(
+            session_values=self.session_values,
+            state=self.state,
+            local=self.local,
+            enable_streaming=self.enable_streaming,
+            records=records,
+            user_states=dict(self.paused.user_states),
+            answers={k: list(v) for k, v in self.paused.answers.items()},
+            budgets=budgets,
+            model_calls=self.model_calls,
+            tokens=(self.input_tokens, self.output_tokens),
+            transfers=self.transfers,
+            metadata=self.metadata,
+            options=[] if self.options is None else self.options.saved(),
+        )
+
+    def restore(
+        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints
+    ) -> None:
+        """Put a saved run state back, with `answers` for its interrupts."""
+        self.state.update(snapshot.state)
+        self.local.update(snapshot.local)
+        self.restored = dict(snapshot.records)
+        self.resume_user_states = dict(snapshot.user_states)
+        self.resume_answers = answers
+        for key, (team, max_steps, max_tokens, steps, tokens) in snapshot.budgets.items():
+            budget = self.budgets[key] = Budget(team, max_steps, max_tokens)
+            budget.steps, budget.tokens = steps, tokens
+        self.model_calls = snapshot.model_calls
+        self.input_tokens, self.output_tokens = snapshot.tokens
+        self.transfers = snapshot.transfers
+        self.metadata.update(snapshot.metadata)
+        self.resumed = points
 
     def request_cancel(self) -> None:
         """Ask the run to stop: its next safe point ends it, and every tool call in flight
@@ -217,6 +266,7 @@ class RunSnapshot:
         "local",
         "metadata",
         "model_calls",
+        "options",
         "records",
         "root_authors",
         "root_input",
@@ -244,6 +294,7 @@ class RunSnapshot:
         self.tokens = (0, 0)  # (input, output)
         self.transfers = 0
         self.metadata: dict[str, Any] = {}
+        self.options: list[dict[str, Any]] = []  # the JSON-able fields of the run's options
         for name, value in fields.items():
             setattr(self, name, value)
 

@@ -32,6 +32,8 @@ from plait.events import (
 )
 from plait.kernel import enter
 from plait.messages import Message
+from plait.options import RunOption, RunOptions, check_options
+from plait.resume import ResumePoints
 from plait.run_state import IdSource, RunHooks
 from plait.session import SessionTurn
 from plait.stores.base import MAX_RUN_ID_LENGTH, GuardedStore, Store, check_id, check_ttl
@@ -138,6 +140,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunStream:
         """Start a run on `messages`; iterate the returned stream for its events.
 
@@ -145,19 +148,23 @@ class Runner:
         the turn is added to it when the run finishes. If the run pauses, it is saved under
         `checkpoint_id` (a fresh id when None; `stream.checkpoint_id` tells it); an id that
         holds a paused run is refused. Ids are 1 to 256 characters, with no control
-        characters; a bad one raises `UsageError` here.
+        characters; a bad one raises `UsageError` here. `options` change what the run's
+        `ChatModelAgent`s use (see `plait.RunOption`).
         """
         messages = _check_messages(messages)
+        run_options = RunOptions.of(check_options(options))
         for name, given in (("session_id", session_id), ("checkpoint_id", checkpoint_id)):
             if given is not None:
                 check_id(given, name, max_length=MAX_RUN_ID_LENGTH)
         values = dict(session_values) if session_values is not None else None
         if session_id is None and checkpoint_id is None:  # nothing to read first
-            ctx = self._context(messages, values, self.enable_streaming)
+            ctx = self._context(messages, values, self.enable_streaming, options=run_options)
             return RunStream(
                 self._setup(), None, Prepared(self._start(ctx), ctx), resumed_from=None
             )
-        prepare = functools.partial(self._prepare_run, messages, session_id, checkpoint_id, values)
+        prepare = functools.partial(
+            self._prepare_run, messages, session_id, checkpoint_id, values, run_options
+        )
         return RunStream(self._setup(), checkpoint_id, prepare, resumed_from=None)
 
     def query(
@@ -167,6 +174,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunStream:
         """Start a run on one user message."""
         if not isinstance(text, str):
@@ -176,6 +184,7 @@ class Runner:
             session_id=session_id,
             checkpoint_id=checkpoint_id,
             session_values=session_values,
+            options=options,
         )
 
     def resume(
@@ -184,6 +193,7 @@ class Runner:
         targets: Mapping[str, Any] | None = None,
         *,
         value: Any = UNSET,
+        options: Sequence[RunOption] | None = None,
     ) -> RunStream:
         """Continue a paused run.
 
@@ -193,9 +203,12 @@ class Runner:
         one is done for good. A rejected resume (unknown checkpoint or id, a value for
         several interrupts, already resumed, held by a live run) raises when iterated and
         leaves the checkpoint as it was. An id no store can hold raises `UsageError` here.
+        `options` come after the per-run options saved with the run (which hold): they add
+        what is not saved, such as tools and model objects, or change the rest.
         """
         check_id(checkpoint_id, "checkpoint_id")
-        prepare = functools.partial(self._prepare_resume, checkpoint_id, targets, value)
+        given = check_options(options)
+        prepare = functools.partial(self._prepare_resume, checkpoint_id, targets, value, given)
         return RunStream(self._setup(), checkpoint_id, prepare, resumed_from=checkpoint_id)
 
     def _setup(self) -> RunSetup:
@@ -222,6 +235,8 @@ class Runner:
         values: dict[str, Any] | None,
         streaming: bool,
         authors: Sequence[str] | None = None,
+        *,
+        options: RunOptions | None,
     ) -> RunContext:
         return RunContext.root(
             self.agent.name,
@@ -229,6 +244,7 @@ class Runner:
             session_values=values,
             enable_streaming=streaming,
             authors=authors,
+            options=options,
         )
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
@@ -242,6 +258,7 @@ class Runner:
         session_id: str | None,
         checkpoint_id: str | None,
         values: dict[str, Any] | None,
+        options: RunOptions | None,
     ) -> Prepared:
         if checkpoint_id is not None:
             record = await self._store.get_checkpoint(checkpoint_id)
@@ -251,12 +268,12 @@ class Runner:
                     "resume it, or start this run under another id"
                 )
         if session_id is None:
-            ctx = self._context(messages, values, self.enable_streaming)
+            ctx = self._context(messages, values, self.enable_streaming, options=options)
             return Prepared(self._start(ctx), ctx)
         turn = await SessionTurn.load(self._store, session_id, messages)
         merged = {**turn.values, **(values or {})}
         authors, root_input = turn.root_input()
-        ctx = self._context(root_input, merged, self.enable_streaming, authors)
+        ctx = self._context(root_input, merged, self.enable_streaming, authors, options=options)
         ctx.state.update(turn.state)
         ctx.all_local_state.update(turn.local)
         return Prepared(self._start(ctx), ctx, turn)
@@ -274,7 +291,11 @@ class Runner:
         )
 
     async def _prepare_resume(
-        self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
+        self,
+        checkpoint_id: str,
+        targets: Mapping[str, Any] | None,
+        value: Any,
+        options: tuple[RunOption, ...],
     ) -> Prepared:
         record = await self._store.get_checkpoint(checkpoint_id)
         if record is None:
@@ -292,12 +313,18 @@ class Runner:
                 f"not '{self.agent.name}'"
             )
         check_lease(checkpoint)
+        run_options = RunOptions.of(options, saved=checkpoint.run_options)
         if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim last
             raise await self._lost_claim(checkpoint_id)
+        snapshot = checkpoint.snapshot()
         ctx = self._context(
-            checkpoint.root_input, checkpoint.snapshot().session_values, checkpoint.streaming
+            checkpoint.root_input,
+            snapshot.session_values,
+            checkpoint.streaming,
+            options=run_options,
         )
-        ctx.restore(checkpoint.snapshot(), checkpoint.answers(by_id))
+        points = ResumePoints(checkpoint.interrupts, snapshot.user_states, by_id)
+        ctx.restore(snapshot, checkpoint.answers(by_id), points)
         turn = None
         if checkpoint.session_id is not None:
             turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
@@ -312,6 +339,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunResult:
         """Run to the end in a new event loop and return the `RunResult` (never raises)."""
         stream = self.run(
@@ -319,6 +347,7 @@ class Runner:
             session_id=session_id,
             checkpoint_id=checkpoint_id,
             session_values=session_values,
+            options=options,
         )
         return _run_in_new_loop(stream.collect)
 
@@ -329,6 +358,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunResult:
         """Run one user message to the end in a new event loop and return the `RunResult`."""
         if not isinstance(text, str):
@@ -338,6 +368,7 @@ class Runner:
             session_id=session_id,
             checkpoint_id=checkpoint_id,
             session_values=session_values,
+            options=options,
         )
 
     def resume_sync(
@@ -346,9 +377,11 @@ class Runner:
         targets: Mapping[str, Any] | None = None,
         *,
         value: Any = UNSET,
+        options: Sequence[RunOption] | None = None,
     ) -> RunResult:
         """Resume in a new event loop and return the `RunResult` (a rejected resume raises)."""
-        return _run_in_new_loop(self.resume(checkpoint_id, targets, value=value).collect)
+        stream = self.resume(checkpoint_id, targets, value=value, options=options)
+        return _run_in_new_loop(stream.collect)
 
 
 def _check_metadata(metadata: object) -> dict[str, Any]:

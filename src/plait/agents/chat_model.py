@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
+from plait.agents._chunks import CheckedChunks, streaming_output
 from plait.agents.flow import (
     TRANSFER_TOOL,
     TransferTool,
@@ -32,16 +33,11 @@ from plait.errors import (
     RunCancelled,
     UsageError,
 )
-from plait.events import (
-    AgentAction,
-    AgentEvent,
-    AgentOutput,
-    MessageStream,
-    MessageVariant,
-)
+from plait.events import AgentAction, AgentEvent, MessageStream
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
+from plait.options import RunOptions
 from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, check_timeout
 from plait.tools.function import FunctionTool
 
@@ -57,6 +53,10 @@ def _exit(final_result: str) -> ToolResult:
         final_result: The final answer to return to the user.
     """
     return ToolResult(content=final_result, action=AgentAction(exit=True))
+
+
+def _first(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 class _Reply:
@@ -139,6 +139,7 @@ class ChatModelAgent:
         self._before_tool = collect_hooks(self.middlewares, "before_tool")
         self._after_tool = collect_hooks(self.middlewares, "after_tool")
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
+        self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
             self._user_tools.append(FunctionTool(_exit, name="exit"))
         self._user_return_directly = frozenset(return_directly)
@@ -159,7 +160,7 @@ class ChatModelAgent:
         its system message. A team wires its members this way.
         """
         clone = copy.copy(self)
-        clone._user_tools = [*self._user_tools, *tools]
+        clone._added_tools = [*self._added_tools, *tools]
         if instruction:
             clone._extra_instruction = f"{self._extra_instruction}\n\n{instruction}".strip()
         clone._build_tools()
@@ -177,11 +178,11 @@ class ChatModelAgent:
 
     def _build_tools(self) -> None:
         """Order the tools: the user's, then transfer_to_agent, then exit."""
-        user = [t for t in self._user_tools if t.info().name != "exit"]
-        tools: list[Tool] = list(user)
+        given = [*self._user_tools, *self._added_tools]
+        tools = [t for t in given if t.info().name != "exit"]
         if self._transfer_visible():
             tools.append(TransferTool(self))
-        tools += [t for t in self._user_tools if t.info().name == "exit"]
+        tools += [t for t in given if t.info().name == "exit"]
         self._tools: dict[str, Tool] = {}
         infos: list[ToolInfo] = []
         for t in tools:
@@ -210,6 +211,26 @@ class ChatModelAgent:
             tool_timeout=self.tool_timeout,
         )
 
+    def _for_run(self, options: RunOptions) -> ChatModelAgent:
+        """Return this agent as the run's options have it: itself when none apply to it,
+        else a copy (this one is left as it is)."""
+        given = options.for_agent(self.name)
+        if given is None:
+            return self
+        clone = copy.copy(self)
+        clone.instruction = _first(given.instruction, self.instruction)
+        clone.model = _first(given.model, self.model)
+        clone.max_iterations = _first(given.max_iterations, self.max_iterations)
+        if given.model_options is not None:
+            clone.model_options = {**self.model_options, **given.model_options}
+        if given.tools is not None:
+            kept = [t for t in self._user_tools if self.exit_tool and t.info().name == "exit"]
+            clone._user_tools = [*given.tools, *kept]
+            names = {t.info().name for t in [*clone._user_tools, *self._added_tools]}
+            clone._user_return_directly = self._user_return_directly & names
+            clone._build_tools()
+        return clone
+
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
         """Return the tools offered to the model, in order."""
@@ -233,9 +254,11 @@ class ChatModelAgent:
         return messages
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """Run the ReAct loop on `input`, yielding model outputs and tool results."""
-        loop = _Loop(self, input, ctx)
+        """Run the ReAct loop on `input`, yielding model outputs and tool results (as the
+        run's per-run options, if any, change this agent)."""
+        options = ctx.run_options
         try:
+            loop = _Loop(self if options is None else self._for_run(options), input, ctx)
             step = loop.start()
         except PlaitError as exc:
             yield ctx.event(error=exc)
@@ -280,9 +303,12 @@ class ChatModelAgent:
                 "stream() returned", source, "an async iterator of Messages"
             )
             return
-        stream = MessageStream(_CheckedChunks(source, self), on_error=self._model_error)
+        chunks = CheckedChunks(
+            source, lambda chunk: self._wrong_output("stream() yielded", chunk, "Message chunks")
+        )
+        stream = MessageStream(chunks, on_error=self._model_error)
         try:
-            yield ctx.event(output=_streaming_output(stream))
+            yield ctx.event(output=streaming_output(stream))
             try:
                 box.message = await stream.collect()
             except PlaitError as exc:
@@ -308,36 +334,6 @@ class ChatModelAgent:
             f"expected {expected} (see the plait.models.ChatModel protocol)",
             agent_name=self.name,
         )
-
-
-class _CheckedChunks:
-    """A model's stream that fails with a `ModelError` at a chunk that is not a Message."""
-
-    __slots__ = ("_agent", "_source")
-
-    def __init__(self, source: AsyncIterator[Any], agent: ChatModelAgent) -> None:
-        self._source = source
-        self._agent = agent
-
-    def __aiter__(self) -> _CheckedChunks:
-        return self
-
-    async def __anext__(self) -> Message:
-        chunk = await self._source.__anext__()
-        if isinstance(chunk, Message):
-            return chunk
-        await self.aclose()
-        raise self._agent._wrong_output("stream() yielded", chunk, "Message chunks")
-
-    async def aclose(self) -> None:
-        """Close the model's stream."""
-        aclose = getattr(self._source, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-def _streaming_output(stream: MessageStream) -> AgentOutput:
-    return AgentOutput(message=MessageVariant(is_streaming=True, role="assistant", stream=stream))
 
 
 class Step(enum.Enum):
