@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from plait.options import RunOption
     from plait.resume import ResumeInfo
     from plait.runner import Runner, RunStream
+    from plait.sessions import SessionSummary, SessionView
     from plait.team import Inherit, Team
     from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
 
@@ -93,6 +94,8 @@ __all__ = [
     "Runner",
     "START",
     "SequentialAgent",
+    "SessionSummary",
+    "SessionView",
     "StateGraph",
     "Team",
     "Tool",
@@ -145,6 +148,8 @@ _EXPORTS = {
     "Runner": "plait.runner",
     "START": "plait.graph",
     "SequentialAgent": "plait.agents",
+    "SessionSummary": "plait.sessions",
+    "SessionView": "plait.sessions",
     "StateGraph": "plait.graph",
     "Team": "plait.team",
     "Tool": "plait.tools",

@@ -8,14 +8,14 @@ a resumed checkpoint for good, and writes the session turn when the run finishes
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import functools
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal
 
 from plait._json import check_plain_json
+from plait._sync import run_in_new_loop
 from plait.agent import Agent, input_for
 from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint
@@ -36,6 +36,7 @@ from plait.options import RunOption, RunOptions, check_options
 from plait.resume import ResumePoints
 from plait.run_state import IdSource, RunHooks
 from plait.session import SessionTurn
+from plait.sessions import INDEX_ID, Sessions, catalog_for
 from plait.stores.base import MAX_RUN_ID_LENGTH, GuardedStore, Store, check_id, check_ttl
 from plait.stores.memory import MemoryStore
 from plait.stream import Prepared, RunSetup, RunStream, check_lease
@@ -43,7 +44,6 @@ from plait.stream import Prepared, RunSetup, RunStream, check_lease
 __all__ = ["EventFilter", "RunStream", "Runner"]
 
 EventFilter = Callable[[AgentEvent], bool]
-_T = TypeVar("_T")
 
 
 class Runner:
@@ -62,7 +62,8 @@ class Runner:
     every checkpoint and seen read-only as `ctx.metadata` and in `RunResult.metadata`; a
     resume adds it over the metadata the checkpoint holds. `checkpoint_ttl` and
     `session_ttl` are the seconds checkpoints and sessions are kept (None: no expiry; else
-    0 < ttl <= `MAX_TTL`). Ids are
+    0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the runner
+    keeps (`plait.sessions.Sessions`). Ids are
     checked before any store is touched (rules in `plait.stores.base`): the ids of new runs
     and sessions are at most `MAX_RUN_ID_LENGTH` (256) characters. A bad ttl or id raises
     `UsageError` at once. Errors inside a run never raise out of the runner: they are the
@@ -110,6 +111,8 @@ class Runner:
         self.hooks = tuple(hooks)
         self.keep_steps = keep_steps
         self.metadata = _check_metadata(metadata)
+        self._catalog = catalog_for(self.store)
+        self.sessions = Sessions(self._store, self._catalog)
         self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
 
     async def read_checkpoint(self, checkpoint_id: str) -> Checkpoint:
@@ -156,6 +159,8 @@ class Runner:
         for name, given in (("session_id", session_id), ("checkpoint_id", checkpoint_id)):
             if given is not None:
                 check_id(given, name, max_length=MAX_RUN_ID_LENGTH)
+        if session_id == INDEX_ID and self._catalog.key == INDEX_ID:
+            raise UsageError(f"session id '{INDEX_ID}' is where the runner lists its sessions")
         values = dict(session_values) if session_values is not None else None
         if session_id is None and checkpoint_id is None:  # nothing to read first
             ctx = self._context(messages, values, self.enable_streaming, options=run_options)
@@ -227,6 +232,7 @@ class Runner:
             checkpoint_ttl=self.checkpoint_ttl,
             session_ttl=self.session_ttl,
             metadata=self.metadata,
+            catalog=self._catalog,
         )
 
     def _context(
@@ -349,7 +355,7 @@ class Runner:
             session_values=session_values,
             options=options,
         )
-        return _run_in_new_loop(stream.collect)
+        return run_in_new_loop(stream.collect)
 
     def query_sync(
         self,
@@ -381,7 +387,7 @@ class Runner:
     ) -> RunResult:
         """Resume in a new event loop and return the `RunResult` (a rejected resume raises)."""
         stream = self.resume(checkpoint_id, targets, value=value, options=options)
-        return _run_in_new_loop(stream.collect)
+        return run_in_new_loop(stream.collect)
 
 
 def _check_metadata(metadata: object) -> dict[str, Any]:
@@ -417,14 +423,3 @@ def _check_messages(messages: Any) -> tuple[Message, ...]:
                 "(build one with Message.user(text))"
             )
     return items
-
-
-def _run_in_new_loop(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    raise UsageError(
-        "the *_sync methods start their own event loop; inside async code use "
-        "`await runner.run(...).collect()` or iterate `runner.run(...)`"
-    )

@@ -33,6 +33,7 @@ from plait.events import (
 )
 from plait.run_state import IdSource, RunHooks, SaveKind
 from plait.session import SessionTurn
+from plait.sessions import SessionCatalog
 from plait.stores.base import GuardedStore
 
 __all__ = ["Prepared", "RunSetup", "RunStream", "check_lease"]
@@ -61,6 +62,7 @@ class RunSetup:
     checkpoint_ttl: float | None
     session_ttl: float | None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    catalog: SessionCatalog | None = None  # where the store's sessions are listed
 
 
 def check_lease(checkpoint: Checkpoint) -> None:
@@ -331,15 +333,20 @@ class RunStream:
     async def _keep_records(self) -> None:
         setup = self._setup
         ctx = self._ctx
-        if self._turn is not None and self._error is None and ctx is not None:
-            await self._turn.save(
+        turn = self._turn
+        if turn is not None and self._error is None and ctx is not None:
+            stamp = ctx.ids.now()
+            await turn.save(
                 setup.store,
                 ctx.session_values,
                 [*self._earlier_handoffs, *self._handoffs],
                 setup.session_ttl,
                 ctx.state,
                 ctx.all_local_state,
+                stamp=stamp,
             )
+            if setup.catalog is not None:
+                await setup.catalog.touch(turn.session_id, stamp)
         if self._resumed_from is not None or self._steps:
             await self._retire(self._checkpoint_id)
 
