@@ -17,6 +17,7 @@ from plait import (
     RunHooks,
     Runner,
     SequentialAgent,
+    interrupt,
     run_context,
     tool,
 )
@@ -26,7 +27,7 @@ NOT = ResumeInfo(was_interrupted=False, is_resume_target=False)
 
 
 class Asker:
-    """A custom agent that asks a person in its own `run`."""
+    """A custom agent that asks a person in its own `run` (with `plait.interrupt`)."""
 
     description = "asks"
 
@@ -34,7 +35,7 @@ class Asker:
         self.name = name
 
     async def run(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        answer = ctx.interrupt(f"{self.name}?", state={"asked": self.name})
+        answer = interrupt(f"{self.name}?", state={"asked": self.name})
         yield ctx.event(message=Message.assistant(f"{self.name}: {answer}"))
 
 
