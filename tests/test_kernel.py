@@ -204,7 +204,8 @@ def test_a_session_keeps_the_handoffs_made_before_a_pause() -> None:
     done = runner.resume_sync(paused.checkpoint_id, value="yes")  # type: ignore[arg-type]
     assert done.final_output == "refunded"
     saved = json.loads(asyncio.run(store.get_session("s1")) or b"{}")
-    assert [(h["from_agent"], h["to_agent"]) for h in saved["handoffs"]] == [("a", "b")]
+    handoffs = [(h["from_agent"], h["to_agent"]) for h in saved["handoffs"]]
+    assert handoffs == [("a", "b"), ("b", "END")]
 
 
 def test_a_pending_checkpoint_id_cannot_be_reused_by_a_new_run() -> None:
@@ -586,16 +587,16 @@ async def test_run_metadata_is_saved_with_the_checkpoint_and_restored() -> None:
     @tool
     def traced() -> str:
         """Pause once, remembering the trace."""
-        ctx = run_context()
-        ctx.metadata.setdefault("trace_id", "abc123")
-        seen.append(dict(ctx.metadata))
+        seen.append(dict(run_context().metadata))
         return str(interrupt("ok?"))
 
     store = MemoryStore()
     model = ScriptedModel([call("traced", {}), reply("done")])
-    runner = Runner(ChatModelAgent("A", model, tools=[traced]), store=store)
+    agent = ChatModelAgent("A", model, tools=[traced])
+    runner = Runner(agent, store=store, metadata={"trace_id": "abc123"})
     paused = await runner.query("q").collect()
     checkpoint = await runner.read_checkpoint(paused.checkpoint_id)  # type: ignore[arg-type]
     assert checkpoint.metadata == {"trace_id": "abc123"}
-    await runner.resume(paused.checkpoint_id, value="y").collect()  # type: ignore[arg-type]
+    resumer = Runner(agent, store=store)  # built without metadata: it sees the run's
+    await resumer.resume(paused.checkpoint_id, value="y").collect()  # type: ignore[arg-type]
     assert seen == [{"trace_id": "abc123"}, {"trace_id": "abc123"}]

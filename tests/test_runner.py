@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -16,10 +18,12 @@ from plait import (
     RunContext,
     Runner,
     Usage,
+    interrupt,
     run_context,
     tool,
 )
 from plait.errors import AgentError, ModelError, UsageError
+from plait.stores import MemoryStore
 from plait.testing import ScriptedModel, call, reply
 from tests.conftest import kinds
 
@@ -256,3 +260,58 @@ async def test_cancelling_the_consumer_task_cancels_the_run() -> None:
         await task
     assert probe.tool_cancelled
     assert probe.tasks_left() == []
+
+
+def test_runner_metadata_is_read_only_in_the_run_and_in_the_result() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def look(ctx: RunContext) -> str:
+        """Look at the run's metadata."""
+        seen.append(copy.deepcopy(dict(ctx.metadata)))
+        with pytest.raises(TypeError):
+            ctx.metadata["tenant"] = "evil"  # type: ignore[index]
+        ctx.metadata["tags"].append("changed")  # a copy per run: the runner's stays
+        return "ok"
+
+    metadata = {"tenant": "acme", "tags": ["a"]}
+    model = ScriptedModel([call("look", {}), reply("done"), call("look", {}), reply("again")])
+    runner = Runner(ChatModelAgent("A", model, tools=[look]), metadata=metadata)
+    first = runner.query_sync("q")
+    second = runner.query_sync("q")
+    assert seen == [metadata, metadata]
+    assert first.metadata == {"tenant": "acme", "tags": ["a", "changed"]}
+    assert second.error is None and metadata == {"tenant": "acme", "tags": ["a"]}
+    assert Runner(_calc(ScriptedModel(["x"]))).query_sync("q").metadata == {}
+
+
+async def test_a_resuming_runners_metadata_wins_over_the_checkpoints() -> None:
+    @tool
+    def ask() -> str:
+        """Ask a person."""
+        return str(interrupt("ok?"))
+
+    model = ScriptedModel([call("ask", {}), reply("done")])
+    agent = ChatModelAgent("A", model, tools=[ask])
+    store = MemoryStore()
+    paused = await Runner(agent, store=store, metadata={"a": 1, "b": 2}).query("q").collect()
+    resumer = Runner(agent, store=store, metadata={"b": 3, "c": 4})
+    done = await resumer.resume(paused.checkpoint_id, value="y").collect()  # type: ignore[arg-type]
+    assert done.metadata == {"a": 1, "b": 3, "c": 4}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "named"),
+    [
+        (["a"], "must be a mapping"),
+        ({1: "x"}, "metadata (key 1) is not"),
+        ({"when": object()}, "metadata['when'] is not"),
+        ({"deep": {"x": [1, float("nan")]}}, "metadata['deep']['x'][1] is not"),
+    ],
+)
+def test_metadata_that_is_not_json_is_refused_when_the_runner_is_built(
+    metadata: Any, named: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        Runner(_calc(ScriptedModel([])), metadata=metadata)
+    assert named in str(caught.value)

@@ -134,7 +134,7 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = import_graph()
     graph["plait.context"].add("plait.kernel")  # what the kernel once needed
-    assert ["plait.context", "plait.kernel"] in cycles(graph)
+    assert any({"plait.context", "plait.kernel"} <= set(cycle) for cycle in cycles(graph))
 
 
 def test_the_kernel_stands_above_the_context_and_the_agent_interface() -> None:

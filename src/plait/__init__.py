@@ -26,7 +26,7 @@ from plait import errors
 if TYPE_CHECKING:
     from plait import graph, models, prebuilt, testing
     from plait.agent import Agent, AgentInput
-    from plait.agent_context import AgentContext, ResumeInfo, RunContext
+    from plait.agent_context import AgentContext, RunContext
     from plait.agents import (
         AgentTool,
         ChatModelAgent,
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
         SequentialAgent,
         set_sub_agents,
     )
-    from plait.context import IdSource, RunHooks, run_context
+    from plait.context import IdSource, RunHooks
+    from plait.current import run_context
     from plait.errors import PlaitError
     from plait.events import (
         AgentAction,
@@ -54,7 +55,10 @@ if TYPE_CHECKING:
     from plait.graph import END, START, StateGraph
     from plait.interrupt import interrupt, interrupt_state
     from plait.messages import Message, ToolCall, Usage
+    from plait.options import RunOption
+    from plait.resume import ResumeInfo
     from plait.runner import Runner, RunStream
+    from plait.sessions import SessionSummary, SessionView
     from plait.team import Inherit, Team
     from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
 
@@ -87,11 +91,14 @@ __all__ = [
     "ResumeInfo",
     "RunContext",
     "RunHooks",
+    "RunOption",
     "RunResult",
     "RunStream",
     "Runner",
     "START",
     "SequentialAgent",
+    "SessionSummary",
+    "SessionView",
     "StateGraph",
     "Team",
     "Tool",
@@ -135,15 +142,18 @@ _EXPORTS = {
     "ParallelAgent": "plait.agents",
     "PlaitError": "plait.errors",
     "IdSource": "plait.context",
-    "RunContext": "plait.agent_context",
     "AgentContext": "plait.agent_context",
-    "ResumeInfo": "plait.agent_context",
+    "ResumeInfo": "plait.resume",
+    "RunContext": "plait.agent_context",
     "RunHooks": "plait.context",
+    "RunOption": "plait.options",
     "RunResult": "plait.events",
     "RunStream": "plait.runner",
     "Runner": "plait.runner",
     "START": "plait.graph",
     "SequentialAgent": "plait.agents",
+    "SessionSummary": "plait.sessions",
+    "SessionView": "plait.sessions",
     "StateGraph": "plait.graph",
     "Team": "plait.team",
     "Tool": "plait.tools",
@@ -154,7 +164,7 @@ _EXPORTS = {
     "Usage": "plait.messages",
     "interrupt": "plait.interrupt",
     "interrupt_state": "plait.interrupt",
-    "run_context": "plait.context",
+    "run_context": "plait.current",
     "set_sub_agents": "plait.agents",
     "tool": "plait.tools",
 }

@@ -18,8 +18,20 @@ from pydantic_core import PydanticSerializationError
 from plait._json import dump_plain, to_json
 from plait.checkpoint import CustomRecord
 from plait.errors import CheckpointCorrupt, SerializationError, UsageError
+from plait.run_state import RunState
 
-__all__ = ["CustomRecord", "load_custom", "save_custom"]
+__all__ = ["CustomRecord", "custom_record", "load_custom", "save_custom"]
+
+
+def custom_record(run: RunState, address: str) -> CustomRecord:
+    """Return the values kept at `address` (restored from the checkpoint on a resume, else
+    new); from now on every save of the run includes them."""
+    record = run.frames.get((address, "custom"))
+    if record is None:
+        restored = run.restored.pop((address, "custom"), None)
+        record = restored if isinstance(restored, CustomRecord) else CustomRecord()
+        run.frames[(address, "custom")] = record
+    return record
 
 
 def save_custom(record: CustomRecord, key: str, value: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import TYPE_CHECKING, Any, Self
 
@@ -10,7 +11,7 @@ from plait.errors import SerializationError
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-__all__ = ["JSONMixin", "from_json", "to_json"]
+__all__ = ["JSONMixin", "check_plain_json", "from_json", "to_json"]
 
 
 @cache
@@ -93,3 +94,28 @@ def dump_plain(value: Any, tp: Any) -> Any:
 def load_plain(tp: Any, data: Any) -> Any:
     """Rebuild a value of type `tp` from data made by `dump_plain`."""
     return _adapter(tp).validate_python(data)
+
+
+def check_plain_json(value: Any, path: str) -> str | None:
+    """Return the path of the first part of `value` that is not plain JSON data (None, a
+    bool, an int, a finite float, a str, a list or tuple of them, a dict with str keys),
+    or None when all of it is."""
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = check_plain_json(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} (key {key!r})"
+            found = check_plain_json(item, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    return path

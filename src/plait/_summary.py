@@ -1,9 +1,9 @@
 """What a client is shown of a run: each event's JSON, then the run summary.
 
 The run summary (docs/server.md): `status`, `checkpoint_id`, `final_output`, `interrupts`,
-`error`, `usage`, `handoffs`, `agent` and `session_id`, as plain JSON data. The HTTP server
-validates it into its response model and `plait run --json` prints it, so both show the
-same thing, and the command line needs neither FastAPI nor the `server` extra.
+`error`, `usage`, `handoffs`, `agent`, `session_id` and `metadata`, as plain JSON data. The
+HTTP server validates it into its response model and `plait run --json` prints it, so both
+show the same thing, and the command line needs neither FastAPI nor the `server` extra.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ def run_summary(result: RunResult, *, agent: str, session_id: str | None) -> dic
         "handoffs": [_handoff(h) for h in result.handoffs],
         "agent": agent,
         "session_id": session_id,
+        "metadata": to_jsonable_python(result.metadata, fallback=repr),
     }
 
 

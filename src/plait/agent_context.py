@@ -10,29 +10,14 @@ modules; only the names below are public and stable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from plait.errors import PlaitError
 from plait.events import AgentAction, AgentEvent, AgentOutput
 from plait.messages import Message, Usage
+from plait.resume import ResumeInfo
 
 __all__ = ["AgentContext", "ResumeInfo", "RunContext"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResumeInfo:
-    """How a resumed run finds this agent (`ctx.resume_info`; None when the run is new).
-
-    `was_interrupted`: this agent, or something below it, paused in the run being resumed.
-    `is_resume_target`: an interrupt of this agent itself is answered by this resume.
-    `interrupt_state`: the `state` saved by that interrupt. `data`: its answer.
-    """
-
-    was_interrupted: bool
-    is_resume_target: bool
-    interrupt_state: Any = None
-    data: Any = None
 
 
 @runtime_checkable

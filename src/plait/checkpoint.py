@@ -4,9 +4,9 @@ A checkpoint is versioned JSON (never pickle), validated against one schema befo
 is claimed: the run's root input, the history recorded so far, session values, team state
 and each agent's own state, whether it streamed, every pending interrupt (id, address,
 info), the typed resume record of each component along the paths to them, the run's
-budgets and counters, and a metadata slot (trace context and the like). Bytes that are not a
-valid plait checkpoint are a `CheckpointCorrupt` naming what is wrong; version 1 checkpoints
-are migrated when read.
+budgets and counters, the JSON-able fields of its per-run options, and its metadata. Bytes
+that are not a valid plait checkpoint are a `CheckpointCorrupt` naming what is wrong;
+version 1 checkpoints are migrated when read.
 """
 
 from __future__ import annotations
@@ -226,6 +226,16 @@ class _Budget(_Record):
     tokens: int
 
 
+class _RunOption(_Record):
+    """The JSON-able fields of a per-run option (`plait.RunOption`)."""
+
+    agent: str | None = None
+    instruction: str | None = None
+    model: str | None = None
+    model_options: dict[str, Any] | None = None
+    max_iterations: int | None = None
+
+
 class Lease(_Record):
     """Who runs a running checkpoint, and until when (a Unix time) it holds it."""
 
@@ -260,6 +270,7 @@ class _Document(_Record):
     handoffs: list[HandoffLog] = []
     metadata: dict[str, Any] = {}
     root_id: str | None = None
+    run_options: list[_RunOption] = []
 
 
 class Checkpoint:
@@ -317,6 +328,11 @@ class Checkpoint:
         """Return the checkpoint's metadata slot."""
         return dict(self._doc.metadata)
 
+    @property
+    def run_options(self) -> list[dict[str, Any]]:
+        """Return the JSON-able fields of the run's per-run options, in order."""
+        return [option.model_dump() for option in self._doc.run_options]
+
     @staticmethod
     def encode(
         snapshot: RunSnapshot,
@@ -368,6 +384,7 @@ class Checkpoint:
             handoffs=handoffs or [],
             metadata=snapshot.metadata,
             root_id=snapshot.root_id,
+            run_options=[_RunOption.model_construct(**entry) for entry in snapshot.options],
         )
         try:
             return doc.model_dump_json(warnings="error").encode()
@@ -461,6 +478,7 @@ class Checkpoint:
             transfers=doc.transfers,
             metadata=dict(doc.metadata),
             root_id=doc.root_id,
+            options=self.run_options,
         )
 
     def answers(self, targets: dict[str, Any]) -> dict[str, list[Any]]:
@@ -487,6 +505,7 @@ def _name_unencodable(snapshot: RunSnapshot, interrupts: tuple[InterruptCtx, ...
         ("interrupt state", snapshot.user_states),
         ("resume data", snapshot.answers),
         ("metadata", snapshot.metadata),
+        ("run options", snapshot.options),
     ]
     parts += [(f"state of {a} ({k})", r) for (a, k), r in snapshot.records.items()]
     for root, value in parts:

@@ -1,37 +1,27 @@
-"""The run context: what a tool, node or agent can see of the run it is part of.
+"""The run context: plait's own implementation of `AgentContext`, and more for its modules.
 
 `RunContext` is a view of one place in a run (an agent, or one tool call of it) over the
 run's shared state (`plait.run_state.RunState`): where it is (agent, run path, depth,
 address), what the run holds (session values, team state, usage), its budgets, the resume
-records components keep while they work (`save_state`), and how it pauses (`interrupt`),
-stops between steps (`safe_point`) and stops tool calls in flight (`guard`, `cancelled`). A
-run's life, in one place:
-
-    Runner ──► enter(root) ──► agent.run ──► model call ─► tool calls ─► safe point ─┐
-                 ▲   │            │                          │              │ step: save│
-                 │   │            └─ enter(child) …          │ interrupt()  └───────────┘
-                 │   └─ a pause signal becomes ONE pause event ◄─┘
-                 │                     │
-                 │            Runner saves a checkpoint (a new id) ─► RunResult
-                 └──────── resume: records restored, each taken once by its component
-
-`enter`, `call_in` and the pause signal live in `plait.kernel`. A pause or a step save
-snapshots every record at once, so saving a step never unwinds the stack. Budgets (model
-calls, tokens, transfers) live in the run state and are saved with it. This module is the only
-one that touches `RunContext`'s private fields.
+records components keep while they work (`keep_record`), the values custom agents keep
+(`save_state`), and how it pauses (`interrupt`), stops between steps (`safe_point`) and stops
+tool calls in flight (`guard`, `cancelled`). The kernel (`plait.kernel`) enters every agent
+and tool call with one; a pause or a step save snapshots every record at once, so saving a
+step never unwinds the stack. Only the names of `AgentContext` are public. This module is
+the only one that touches `RunContext`'s private fields.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Sequence
-from contextvars import ContextVar, Token
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeVar
 
-from plait._custom import CustomRecord, load_custom, save_custom
+from plait._custom import custom_record, load_custom, save_custom
 from plait._signal import raise_pause
-from plait.agent_context import AgentContext, ResumeInfo
-from plait.errors import MaxDepthExceeded, PlaitError, ResumeError, RunCancelled, UsageError
+from plait.agent_context import AgentContext
+from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -43,39 +33,28 @@ from plait.events import (
 )
 from plait.history import USER, HistoryRecord, history_for, whole_messages
 from plait.messages import Message, Usage
-from plait.run_state import Budget, CallGuard, IdSource, RunHooks, RunSnapshot, RunState, Saver
+from plait.resume import ResumeInfo, ResumePoints
+from plait.run_state import (
+    Budget,
+    CallGuard,
+    IdSource,
+    RunHooks,
+    RunSnapshot,
+    RunState,
+    SavedOptions,
+    Saver,
+)
 
 __all__ = [
     "Emit",
     "IdSource",
     "RunContext",
     "RunHooks",
-    "current",
     "inside",
-    "make_current",
-    "reset_current",
-    "run_context",
 ]
 
 _T = TypeVar("_T")
-
-_current: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
-
-
-def current() -> RunContext | None:
-    """Return the context current here (the agent, tool or node running), if any."""
-    return _current.get()
-
-
-def make_current(ctx: RunContext) -> Token[RunContext | None]:
-    """Make `ctx` current until `reset_current(token)`."""
-    return _current.set(ctx)
-
-
-def reset_current(token: Token[RunContext | None]) -> None:
-    """Restore the context current before `make_current`."""
-    _current.reset(token)
-
+_UNREAD = object()  # a context's `resume_info`, not yet looked up
 
 Emit = Callable[[AgentEvent], None]
 
@@ -96,6 +75,7 @@ class RunContext:
         "_emit",
         "_history",
         "_model_messages",
+        "_resume_info",
         "_root_authors",
         "_root_input",
         "_run",
@@ -138,6 +118,7 @@ class RunContext:
         self._answered: list[Any] | None = None
         self._budgets: tuple[str, ...] = ()  # addresses of the teams whose budgets apply
         self._teams: tuple[tuple[str, int, int | None], ...] = ()  # (name, level, max_depth)
+        self._resume_info: object = _UNREAD  # a ResumeInfo, None, or not read yet
 
     # --- building contexts ---------------------------------------------------------------
 
@@ -150,9 +131,11 @@ class RunContext:
         session_values: dict[str, Any] | None = None,
         enable_streaming: bool = False,
         authors: Sequence[str] | None = None,
+        options: SavedOptions | None = None,
     ) -> RunContext:
         """Create the context of a run's root agent; `authors` names who wrote each of
-        `messages` (a session's earlier turns), None when all are the caller's."""
+        `messages` (a session's earlier turns), None when all are the caller's; `options`
+        are the run's per-run options."""
         values = session_values if session_values is not None else {}
         ctx = cls(
             agent_name=agent_name,
@@ -167,6 +150,7 @@ class RunContext:
             if len(authors) != len(ctx._root_input):
                 raise UsageError("authors must name the author of each message")
             ctx._root_authors = tuple(authors)
+        ctx._run.options = options
         return ctx
 
     def configure(
@@ -177,10 +161,11 @@ class RunContext:
         hooks: Sequence[RunHooks] = (),
         max_transfers: int | None = None,
         saver: Saver | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
         session_id: str | None = None,
     ) -> None:
-        """Set the run-wide options (the runner does this once, at the start of a run)."""
+        """Set the run-wide options (the runner does this once, at the start of a run);
+        `metadata` is added to the run's (over what a resumed checkpoint held)."""
         run = self._run
         run.session_id = session_id
         run.durability = durability
@@ -188,8 +173,8 @@ class RunContext:
         run.hooks = tuple(hooks)
         run.max_transfers = max_transfers
         run.saver = saver
-        if metadata is not None:
-            run.metadata = metadata
+        if metadata:
+            run.metadata.update(metadata)
 
     def nested(self, agent_name: str, messages: Sequence[Message]) -> RunContext:
         """Return the context of an agent run as a tool of this one: one level deeper, with
@@ -259,6 +244,7 @@ class RunContext:
         ctx._answered = None
         ctx._budgets = self._budgets
         ctx._teams = self._teams
+        ctx._resume_info = _UNREAD
         return ctx
 
     def for_team(
@@ -334,8 +320,7 @@ class RunContext:
     @property
     def usage(self) -> Usage:
         """Return the tokens spent by every model call of the run so far."""
-        run = self._run
-        return Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens)
+        return Usage(input_tokens=self._run.input_tokens, output_tokens=self._run.output_tokens)
 
     @property
     def model_calls(self) -> int:
@@ -380,18 +365,7 @@ class RunContext:
         """Inside a tool call, return a key stable for that call across pauses, resumes,
         crashes and workers (from the run's root id and the call's address, which holds
         its tool-call id); None outside a tool call."""
-        if self.tool_call_id is None:
-            return None
-        run = self._run
-        if run.root_id is None:
-            run.root_id = run.ids.new_id()
-        digest = hashlib.sha256(f"{run.root_id}\n{self.address}".encode()).hexdigest()
-        return f"plait-{digest[:40]}"
-
-    @property
-    def resume_info(self) -> ResumeInfo | None:
-        """Return how the resumed run finds this agent; None when the run is new."""
-        return None
+        return None if self.tool_call_id is None else self._run.key_of(self.address)
 
     @property
     def model_messages(self) -> list[Message]:
@@ -413,9 +387,14 @@ class RunContext:
         return self._run.hooks
 
     @property
-    def metadata(self) -> dict[str, Any]:
-        """Return the run's metadata: saved with every checkpoint (trace context and the like)."""
-        return self._run.metadata
+    def run_options(self) -> SavedOptions | None:
+        """Return the run's per-run options (None: there are none)."""
+        return self._run.options
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """Return the run's metadata, read-only (the runner's, saved with every checkpoint)."""
+        return MappingProxyType(self._run.metadata)
 
     # --- budgets ----------------------------------------------------------------------------
 
@@ -458,9 +437,7 @@ class RunContext:
         actions = self._actions
         if not actions:
             return None
-        merged = actions[0]
-        for action in actions[1:]:
-            merged = merged.merge(action)
+        merged = functools.reduce(AgentAction.merge, actions)
         actions.clear()
         return merged
 
@@ -498,6 +475,22 @@ class RunContext:
     def interrupt_state(self) -> Any:
         """Return the `state` saved by the interrupt at this point, when resumed."""
         return self._run.resume_user_states.get(self.address)
+
+    @property
+    def resume_info(self) -> ResumeInfo | None:
+        """Return how this run's resume concerns this agent or tool call (None: the run is
+        not a resume); see `plait.resume`."""
+        info = self._resume_info
+        if info is _UNREAD:
+            points = self._run.resumed
+            info = self._resume_info = None if points is None else points.info(self.address)
+        return info  # type: ignore[return-value]
+
+    def enter_resume(self, agent: object) -> None:
+        """Fix the `resume_info` of `agent`, entering in this context (the kernel calls it)."""
+        points = self._run.resumed
+        if points is not None:
+            self._resume_info = points.enter(self.address, agent)
 
     @property
     def saves_steps(self) -> bool:
@@ -566,83 +559,35 @@ class RunContext:
     def take_record(self, kind: str, tp: type[_T]) -> _T | None:
         """Return (once) the record of type `tp` this component saved when the run was saved,
         if this run resumes it; it stays this component's record until changed or dropped."""
-        record = self._run.restored.pop((self.address, kind), None)
-        if record is None:
-            return None
-        if not isinstance(record, tp):
-            raise ResumeError(
-                f"the checkpoint holds a {type(record).__name__} at '{self.address}', where "
-                f"this run has a component expecting {tp.__name__}; the agents changed"
-            )
-        self._run.frames[(self.address, kind)] = record
-        return record
+        return self._run.take_record(self.address, kind, tp)
 
     def save_state(self, key: str, value: Any) -> None:
         """Keep a JSON-able value (or a pydantic model) for this agent at this place of the
         run, across pauses and resumes; it is encoded now (`SerializationError` names the
         key and the place inside the value that cannot be)."""
-        save_custom(self._custom(), key, value)
+        save_custom(custom_record(self._run, self.address), key, value)
 
     def load_state(self, key: str) -> Any:
         """Return the value saved under `key` at this place of the run, or None."""
-        return load_custom(self._custom(), key)
-
-    def _custom(self) -> CustomRecord:
-        frames = self._run.frames
-        record = frames.get((self.address, "custom"))
-        if record is None:
-            restored = self._run.restored.pop((self.address, "custom"), None)
-            record = restored if isinstance(restored, CustomRecord) else CustomRecord()
-            frames[(self.address, "custom")] = record
-        return record
+        return load_custom(custom_record(self._run, self.address), key)
 
     def snapshot(self) -> RunSnapshot:
         """Return what a checkpoint holds of this run (call it on the root context)."""
-        run = self._run
-        records = {k: (v() if callable(v) else v) for k, v in run.frames.items()}
-        budgets = {
-            k: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens)
-            for k, b in run.budgets.items()
-        }
-        return RunSnapshot(
-            root_input=self._root_input,
-            root_authors=self._root_authors,
-            history=list(self._history),
-            session_values=run.session_values,
-            state=run.state,
-            local=run.local,
-            enable_streaming=run.enable_streaming,
-            records=records,
-            user_states=dict(run.paused.user_states),
-            answers={k: list(v) for k, v in run.paused.answers.items()},
-            budgets=budgets,
-            model_calls=run.model_calls,
-            tokens=(run.input_tokens, run.output_tokens),
-            transfers=run.transfers,
-            metadata=run.metadata,
-            root_id=run.root_id,
-        )
+        snapshot = self._run.snapshot()
+        snapshot.root_input, snapshot.root_authors = self._root_input, self._root_authors
+        snapshot.history = list(self._history)
+        return snapshot
 
-    def restore(self, snapshot: RunSnapshot, answers: dict[str, list[Any]]) -> None:
-        """Put a saved run back into this (root) context, with `answers` for its interrupts."""
-        run = self._run
+    def restore(
+        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints
+    ) -> None:
+        """Put a saved run back into this (root) context, with `answers` for its interrupts
+        and `points` telling each agent how the resume concerns it (`resume_info`)."""
         authors = snapshot.root_authors
         if authors is not None and len(authors) == len(self._root_input):
             self._root_authors = tuple(authors)
         self._history.extend(snapshot.history)
-        run.state.update(snapshot.state)
-        run.local.update(snapshot.local)
-        run.restored = dict(snapshot.records)
-        run.resume_user_states = dict(snapshot.user_states)
-        run.resume_answers = answers
-        for key, (team, max_steps, max_tokens, steps, tokens) in snapshot.budgets.items():
-            budget = run.budgets[key] = Budget(team, max_steps, max_tokens)
-            budget.steps, budget.tokens = steps, tokens
-        run.model_calls = snapshot.model_calls
-        run.input_tokens, run.output_tokens = snapshot.tokens
-        run.transfers = snapshot.transfers
-        run.metadata.update(snapshot.metadata)
-        run.root_id = snapshot.root_id
+        self._run.restore(snapshot, answers, points)
 
     # --- events -----------------------------------------------------------------------------
 
@@ -690,11 +635,3 @@ def inside(ctx: AgentContext) -> RunContext:
     raise UsageError(
         f"plait's agents run inside a plait run (Runner), not with a {type(ctx).__name__}"
     )
-
-
-def run_context() -> RunContext:
-    """Return the context of the run this code is part of (inside a tool, node or agent)."""
-    ctx = current()
-    if ctx is None:
-        raise UsageError("run_context() is only available while a plait run is executing")
-    return ctx

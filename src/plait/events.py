@@ -315,7 +315,8 @@ class AgentEvent(JSONMixin):
 
 @record
 class RunResult(JSONMixin):
-    """Everything a finished (or paused, or failed) run produced."""
+    """Everything a finished (or paused, or failed) run produced (`metadata`: the run's,
+    as `ctx.metadata` showed it)."""
 
     events: tuple[AgentEvent, ...] = ()
     final_output: Any = None
@@ -324,6 +325,7 @@ class RunResult(JSONMixin):
     checkpoint_id: str | None = None
     handoffs: tuple[HandoffLog, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def raise_for_error(self) -> RunResult:
         """Raise the run's error, if any; otherwise return self."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from plait._signal import InterruptSignal
-from plait.context import run_context
+from plait.current import current_context
 
 __all__ = ["InterruptSignal", "interrupt", "interrupt_state"]
 
@@ -23,9 +23,9 @@ def interrupt(info: Any = None, *, state: Any = None) -> Any:
     saved with the checkpoint and given back by `interrupt_state()` on resume. Both must be
     JSON-serializable.
     """
-    return run_context().interrupt(info, state=state)
+    return current_context().interrupt(info, state=state)
 
 
 def interrupt_state() -> Any:
     """Return the `state` saved by this point's interrupt, when resumed (else None)."""
-    return run_context().interrupt_state()
+    return current_context().interrupt_state()

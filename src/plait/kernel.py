@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 from plait._signal import InterruptSignal
 from plait.agent import Agent, AgentInput
 from plait.checkpoint import ReplayRecord
-from plait.context import RunContext, make_current, reset_current
+from plait.context import RunContext
+from plait.current import make_current, reset_current
 from plait.errors import AgentError, PlaitError
 from plait.events import AgentEvent, InterruptCtx
 from plait.history import USER
@@ -51,6 +52,7 @@ async def enter(
     becomes its pause event, and an exception its error event.
     """
     hooks = ctx.hooks
+    ctx.enter_resume(agent)
     for hook in hooks:
         hook.agent_entered(ctx)
     error: PlaitError | None = None

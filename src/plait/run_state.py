@@ -1,8 +1,9 @@
 """The state of one run, shared by every agent of it, and what it is saved as.
 
 `RunState` is what `RunContext` views: session values, team state, each agent's own state,
-usage, budgets, the live resume records of the components, and the run's options. All of it
-is saved with a checkpoint (`RunSnapshot`). `IdSource` gives the run its ids and times, and
+usage, budgets, the live resume records of the components, the run's settings and per-run
+options, and (in a resumed run) the interrupts it answers. It is saved with a checkpoint
+(`RunSnapshot`). `IdSource` gives the run its ids and times, and
 `RunHooks` observes the seams of a run. `CallGuard` bounds one tool call: its time limit,
 and the run's stop switch.
 """
@@ -10,23 +11,52 @@ and the run's stop switch.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from plait.agent_context import AgentContext
-from plait.errors import MaxHandoffsExceeded, MaxStepsExceeded, PlaitError, TokenBudgetExceeded
+from plait.errors import (
+    MaxHandoffsExceeded,
+    MaxStepsExceeded,
+    PlaitError,
+    ResumeError,
+    TokenBudgetExceeded,
+)
 from plait.events import AgentEvent, InterruptCtx
 from plait.history import HistoryRecord
 from plait.messages import Message, Usage
 
-__all__ = ["Budget", "CallGuard", "IdSource", "Paused", "RunHooks", "RunSnapshot", "RunState"]
+if TYPE_CHECKING:
+    from plait.resume import ResumePoints
+
+__all__ = [
+    "Budget",
+    "CallGuard",
+    "IdSource",
+    "Paused",
+    "RunHooks",
+    "RunSnapshot",
+    "RunState",
+    "SavedOptions",
+]
+
+_T = TypeVar("_T")
 
 SaveKind = Literal["step", "cancel"]
 #: Saves the run (`plait.stream`); called with the context at the safe point (plait's own
 #: context class, which the saver reads the run's snapshot from).
 Saver = Callable[[SaveKind, Any], Awaitable["AgentEvent | None"]]
+
+
+class SavedOptions(Protocol):
+    """A run's per-run options as the run state keeps them (`plait.options.RunOptions`)."""
+
+    def saved(self) -> list[dict[str, Any]]:
+        """Return the JSON-able fields of the options, to save with the run."""
+        ...
 
 
 class IdSource:
@@ -120,11 +150,13 @@ class RunState:
         "max_transfers",
         "metadata",
         "model_calls",
+        "options",
         "output_tokens",
         "paused",
         "restored",
         "resume_answers",
         "resume_user_states",
+        "resumed",
         "root_id",
         "saver",
         "session_id",
@@ -158,6 +190,75 @@ class RunState:
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
         self.guards: set[CallGuard] = set()  # the tool calls in flight
+        self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
+        self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
+
+    def snapshot(self) -> RunSnapshot:
+        """Return what a checkpoint holds of the run state (the root context adds its input
+        and history)."""
+        records = {k: (v() if callable(v) else v) for k, v in self.frames.items()}
+        budgets = {
+            k: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens)
+            for k, b in self.budgets.items()
+        }
+        return RunSnapshot(
+            session_values=self.session_values,
+            state=self.state,
+            local=self.local,
+            enable_streaming=self.enable_streaming,
+            records=records,
+            user_states=dict(self.paused.user_states),
+            answers={k: list(v) for k, v in self.paused.answers.items()},
+            budgets=budgets,
+            model_calls=self.model_calls,
+            tokens=(self.input_tokens, self.output_tokens),
+            transfers=self.transfers,
+            metadata=self.metadata,
+            options=[] if self.options is None else self.options.saved(),
+            root_id=self.root_id,
+        )
+
+    def restore(
+        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints
+    ) -> None:
+        """Put a saved run state back, with `answers` for its interrupts."""
+        self.state.update(snapshot.state)
+        self.local.update(snapshot.local)
+        self.restored = dict(snapshot.records)
+        self.resume_user_states = dict(snapshot.user_states)
+        self.resume_answers = answers
+        for key, (team, max_steps, max_tokens, steps, tokens) in snapshot.budgets.items():
+            budget = self.budgets[key] = Budget(team, max_steps, max_tokens)
+            budget.steps, budget.tokens = steps, tokens
+        self.model_calls = snapshot.model_calls
+        self.input_tokens, self.output_tokens = snapshot.tokens
+        self.transfers = snapshot.transfers
+        self.metadata.update(snapshot.metadata)
+        self.root_id = snapshot.root_id
+        self.resumed = points
+
+    def key_of(self, address: str) -> str:
+        """Return the idempotency key of the tool call at `address`: stable across pauses,
+        resumes, crashes and workers (from the run's root id, made on first use and saved
+        with the run, and the address, which holds the tool-call id)."""
+        if self.root_id is None:
+            self.root_id = self.ids.new_id()
+        digest = hashlib.sha256(f"{self.root_id}\n{address}".encode()).hexdigest()
+        return f"plait-{digest[:40]}"
+
+    def take_record(self, address: str, kind: str, tp: type[_T]) -> _T | None:
+        """Return (once) the record of type `tp` kept at `address` when the run was saved, if
+        this run resumes it; it stays the component's record until changed or dropped."""
+        record = self.restored.pop((address, kind), None)
+        if record is None:
+            return None
+        if not isinstance(record, tp):
+            raise ResumeError(
+                f"the checkpoint holds a {type(record).__name__} at '{address}', where this "
+                f"run has a component expecting {tp.__name__}; the agents changed"
+            )
+        self.frames[(address, kind)] = record
+        return record
 
     def request_cancel(self) -> None:
         """Ask the run to stop: its next safe point ends it, and every tool call in flight
@@ -221,6 +322,7 @@ class RunSnapshot:
         "local",
         "metadata",
         "model_calls",
+        "options",
         "records",
         "root_authors",
         "root_id",
@@ -250,6 +352,7 @@ class RunSnapshot:
         self.tokens = (0, 0)  # (input, output)
         self.transfers = 0
         self.metadata: dict[str, Any] = {}
+        self.options: list[dict[str, Any]] = []  # the JSON-able fields of the run's options
         for name, value in fields.items():
             setattr(self, name, value)
 

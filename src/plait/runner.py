@@ -8,12 +8,14 @@ a resumed checkpoint for good, and writes the session turn when the run finishes
 
 from __future__ import annotations
 
-import asyncio
+import copy
 import functools
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal
 
+from plait._json import check_plain_json
+from plait._sync import run_in_new_loop
 from plait.agent import Agent
 from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint
@@ -30,8 +32,11 @@ from plait.events import (
 )
 from plait.kernel import enter, input_for
 from plait.messages import Message
+from plait.options import RunOption, RunOptions, check_options
+from plait.resume import ResumePoints
 from plait.run_state import IdSource, RunHooks
 from plait.session import SessionTurn
+from plait.sessions import INDEX_ID, Sessions, catalog_for
 from plait.stores.base import MAX_RUN_ID_LENGTH, GuardedStore, Store, check_id, check_ttl
 from plait.stores.memory import MemoryStore
 from plait.stream import Prepared, RunSetup, RunStream, check_lease
@@ -39,7 +44,6 @@ from plait.stream import Prepared, RunSetup, RunStream, check_lease
 __all__ = ["EventFilter", "RunStream", "Runner"]
 
 EventFilter = Callable[[AgentEvent], bool]
-_T = TypeVar("_T")
 
 
 class Runner:
@@ -54,8 +58,12 @@ class Runner:
     checkpoint stays held after its last step. `ids` replaces the source of ids and
     timestamps; `hooks` observe the run's seams. With `keep_steps=True` every step checkpoint
     is also kept as a snapshot, `"<checkpoint id>.step-<n>"` (done: readable with
-    `read_checkpoint`, not resumable). `checkpoint_ttl` and `session_ttl` are the seconds
-    checkpoints and sessions are kept (None: no expiry; else 0 < ttl <= `MAX_TTL`). Ids are
+    `read_checkpoint`, not resumable). `metadata` (str keys, JSON values) is saved with
+    every checkpoint and seen read-only as `ctx.metadata` and in `RunResult.metadata`; a
+    resume adds it over the metadata the checkpoint holds. `checkpoint_ttl` and
+    `session_ttl` are the seconds checkpoints and sessions are kept (None: no expiry; else
+    0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the runner
+    keeps (`plait.sessions.Sessions`). Ids are
     checked before any store is touched (rules in `plait.stores.base`): the ids of new runs
     and sessions are at most `MAX_RUN_ID_LENGTH` (256) characters. A bad ttl or id raises
     `UsageError` at once. Errors inside a run never raise out of the runner: they are the
@@ -77,6 +85,7 @@ class Runner:
         ids: IdSource | None = None,
         hooks: Sequence[RunHooks] = (),
         keep_steps: bool = False,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -101,6 +110,9 @@ class Runner:
         self.ids = ids if ids is not None else IdSource()
         self.hooks = tuple(hooks)
         self.keep_steps = keep_steps
+        self.metadata = _check_metadata(metadata)
+        self._catalog = catalog_for(self.store)
+        self.sessions = Sessions(self._store, self._catalog)
         self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
 
     async def read_checkpoint(self, checkpoint_id: str) -> Checkpoint:
@@ -131,6 +143,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunStream:
         """Start a run on `messages`; iterate the returned stream for its events.
 
@@ -138,19 +151,25 @@ class Runner:
         the turn is added to it when the run finishes. If the run pauses, it is saved under
         `checkpoint_id` (a fresh id when None; `stream.checkpoint_id` tells it); an id that
         holds a paused run is refused. Ids are 1 to 256 characters, with no control
-        characters; a bad one raises `UsageError` here.
+        characters; a bad one raises `UsageError` here. `options` change what the run's
+        `ChatModelAgent`s use (see `plait.RunOption`).
         """
         messages = _check_messages(messages)
+        run_options = RunOptions.of(check_options(options))
         for name, given in (("session_id", session_id), ("checkpoint_id", checkpoint_id)):
             if given is not None:
                 check_id(given, name, max_length=MAX_RUN_ID_LENGTH)
+        if session_id == INDEX_ID and self._catalog.key == INDEX_ID:
+            raise UsageError(f"session id '{INDEX_ID}' is where the runner lists its sessions")
         values = dict(session_values) if session_values is not None else None
         if session_id is None and checkpoint_id is None:  # nothing to read first
-            ctx = self._context(messages, values, self.enable_streaming)
+            ctx = self._context(messages, values, self.enable_streaming, options=run_options)
             return RunStream(
                 self._setup(), None, Prepared(self._start(ctx), ctx), resumed_from=None
             )
-        prepare = functools.partial(self._prepare_run, messages, session_id, checkpoint_id, values)
+        prepare = functools.partial(
+            self._prepare_run, messages, session_id, checkpoint_id, values, run_options
+        )
         return RunStream(self._setup(), checkpoint_id, prepare, resumed_from=None)
 
     def query(
@@ -160,6 +179,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunStream:
         """Start a run on one user message."""
         if not isinstance(text, str):
@@ -169,6 +189,7 @@ class Runner:
             session_id=session_id,
             checkpoint_id=checkpoint_id,
             session_values=session_values,
+            options=options,
         )
 
     def resume(
@@ -177,6 +198,7 @@ class Runner:
         targets: Mapping[str, Any] | None = None,
         *,
         value: Any = UNSET,
+        options: Sequence[RunOption] | None = None,
     ) -> RunStream:
         """Continue a paused run.
 
@@ -186,9 +208,12 @@ class Runner:
         one is done for good. A rejected resume (unknown checkpoint or id, a value for
         several interrupts, already resumed, held by a live run) raises when iterated and
         leaves the checkpoint as it was. An id no store can hold raises `UsageError` here.
+        `options` come after the per-run options saved with the run (which hold): they add
+        what is not saved, such as tools and model objects, or change the rest.
         """
         check_id(checkpoint_id, "checkpoint_id")
-        prepare = functools.partial(self._prepare_resume, checkpoint_id, targets, value)
+        given = check_options(options)
+        prepare = functools.partial(self._prepare_resume, checkpoint_id, targets, value, given)
         return RunStream(self._setup(), checkpoint_id, prepare, resumed_from=checkpoint_id)
 
     def _setup(self) -> RunSetup:
@@ -206,6 +231,8 @@ class Runner:
             keep_steps=self.keep_steps,
             checkpoint_ttl=self.checkpoint_ttl,
             session_ttl=self.session_ttl,
+            metadata=self.metadata,
+            catalog=self._catalog,
         )
 
     def _context(
@@ -214,6 +241,8 @@ class Runner:
         values: dict[str, Any] | None,
         streaming: bool,
         authors: Sequence[str] | None = None,
+        *,
+        options: RunOptions | None,
     ) -> RunContext:
         return RunContext.root(
             self.agent.name,
@@ -221,6 +250,7 @@ class Runner:
             session_values=values,
             enable_streaming=streaming,
             authors=authors,
+            options=options,
         )
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
@@ -234,6 +264,7 @@ class Runner:
         session_id: str | None,
         checkpoint_id: str | None,
         values: dict[str, Any] | None,
+        options: RunOptions | None,
     ) -> Prepared:
         if checkpoint_id is not None:
             record = await self._store.get_checkpoint(checkpoint_id)
@@ -243,12 +274,12 @@ class Runner:
                     "resume it, or start this run under another id"
                 )
         if session_id is None:
-            ctx = self._context(messages, values, self.enable_streaming)
+            ctx = self._context(messages, values, self.enable_streaming, options=options)
             return Prepared(self._start(ctx), ctx)
         turn = await SessionTurn.load(self._store, session_id, messages)
         merged = {**turn.values, **(values or {})}
         authors, root_input = turn.root_input()
-        ctx = self._context(root_input, merged, self.enable_streaming, authors)
+        ctx = self._context(root_input, merged, self.enable_streaming, authors, options=options)
         ctx.state.update(turn.state)
         ctx.all_local_state.update(turn.local)
         return Prepared(self._start(ctx), ctx, turn)
@@ -266,7 +297,11 @@ class Runner:
         )
 
     async def _prepare_resume(
-        self, checkpoint_id: str, targets: Mapping[str, Any] | None, value: Any
+        self,
+        checkpoint_id: str,
+        targets: Mapping[str, Any] | None,
+        value: Any,
+        options: tuple[RunOption, ...],
     ) -> Prepared:
         record = await self._store.get_checkpoint(checkpoint_id)
         if record is None:
@@ -284,12 +319,18 @@ class Runner:
                 f"not '{self.agent.name}'"
             )
         check_lease(checkpoint)
+        run_options = RunOptions.of(options, saved=checkpoint.run_options)
         if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim last
             raise await self._lost_claim(checkpoint_id)
+        snapshot = checkpoint.snapshot()
         ctx = self._context(
-            checkpoint.root_input, checkpoint.snapshot().session_values, checkpoint.streaming
+            checkpoint.root_input,
+            snapshot.session_values,
+            checkpoint.streaming,
+            options=run_options,
         )
-        ctx.restore(checkpoint.snapshot(), checkpoint.answers(by_id))
+        points = ResumePoints(checkpoint.interrupts, snapshot.user_states, by_id)
+        ctx.restore(snapshot, checkpoint.answers(by_id), points)
         turn = None
         if checkpoint.session_id is not None:
             turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
@@ -304,6 +345,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunResult:
         """Run to the end in a new event loop and return the `RunResult` (never raises)."""
         stream = self.run(
@@ -311,8 +353,9 @@ class Runner:
             session_id=session_id,
             checkpoint_id=checkpoint_id,
             session_values=session_values,
+            options=options,
         )
-        return _run_in_new_loop(stream.collect)
+        return run_in_new_loop(stream.collect)
 
     def query_sync(
         self,
@@ -321,6 +364,7 @@ class Runner:
         session_id: str | None = None,
         checkpoint_id: str | None = None,
         session_values: Mapping[str, Any] | None = None,
+        options: Sequence[RunOption] | None = None,
     ) -> RunResult:
         """Run one user message to the end in a new event loop and return the `RunResult`."""
         if not isinstance(text, str):
@@ -330,6 +374,7 @@ class Runner:
             session_id=session_id,
             checkpoint_id=checkpoint_id,
             session_values=session_values,
+            options=options,
         )
 
     def resume_sync(
@@ -338,9 +383,27 @@ class Runner:
         targets: Mapping[str, Any] | None = None,
         *,
         value: Any = UNSET,
+        options: Sequence[RunOption] | None = None,
     ) -> RunResult:
         """Resume in a new event loop and return the `RunResult` (a rejected resume raises)."""
-        return _run_in_new_loop(self.resume(checkpoint_id, targets, value=value).collect)
+        stream = self.resume(checkpoint_id, targets, value=value, options=options)
+        return run_in_new_loop(stream.collect)
+
+
+def _check_metadata(metadata: object) -> dict[str, Any]:
+    """Return a copy of the runner's `metadata`: a mapping of str keys to JSON data."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise UsageError(f"metadata must be a mapping, got {type(metadata).__name__}")
+    data = dict(metadata)
+    bad = check_plain_json(data, "metadata")
+    if bad is not None:
+        raise UsageError(
+            f"metadata is saved with every checkpoint, so it must be JSON data (str keys; "
+            f"None, bool, int, finite float, str, list, dict): {bad} is not"
+        )
+    return copy.deepcopy(data)
 
 
 def _check_messages(messages: Any) -> tuple[Message, ...]:
@@ -360,14 +423,3 @@ def _check_messages(messages: Any) -> tuple[Message, ...]:
                 "(build one with Message.user(text))"
             )
     return items
-
-
-def _run_in_new_loop(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    raise UsageError(
-        "the *_sync methods start their own event loop; inside async code use "
-        "`await runner.run(...).collect()` or iterate `runner.run(...)`"
-    )

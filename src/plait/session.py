@@ -1,18 +1,19 @@
 """Sessions: a conversation's history and values, kept in a store between turns.
 
 A session is JSON: the messages of every finished turn with their authors ("user" for the
-caller's messages), the session values, team state, each agent's own state and the
-handoffs. A new turn starts from it: the caller's and the root agent's own messages
-verbatim, other agents' messages rewritten "For context" (as after a transfer). A turn that
-fails leaves the session unchanged; a turn that pauses is added when its resumed run
-finishes. A turn is appended to the session as it is when the turn ends, so turns that run
-at the same time are all kept.
+caller's messages), the session values, team state, each agent's own state, the handoffs
+and when it was last written. A new turn starts from it: the caller's and the root agent's
+own messages verbatim, other agents' messages rewritten "For context" (as after a
+transfer). A turn that fails leaves the session unchanged; a turn that pauses is added when
+its resumed run finishes. A turn is appended to the session as it is when the turn ends, so
+turns that run at the same time are all kept.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from plait._json import dump_plain, load_plain, to_json
@@ -22,15 +23,16 @@ from plait.history import USER
 from plait.messages import Message
 from plait.stores.base import SessionStore
 
-__all__ = ["SessionTurn"]
+__all__ = ["SessionDocument", "SessionTurn", "decode_session"]
 
 FORMAT = "plait.session"
 VERSION = 1
 _ATTEMPTS = 20  # writes tried when other turns keep saving the same session first
 
 
-class _Saved:
-    """A decoded session."""
+class SessionDocument:
+    """A decoded session: its messages with their authors, values, team state, each agent's
+    own state, handoffs, and when it was last written (None: by a plait that did not say)."""
 
     def __init__(self, data: dict[str, Any] | None = None) -> None:
         data = data or {}
@@ -41,15 +43,22 @@ class _Saved:
         self.state: dict[str, Any] = dict(data.get("state") or {})
         self.local: dict[str, Any] = dict(data.get("local") or {})
         self.handoffs: list[HandoffLog] = load_plain(list[HandoffLog], data.get("handoffs", []))
+        stamp = data.get("updated_at")
+        self.updated_at = None if stamp is None else datetime.fromisoformat(stamp)
 
 
-def _decode(session_id: str, raw: bytes | None) -> _Saved:
+def decode_session(session_id: str, raw: bytes | None) -> SessionDocument:
+    """Decode a stored session (None: an empty one).
+
+    Raises:
+        CheckpointCorrupt: The bytes are not a plait session.
+    """
     if raw is None:
-        return _Saved()
+        return SessionDocument()
     try:
         data = json.loads(raw)
         assert data["format"] == FORMAT and data["version"] == VERSION
-        return _Saved(data)
+        return SessionDocument(data)
     except Exception as exc:
         raise CheckpointCorrupt(
             f"session '{session_id}' is not a plait session: {type(exc).__name__}: {exc}"
@@ -83,7 +92,7 @@ class SessionTurn:
         cls, store: SessionStore, session_id: str, new_messages: Sequence[Message]
     ) -> SessionTurn:
         """Read the session (empty if there is none) and start a turn with `new_messages`."""
-        saved = _decode(session_id, await store.get_session(session_id))
+        saved = decode_session(session_id, await store.get_session(session_id))
         turn = [(USER, m) for m in new_messages]
         return cls(
             session_id,
@@ -121,9 +130,11 @@ class SessionTurn:
         ttl: float | None,
         state: dict[str, Any] | None = None,
         local: dict[str, Any] | None = None,
+        *,
+        stamp: datetime,
     ) -> None:
         """Append the turn to the session as it is now, and write it (committed before
-        returning).
+        returning), saying it was written at `stamp`.
 
         The write is a compare-and-set on the version read: when another turn wrote the
         session in between, the session is read again and the turn appended to that, so
@@ -132,8 +143,8 @@ class SessionTurn:
         await self.settle()
         for _ in range(_ATTEMPTS):
             record = await store.get_session_record(self.session_id)
-            saved = _decode(self.session_id, record.data if record is not None else None)
-            text = self._encode(saved, values, handoffs, state, local)
+            saved = decode_session(self.session_id, record.data if record is not None else None)
+            text = self._encode(saved, values, handoffs, state, local, stamp)
             try:
                 await store.put_session(
                     self.session_id,
@@ -148,11 +159,12 @@ class SessionTurn:
 
     def _encode(
         self,
-        saved: _Saved,
+        saved: SessionDocument,
         values: dict[str, Any],
         handoffs: Sequence[HandoffLog],
         state: dict[str, Any] | None,
         local: dict[str, Any] | None,
+        stamp: datetime,
     ) -> bytes:
         messages = [[a, dump_plain(m, Message)] for a, m in [*saved.messages, *self.turn]]
         merged = {**saved.values, **values}
@@ -165,5 +177,6 @@ class SessionTurn:
             "state": {**saved.state, **(state or {})},
             "local": {**saved.local, **(local or {})},
             "handoffs": [dump_plain(h, HandoffLog) for h in [*saved.handoffs, *handoffs]],
+            "updated_at": stamp.isoformat(),
         }
         return to_json(document, Any, root="session").encode()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import os
 import socket
@@ -32,6 +33,7 @@ from plait.events import (
 )
 from plait.run_state import IdSource, RunHooks, SaveKind
 from plait.session import SessionTurn
+from plait.sessions import SessionCatalog
 from plait.stores.base import GuardedStore
 
 __all__ = ["Prepared", "RunSetup", "RunStream", "check_lease"]
@@ -59,6 +61,8 @@ class RunSetup:
     keep_steps: bool
     checkpoint_ttl: float | None
     session_ttl: float | None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    catalog: SessionCatalog | None = None  # where the store's sessions are listed
 
 
 def check_lease(checkpoint: Checkpoint) -> None:
@@ -265,6 +269,7 @@ class RunStream:
             max_transfers=self._setup.max_transfers,
             saver=_weak_saver(self),
             session_id=None if self._turn is None else self._turn.session_id,
+            metadata=copy.deepcopy(self._setup.metadata) if self._setup.metadata else None,
         )
         if self._setup.durability == "step":
             self._owner = f"{_HOST}:{os.getpid()}:{self._setup.ids.new_id()}"
@@ -329,15 +334,20 @@ class RunStream:
     async def _keep_records(self) -> None:
         setup = self._setup
         ctx = self._ctx
-        if self._turn is not None and self._error is None and ctx is not None:
-            await self._turn.save(
+        turn = self._turn
+        if turn is not None and self._error is None and ctx is not None:
+            stamp = ctx.ids.now()
+            await turn.save(
                 setup.store,
                 ctx.session_values,
                 [*self._earlier_handoffs, *self._handoffs],
                 setup.session_ttl,
                 ctx.state,
                 ctx.all_local_state,
+                stamp=stamp,
             )
+            if setup.catalog is not None:
+                await setup.catalog.touch(turn.session_id, stamp)
         if self._resumed_from is not None or self._steps:
             await self._retire(self._checkpoint_id)
 
@@ -504,6 +514,7 @@ class RunStream:
             checkpoint_id=self.checkpoint_id if self._paused else None,
             handoffs=tuple(self._handoffs),
             usage=self._ctx.usage if self._ctx is not None else RunResult().usage,
+            metadata=dict(self._ctx.metadata) if self._ctx is not None else {},
         )
 
     def _note(self, event: AgentEvent) -> None:

@@ -172,8 +172,9 @@ def test_json_prints_only_json_lines_events_then_the_summary(
     assert summary["agent"] == "helper" and summary["session_id"] is None
     assert set(summary) == {
         "status", "checkpoint_id", "final_output", "interrupts", "error", "usage",
-        "handoffs", "agent", "session_id",
+        "handoffs", "agent", "session_id", "metadata",
     }  # fmt: skip
+    assert summary["metadata"] == {}
     if status == "completed":
         assert summary["final_output"] == "echo: hello"
         assert summary["usage"] == {"input_tokens": 2, "output_tokens": 3}

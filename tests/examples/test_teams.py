@@ -27,7 +27,9 @@ def test_the_swarm_review_hands_off_down_the_line() -> None:
     assert [(h.from_agent, h.to_agent) for h in result.handoffs] == [
         ("security_reviewer", "perf_reviewer"),
         ("perf_reviewer", "style_reviewer"),
+        ("style_reviewer", "END"),
     ]
+    assert result.handoffs[-1].message == result.final_output
     assert all(h.step_count == 2 for h in result.handoffs)
 
 

@@ -174,7 +174,10 @@ def test_code_review_on_the_page(page: Any, base_url: str, tmp_path: Path) -> No
     expect(_rows(page, ".user")).to_contain_text(REVIEW_REQUEST)
     expect(_rows(page, ".text").last).to_have_text(FINAL_REVIEW)
     expect(_rows(page, '.agent[data-agent="review_manager"]')).to_have_count(1)
-    expect(page.locator("#handoffs li")).to_contain_text("triage → review_manager")
+    timeline = page.locator("#handoffs li")
+    expect(timeline).to_have_count(2)  # the handoff, then the answer closing the chain
+    expect(timeline.first).to_contain_text("triage → review_manager")
+    expect(timeline.last).to_contain_text("review_manager → END")
 
 
 def test_page_shows_server_text_as_text_and_answers_with_json(page: Any, base_url: str) -> None:

@@ -36,6 +36,7 @@ SUMMARY_KEYS = {
     "handoffs",
     "agent",
     "session_id",
+    "metadata",
 }
 
 
@@ -112,9 +113,11 @@ def test_a_team_run_reports_its_handoffs(alice: httpx.Client) -> None:
     response = alice.post("/v1/agents/desk/runs", json={"input": "my bill?", "stream": False})
     body = response.json()
     assert body["final_output"] == "your bill is 10"
-    [handoff] = body["handoffs"]
+    handoff, end = body["handoffs"]
     assert handoff["from_agent"] == "triage" and handoff["to_agent"] == "billing"
     assert handoff["reason"] == "a bill" and handoff["timestamp"]
+    assert (end["from_agent"], end["to_agent"]) == ("billing", "END")
+    assert end["message"] == "your bill is 10"
 
 
 def test_a_paused_run_resumes_with_a_value(alice: httpx.Client) -> None:

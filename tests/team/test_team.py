@@ -102,7 +102,7 @@ def test_a_swarm_hands_off_with_a_message_and_logs_it() -> None:
     team = Team.swarm("triage", [triage, security], name="support")
     result = Runner(team).query_sync("my login fails")
     assert result.final_output == "fixed"
-    (log,) = result.handoffs
+    log, end = result.handoffs
     assert (log.from_agent, log.to_agent, log.message, log.reason) == (
         "triage",
         "security",
@@ -111,14 +111,49 @@ def test_a_swarm_hands_off_with_a_message_and_logs_it() -> None:
     )
     assert (log.step_count, log.tokens_used) == (1, 40)
     assert log.timestamp.tzinfo is not None
+    assert (end.from_agent, end.to_agent, end.message, end.step_count) == (
+        "security",
+        "END",
+        "fixed",
+        1,
+    )
     handoff_events = [e for e in result.events if e.handoff is not None]
-    assert [e.handoff for e in handoff_events] == [log]
+    assert [e.handoff for e in handoff_events] == [log, end]
+    assert handoff_events[-1] is result.events[-1]  # the chain is closed last
     seen = [m.content for m in sec_model.requests[0].messages]
     assert seen[-1] == "check the login"
     assert seen[1] == "my login fails"
     assert "The other members:\n- triage: triage work" in seen[0]
     assert [e.run_path for e in result.events][-1] == ("support", "triage", "security")
     assert all(e.depth == 0 for e in result.events)
+
+
+def test_an_exit_closes_the_chain_and_a_pause_leaves_it_open_until_the_answer() -> None:
+    @tool
+    def confirm() -> str:
+        """Ask a person to confirm."""
+        return str(interrupt("confirm?"))
+
+    a, _ = _agent("a", _to("b", "wrap up"))
+    b, _ = _agent("b", call("exit", {"final_result": " all done "}), exit_tool=True)
+    result = Runner(Team.swarm("a", [a, b])).query_sync("go")
+    assert [(h.from_agent, h.to_agent, h.message) for h in result.handoffs] == [
+        ("a", "b", "wrap up"),
+        ("b", "END", "all done"),
+    ]
+    c, _ = _agent("c", _to("d"))
+    d, _ = _agent("d", call("confirm", {}), reply("confirmed"), tools=[confirm])
+    runner = Runner(Team.swarm("c", [c, d]))
+    paused = runner.query_sync("go")
+    assert [(h.from_agent, h.to_agent) for h in paused.handoffs] == [("c", "d")]
+    done = runner.resume_sync(paused.checkpoint_id, value="yes")  # type: ignore[arg-type]
+    [end] = done.handoffs
+    assert (end.from_agent, end.to_agent, end.message, end.step_count) == (
+        "d",
+        "END",
+        "confirmed",
+        1,
+    )
 
 
 def test_the_handoff_after_max_handoffs_is_rejected() -> None:
@@ -565,8 +600,8 @@ def test_the_handoff_reason_is_the_models_text_when_the_argument_is_empty() -> N
     c_a, _ = _agent("a", _to("b", reason="given", text="ignored"))
     c_b, _ = _agent("b", reply("done"))
     logs = Runner(Team.swarm("a", [a, b])).query_sync("q").handoffs
-    assert [log.reason for log in logs] == ["The user needs billing.", "x" * 499 + "…"]
-    (given,) = Runner(Team.swarm("a", [c_a, c_b])).query_sync("q").handoffs
+    assert [log.reason for log in logs] == ["The user needs billing.", "x" * 499 + "…", ""]
+    given, _end = Runner(Team.swarm("a", [c_a, c_b])).query_sync("q").handoffs
     assert given.reason == "given"
 
 

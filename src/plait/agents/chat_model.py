@@ -13,6 +13,7 @@ from typing import Any, Literal
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
+from plait.agents._chunks import CheckedChunks, streaming_output
 from plait.agents.call_ids import CallIds
 from plait.agents.flow import (
     TRANSFER_TOOL,
@@ -34,16 +35,11 @@ from plait.errors import (
     RunCancelled,
     UsageError,
 )
-from plait.events import (
-    AgentAction,
-    AgentEvent,
-    AgentOutput,
-    MessageStream,
-    MessageVariant,
-)
+from plait.events import AgentAction, AgentEvent, MessageStream
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
+from plait.options import RunOptions
 from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, check_timeout
 from plait.tools.function import FunctionTool
 
@@ -59,6 +55,10 @@ def _exit(final_result: str) -> ToolResult:
         final_result: The final answer to return to the user.
     """
     return ToolResult(content=final_result, action=AgentAction(exit=True))
+
+
+def _first(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 class _Reply:
@@ -141,6 +141,7 @@ class ChatModelAgent:
         self._before_tool = collect_hooks(self.middlewares, "before_tool")
         self._after_tool = collect_hooks(self.middlewares, "after_tool")
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
+        self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
             self._user_tools.append(FunctionTool(_exit, name="exit"))
         self._user_return_directly = frozenset(return_directly)
@@ -166,7 +167,7 @@ class ChatModelAgent:
         """
         clone = copy.copy(self)
         clone._transfer = transfer if transfer is not None else self._transfer
-        clone._user_tools = [*self._user_tools, *tools]
+        clone._added_tools = [*self._added_tools, *tools]
         if instruction:
             clone._extra_instruction = f"{self._extra_instruction}\n\n{instruction}".strip()
         clone._build_tools()
@@ -184,11 +185,11 @@ class ChatModelAgent:
 
     def _build_tools(self) -> None:
         """Order the tools: the user's, then transfer_to_agent, then exit."""
-        user = [t for t in self._user_tools if t.info().name != "exit"]
-        tools: list[Tool] = list(user)
+        given = [*self._user_tools, *self._added_tools]
+        tools = [t for t in given if t.info().name != "exit"]
         if self._transfer is not None or self._transfer_visible():
             tools.append(self._transfer or TransferTool(self))
-        tools += [t for t in self._user_tools if t.info().name == "exit"]
+        tools += [t for t in given if t.info().name == "exit"]
         self._tools: dict[str, Tool] = {}
         infos: list[ToolInfo] = []
         for t in tools:
@@ -217,6 +218,26 @@ class ChatModelAgent:
             tool_timeout=self.tool_timeout,
         )
 
+    def _for_run(self, options: RunOptions) -> ChatModelAgent:
+        """Return this agent as the run's options have it: itself when none apply to it,
+        else a copy (this one is left as it is)."""
+        given = options.for_agent(self.name)
+        if given is None:
+            return self
+        clone = copy.copy(self)
+        clone.instruction = _first(given.instruction, self.instruction)
+        clone.model = _first(given.model, self.model)
+        clone.max_iterations = _first(given.max_iterations, self.max_iterations)
+        if given.model_options is not None:
+            clone.model_options = {**self.model_options, **given.model_options}
+        if given.tools is not None:
+            kept = [t for t in self._user_tools if self.exit_tool and t.info().name == "exit"]
+            clone._user_tools = [*given.tools, *kept]
+            names = {t.info().name for t in [*clone._user_tools, *self._added_tools]}
+            clone._user_return_directly = self._user_return_directly & names
+            clone._build_tools()
+        return clone
+
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
         """Return the tools offered to the model, in order."""
@@ -244,9 +265,12 @@ class ChatModelAgent:
         return self._events(input, inside(ctx))
 
     async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """Run the ReAct loop on `input`, yielding model outputs and tool results."""
-        loop = _Loop(self, input, ctx)
+        """Run the ReAct loop on `input`, yielding model outputs and tool results (as the
+        run's per-run options, if any, change this agent)."""
+        options = ctx.run_options
         try:
+            agent = self if not isinstance(options, RunOptions) else self._for_run(options)
+            loop = _Loop(agent, input, ctx)
             step = loop.start()
         except PlaitError as exc:
             yield ctx.event(error=exc)
@@ -291,10 +315,15 @@ class ChatModelAgent:
                 "stream() returned", source, "an async iterator of Messages"
             )
             return
-        chunks = _CheckedChunks(source, self, CallIds(ctx.ids.new_id))
+        ids = CallIds(ctx.ids.new_id)
+        chunks = CheckedChunks(
+            source,
+            lambda chunk: self._wrong_output("stream() yielded", chunk, "Message chunks"),
+            ids.chunk,
+        )
         stream = MessageStream(chunks, on_error=self._model_error)
         try:
-            yield ctx.event(output=_streaming_output(stream))
+            yield ctx.event(output=streaming_output(stream))
             try:
                 box.message = await stream.collect()
             except PlaitError as exc:
@@ -320,38 +349,6 @@ class ChatModelAgent:
             f"expected {expected} (see the plait.models.ChatModel protocol)",
             agent_name=self.name,
         )
-
-
-class _CheckedChunks:
-    """A model's stream that fails with a `ModelError` at a chunk that is not a Message, and
-    whose tool calls get ids unique in the reply."""
-
-    __slots__ = ("_agent", "_ids", "_source")
-
-    def __init__(self, source: AsyncIterator[Any], agent: ChatModelAgent, ids: CallIds) -> None:
-        self._source = source
-        self._agent = agent
-        self._ids = ids
-
-    def __aiter__(self) -> _CheckedChunks:
-        return self
-
-    async def __anext__(self) -> Message:
-        chunk = await self._source.__anext__()
-        if isinstance(chunk, Message):
-            return self._ids.chunk(chunk)
-        await self.aclose()
-        raise self._agent._wrong_output("stream() yielded", chunk, "Message chunks")
-
-    async def aclose(self) -> None:
-        """Close the model's stream."""
-        aclose = getattr(self._source, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-def _streaming_output(stream: MessageStream) -> AgentOutput:
-    return AgentOutput(message=MessageVariant(is_streaming=True, role="assistant", stream=stream))
 
 
 class Step(enum.Enum):

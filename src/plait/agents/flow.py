@@ -229,8 +229,10 @@ class HandoffLoop:
             agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
         return enter(current.agent, agent_input, ctx)
 
-    def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
-        """The loop ended with an answer (or an exit): drop its record."""
+    async def finish(self, entry: RunContext, current: Current, turn: Turn) -> list[AgentEvent]:
+        """The loop ended with an answer (or an exit): drop its record; return events to
+        yield last."""
+        return []
 
     async def follow(
         self, entry: RunContext, current: Current, turn: Turn
@@ -260,7 +262,8 @@ class HandoffLoop:
             if turn.paused:
                 return
             if turn.transfer is None or turn.exited:
-                self.finish(ctx, current, turn)
+                for event in await self.finish(ctx, current, turn):
+                    yield event
                 return
             try:
                 current, extra = await self.follow(ctx, current, turn)
@@ -292,8 +295,9 @@ class _Flow(HandoffLoop):
             agent, ctx = target, ctx.for_agent(name)
         return Current(agent, ctx, None)
 
-    def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
+    async def finish(self, entry: RunContext, current: Current, turn: Turn) -> list[AgentEvent]:
         entry.drop_record("flow")
+        return []
 
     async def follow(
         self, entry: RunContext, current: Current, turn: Turn
@@ -327,11 +331,12 @@ class Turn:
     """What one agent's turn in a handoff loop came to: its transfer, its last words, an
     exit or a pause."""
 
-    __slots__ = ("exited", "paused", "said", "transfer")
+    __slots__ = ("exited", "last", "paused", "said", "transfer")
 
     def __init__(self) -> None:
         self.transfer: TransferToAgentAction | None = None
         self.said: MessageVariant | None = None  # the agent's last assistant message
+        self.last: MessageVariant | None = None  # its last message (an answer or a tool's)
         self.exited = False
         self.paused = False
 
@@ -343,6 +348,7 @@ class Turn:
             if output is not None and output.message is not None:
                 if record:
                     ctx.lane_history.append((event.agent_name, output.message))
+                self.last = output.message
                 if output.message.role == "assistant":
                     self.said = output.message
             if action is not None and action.transfer_to_agent is not None:

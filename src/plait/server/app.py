@@ -37,12 +37,13 @@ from plait.server.bodies import (
     SessionInfo,
 )
 from plait.server.hosts import HostGuard, host_rule
-from plait.server.index import SessionIndex
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
 from plait.server.runs import LiveRun, Runs
 from plait.server.sse import EventStream, server_exiting
-from plait.server.summary import decode_session
+from plait.server.summary import session_detail
 from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
+from plait.session_index import SessionIndex
+from plait.sessions import Sessions
 from plait.stores.base import Store
 
 __all__ = ["create_app"]
@@ -73,6 +74,11 @@ class Caller:
     server: Server
     user: str
     store: UserStore
+
+    @property
+    def sessions(self) -> Sessions:
+        """Return the user's sessions (the service `runner.sessions` is too)."""
+        return Sessions(self.store, self.store.session_catalog())
 
 
 _bearer = HTTPBearer(
@@ -232,8 +238,8 @@ async def read_run(checkpoint_id: str, caller: CallerDep) -> RunSummary:
 )
 async def list_sessions(caller: CallerDep) -> list[SessionInfo]:
     """Return the caller's sessions, newest first."""
-    found = await caller.store.sessions()
-    return [SessionInfo(session_id=sid, updated_at=at) for sid, at in found]
+    found = await caller.sessions.list(limit=None)
+    return [SessionInfo(session_id=s.session_id, updated_at=s.updated_at) for s in found]
 
 
 @router.get(
@@ -245,10 +251,10 @@ async def list_sessions(caller: CallerDep) -> list[SessionInfo]:
 )
 async def read_session(session_id: str, caller: CallerDep) -> SessionDetail:
     """Return a session's messages (each with its `author`), values and handoffs."""
-    data = await caller.store.get_session(session_id) if is_safe_id(session_id) else None
-    if data is None:
+    document = await caller.sessions.read(session_id) if is_safe_id(session_id) else None
+    if document is None:
         raise ApiError(404, f"no session '{session_id[:128]}'")
-    return decode_session(session_id, data)
+    return session_detail(session_id, document)
 
 
 @router.delete(
@@ -261,10 +267,9 @@ async def read_session(session_id: str, caller: CallerDep) -> SessionDetail:
 )
 async def delete_session(session_id: str, caller: CallerDep) -> Response:
     """Delete a session (its runs' summaries stay)."""
-    found = await caller.store.get_session_record(session_id) if is_safe_id(session_id) else None
-    if found is None:
+    deleted = await caller.sessions.delete(session_id) if is_safe_id(session_id) else False
+    if not deleted:
         raise ApiError(404, f"no session '{session_id[:128]}'")
-    await caller.store.delete_session(session_id)
     return Response(status_code=204)
 
 

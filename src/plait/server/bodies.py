@@ -203,6 +203,9 @@ class RunSummary(BaseModel):
     handoffs: list[HandoffOut] = []
     agent: str = Field(description="The public name of the agent that runs it.")
     session_id: str | None = None
+    metadata: dict[str, Any] = Field(
+        default={}, description="The run's metadata (the runner's, saved with its checkpoints)."
+    )
 
 
 class RunResponse(RunSummary):

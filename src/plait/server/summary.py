@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from pydantic import ValidationError
-
+from plait._json import dump_plain
 from plait._summary import event_json, run_summary
-from plait.errors import CheckpointCorrupt, PlaitError
-from plait.events import AgentEvent, RunResult
+from plait.errors import PlaitError
+from plait.events import AgentEvent, HandoffLog, RunResult
+from plait.messages import Message
 from plait.server.bodies import (
     ErrorInfo,
     HandoffOut,
@@ -17,8 +14,9 @@ from plait.server.bodies import (
     SessionDetail,
     SessionMessage,
 )
+from plait.session import SessionDocument
 
-__all__ = ["decode_session", "encode_event", "error_info", "summarize"]
+__all__ = ["encode_event", "error_info", "session_detail", "summarize"]
 
 
 async def encode_event(event: AgentEvent) -> str:
@@ -37,28 +35,13 @@ def summarize(result: RunResult, *, agent: str, session_id: str | None) -> RunSu
     return RunSummary.model_validate(run_summary(result, agent=agent, session_id=session_id))
 
 
-def decode_session(session_id: str, data: bytes) -> SessionDetail:
-    """Return a stored session (plait's session JSON) as the API shows it.
-
-    Raises:
-        CheckpointCorrupt: The bytes are not a plait session.
-    """
-    try:
-        document: Any = json.loads(data)
-        if not isinstance(document, dict) or document.get("format") != "plait.session":
-            raise ValueError("not a plait.session document")
-        messages = [
-            SessionMessage.model_validate({**message, "author": author})
-            for author, message in document.get("messages", [])
-        ]
-        handoffs = [HandoffOut.model_validate(h) for h in document.get("handoffs", [])]
-        return SessionDetail(
-            session_id=session_id,
-            messages=messages,
-            values=dict(document.get("values") or {}),
-            handoffs=handoffs,
-        )
-    except (ValueError, TypeError, ValidationError) as exc:
-        raise CheckpointCorrupt(
-            f"session '{session_id}' is not a plait session: {type(exc).__name__}: {exc}"
-        ) from None
+def session_detail(session_id: str, document: SessionDocument) -> SessionDetail:
+    """Return a decoded session as the API shows it: each message with its `author`."""
+    messages = [
+        SessionMessage.model_validate({**dump_plain(message, Message), "author": author})
+        for author, message in document.messages
+    ]
+    handoffs = [HandoffOut.model_validate(dump_plain(h, HandoffLog)) for h in document.handoffs]
+    return SessionDetail(
+        session_id=session_id, messages=messages, values=document.values, handoffs=handoffs
+    )

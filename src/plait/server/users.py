@@ -4,8 +4,9 @@ A `UserStore` is a `Store` that puts the user id before every id it is given, so
 runs and sessions are out of every other user's reach: someone else's id is simply not
 found. Besides the runner's checkpoints (`<user>/c/<id>`) and sessions (`<user>/s/<id>`),
 the server keeps its own records there, all as session records: run summaries
-(`<user>/r/<checkpoint id>`), cancel requests (`<user>/x/<checkpoint id>`) and the index
-of the user's sessions (`<user>/i`, see `plait.server.index`).
+(`<user>/r/<checkpoint id>`) and cancel requests (`<user>/x/<checkpoint id>`). The index of
+the user's sessions, which the runner updates with every turn, is `<user>/i` (the store's
+`session_catalog`; see `plait.session_index`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ from __future__ import annotations
 import hmac
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Literal
 
 from plait.errors import SessionConflict, UsageError
-from plait.server.index import SessionIndex, decode_index
-from plait.stores.base import CheckpointRecord, CheckpointStatus, SessionRecord, Store, check_id
+from plait.session_index import SessionIndex
+from plait.sessions import SessionCatalog
+from plait.stores.base import (
+    CheckpointRecord,
+    CheckpointStatus,
+    GuardedStore,
+    SessionRecord,
+    Store,
+    check_id,
+)
 
 __all__ = [
     "LOCAL_USER",
@@ -161,8 +169,7 @@ class UserStore:
         ttl: float | None = None,
         expected_version: int | None = None,
     ) -> int:
-        """Write the user's session (compare-and-set with `expected_version`) and list it
-        in the user's session index."""
+        """Write the user's session (compare-and-set with `expected_version`)."""
         key = self._session(session_id)
         try:
             version = await self.store.put_session(
@@ -174,13 +181,15 @@ class UserStore:
                 version=conflict.version,
                 expected_version=conflict.expected_version,
             ) from None
-        await self.index.update(self.store, self.user, session_id, datetime.now(UTC).isoformat())
         return version
 
     async def delete_session(self, session_id: str) -> None:
-        """Delete the user's session and take it out of the index."""
+        """Delete the user's session."""
         await self.store.delete_session(self._session(session_id))
-        await self.index.update(self.store, self.user, session_id, None)
+
+    def session_catalog(self) -> SessionCatalog:
+        """Return the index of the user's sessions: `<user>/i` in the server's store."""
+        return SessionCatalog(GuardedStore(self.store), f"{self.user}/i", self.index)
 
     async def close(self) -> None:
         """Do nothing: the server's store stays open for other requests."""
@@ -194,10 +203,3 @@ class UserStore:
     async def put_record(self, kind: RecordKind, checkpoint_id: str, data: bytes) -> None:
         """Write a run summary (`"r"`) or cancel request (`"x"`) of a run."""
         await self.store.put_session(f"{self.user}/{kind}/{checkpoint_id}", data)
-
-    async def sessions(self) -> list[tuple[str, datetime]]:
-        """Return the user's sessions and when each was last written, newest first."""
-        found = await self.store.get_session_record(f"{self.user}/i")
-        entries = decode_index(found)
-        listed = [(sid, datetime.fromisoformat(at)) for sid, at in entries.items()]
-        return sorted(listed, key=lambda item: item[1], reverse=True)

@@ -72,7 +72,9 @@ class Team(Protocol):
 
 __all__ = ["Swarm", "SwarmTransfer", "reachable", "roster"]
 
-REASON_CHARS = 500  # the most of a model's text kept as a handoff's reason
+REASON_CHARS = 500  # the most of a model's text kept as a handoff's reason (or END message)
+#: The `to_agent` of the handoff log's last entry: the member that answered ends the chain.
+END = "END"
 
 
 class SwarmTransfer:
@@ -242,12 +244,23 @@ class Swarm(HandoffLoop):
         agent_input = AgentInput(messages=messages, enable_streaming=current.ctx.enable_streaming)
         return self._timed(current.agent, agent_input, current.ctx)
 
-    def finish(self, entry: RunContext, current: Current, turn: Turn) -> None:
-        if turn.exited:
-            return
-        entry.drop_record("swarm")
-        if self.team.cross_request:
-            entry.session_values[self.session_key] = current.agent.name
+    async def finish(self, entry: RunContext, current: Current, turn: Turn) -> list[AgentEvent]:
+        """Close the handoff chain with an entry to `END` (the member's answer as its
+        message); on an answer (not an exit) drop the record and note the active member."""
+        answer = "" if turn.last is None else (await turn.last.get_message()).content.strip()
+        log = HandoffLog(
+            timestamp=entry.ids.now(),
+            from_agent=current.agent.name,
+            to_agent=END,
+            message=_clip(answer),
+            step_count=entry.model_calls - self.steps,
+            tokens_used=entry.usage.total_tokens - self.tokens,
+        )
+        if not turn.exited:
+            entry.drop_record("swarm")
+            if self.team.cross_request:
+                entry.session_values[self.session_key] = current.agent.name
+        return [dataclasses.replace(current.ctx.event(), handoff=log)]
 
     async def follow(
         self, entry: RunContext, current: Current, turn: Turn
@@ -404,5 +417,9 @@ async def _reason(transfer: TransferToAgentAction, said: MessageVariant | None) 
     message = await said.get_message()
     if not any(c.name == TRANSFER_TOOL for c in message.tool_calls):
         return ""
-    text = message.content.strip()
+    return _clip(message.content.strip())
+
+
+def _clip(text: str) -> str:
+    """Return `text` cut to at most `REASON_CHARS` characters (an ellipsis marks a cut)."""
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"

@@ -1,14 +1,16 @@
-"""Each user's index of sessions (`<user>/i`), written by group commit.
+"""Indexes of sessions, written by group commit.
 
-The index is one record per user, `{"sessions": {session id: ISO time of its last write}}`,
-updated by compare-and-set (`GET /v1/sessions` reads it). Every turn of every session of a
-user changes it, so concurrent turns of one user would all retry against each other. In
-one process they do not: the changes that arrive while the index is being written wait,
-and the next write takes all of them at once. Processes sharing the store still retry
-against each other's writes, a few at a time. A process remembers the indexes it wrote last
-(of its 64 most recent users): the next write starts from there, and reads the index again
-only when another process wrote it since (its compare-and-set then fails). It also keeps
-each entry's JSON text, so that a write encodes only the entries that changed.
+A store keeps sessions by id but cannot list them, so an index is kept beside them: one
+session record, `{"sessions": {session id: ISO time of its last write}}`, updated by
+compare-and-set (`runner.sessions.list()` and `GET /v1/sessions` read it). The entries are
+in write order: a session written again moves to the end. Every turn of every session listed
+in one index changes it, so concurrent turns would all retry against each other. In one
+process they do not: the changes that arrive while the index is being written wait, and the
+next write takes all of them at once. Processes sharing the store still retry against each
+other's writes, a few at a time. A process remembers the indexes it wrote last (its 64 most
+recent): the next write starts from there, and reads the index again only when another
+process wrote it since (its compare-and-set then fails). It also keeps each entry's JSON
+text, so that a write encodes only the entries that changed.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from plait.errors import SessionConflict, StoreError
-from plait.stores.base import SessionRecord, Store
+from plait.stores.base import SessionRecord, SessionStore
 
 __all__ = ["SessionIndex", "decode_index"]
 
 _ATTEMPTS = 50
-_KNOWN_USERS = 64
+_KNOWN = 64  # indexes remembered
 
 
 @dataclass(slots=True)
@@ -41,7 +43,7 @@ class _Batch:
 
 @dataclass(slots=True)
 class _Known:
-    """A user's index as this process last wrote (or read) it: its version, its entries and
+    """An index as this process last wrote (or read) it: its version, its entries and
     each entry's JSON text (`"<session id>": "<time>"`), in the same order."""
 
     version: int
@@ -56,7 +58,8 @@ class _Known:
         return cls(0 if found is None else found.version, entries, parts)
 
     def apply(self, changes: dict[str, str | None]) -> bool:
-        """Apply `changes` to the entries and their JSON; return whether anything changed."""
+        """Apply `changes` to the entries and their JSON (a written session moves to the
+        end); return whether anything changed."""
         entries, parts = self.entries, self.parts
         changed = False
         for session_id, stamp in changes.items():
@@ -64,7 +67,9 @@ class _Known:
                 if entries.pop(session_id, None) is not None:
                     del parts[session_id]
                     changed = True
-            elif entries.get(session_id) != stamp:
+            elif entries.get(session_id) != stamp or next(reversed(entries)) != session_id:
+                entries.pop(session_id, None)
+                parts.pop(session_id, None)
                 entries[session_id] = stamp
                 parts[session_id] = _part(session_id, stamp)
                 changed = True
@@ -80,8 +85,8 @@ def _part(session_id: str, stamp: str) -> str:
 
 
 @dataclass(slots=True)
-class _UserIndex:
-    """One user's index in this process: the lock of its writer and the batch it fills."""
+class _Pending:
+    """One index in this process: the lock of its writer and the batch it fills."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     batch: _Batch = field(default_factory=_Batch)
@@ -89,24 +94,27 @@ class _UserIndex:
 
 
 class SessionIndex:
-    """The session indexes of the users of one app (see the module's docstring)."""
+    """Session indexes written by this process, each a session record of a store (see the
+    module's docstring); share one among the writers of the same indexes."""
 
     def __init__(self) -> None:
-        self._users: dict[str, _UserIndex] = {}
-        # the index as this process last wrote it, by user (the most recent users only):
-        # the next write starts from it instead of reading the index again
+        self._pending: dict[str, _Pending] = {}
+        # each index as this process last wrote it, by key (the most recent only): the next
+        # write starts from it instead of reading the index again
         self._known: OrderedDict[str, _Known] = OrderedDict()
 
-    async def update(self, store: Store, user: str, session_id: str, stamp: str | None) -> None:
-        """List `session_id` in `user`'s index as written at `stamp` (None: unlist it);
-        return once a write that holds the change is stored.
+    async def update(
+        self, store: SessionStore, key: str, session_id: str, stamp: str | None
+    ) -> None:
+        """List `session_id` in the index kept under `key` as written at `stamp` (None:
+        unlist it); return once a write that holds the change is stored.
 
         Raises:
             StoreError: The store failed, or the index kept changing under this process.
         """
-        index = self._users.get(user)
+        index = self._pending.get(key)
         if index is None:
-            index = self._users[user] = _UserIndex()
+            index = self._pending[key] = _Pending()
         batch = index.batch
         batch.changes[session_id] = stamp
         index.waiting += 1
@@ -119,25 +127,24 @@ class SessionIndex:
                 if index.batch is batch:
                     index.batch = _Batch()  # what arrives from now on is written next
                 try:
-                    await self._write(store, user, batch.changes)
+                    await self._write(store, key, batch.changes)
                 except StoreError as exc:
                     batch.error = exc
                     raise
                 batch.written = True
         finally:
             index.waiting -= 1
-            if index.waiting == 0 and self._users.get(user) is index:
-                del self._users[user]
+            if index.waiting == 0 and self._pending.get(key) is index:
+                del self._pending[key]
 
-    async def _write(self, store: Store, user: str, changes: dict[str, str | None]) -> None:
+    async def _write(self, store: SessionStore, key: str, changes: dict[str, str | None]) -> None:
         """Apply `changes` to the stored index: compare-and-set, retried on conflict."""
-        key = f"{user}/i"
-        known = self._known.pop(user, None)
+        known = self._known.pop(key, None)
         for attempt in range(_ATTEMPTS):
             if known is None:
                 known = _Known.read(await store.get_session_record(key))
             if not known.apply(changes):
-                self._remember(user, known)
+                self._remember(key, known)
                 return
             try:
                 version = await store.put_session(
@@ -148,24 +155,24 @@ class SessionIndex:
                 await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
                 continue
             known.version = version
-            self._remember(user, known)
+            self._remember(key, known)
             return
         listed = ", ".join(f"'{s}'" for s in list(changes)[:3])
         raise StoreError(
-            f"the session index of user '{user}' kept changing; session {listed}"
+            f"the session index '{key}' kept changing; session {listed}"
             f"{', ...' if len(changes) > 3 else ''} was saved but is not listed yet (it will "
             "be after its next turn)",
             operation="writing the session index",
         )
 
-    def _remember(self, user: str, known: _Known) -> None:
-        self._known[user] = known
-        if len(self._known) > _KNOWN_USERS:
+    def _remember(self, key: str, known: _Known) -> None:
+        self._known[key] = known
+        if len(self._known) > _KNOWN:
             self._known.popitem(last=False)
 
 
 def decode_index(found: SessionRecord | None) -> dict[str, str]:
-    """Return the index's {session id: ISO time of the last write}."""
+    """Return the index's {session id: ISO time of the last write}, in write order."""
     if found is None:
         return {}
     document: Any = json.loads(found.data)

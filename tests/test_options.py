@@ -1,0 +1,159 @@
+"""Per-run options: RunOption for every ChatModelAgent or one by name, merged field by field,
+never changing the agents, kept across pauses and resumes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from plait import (
+    ChatModelAgent,
+    Message,
+    Runner,
+    RunOption,
+    SequentialAgent,
+    interrupt,
+    tool,
+)
+from plait.errors import MaxIterationsExceeded, UsageError
+from plait.stores import MemoryStore
+from plait.testing import FunctionModel, ScriptedModel, call, reply
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def mul(a: int, b: int) -> int:
+    """Multiply two numbers."""
+    return a * b
+
+
+@tool
+def ask() -> str:
+    """Ask a person."""
+    return str(interrupt("ok?"))
+
+
+def _system(model: ScriptedModel | FunctionModel, request: int = 0) -> str:
+    first = model.requests[request].messages[0]
+    assert first.role == "system"
+    return first.content
+
+
+def test_an_option_for_every_agent_and_one_by_name_merge_field_by_field() -> None:
+    a_model, b_model = ScriptedModel(["a"]), ScriptedModel(["b"])
+    a = ChatModelAgent("A", a_model, instruction="A's own")
+    b = ChatModelAgent("B", b_model, instruction="B's own", model_options={"top_p": 1})
+    options = [
+        RunOption(agent="B", instruction="B by name, {tone}"),  # named: wins though earlier
+        RunOption(instruction="Everyone, {tone}", model_options={"temperature": 0}),
+        RunOption(agent="B", model_options={"temperature": 1}),  # later: wins over earlier
+    ]
+    result = Runner(SequentialAgent("S", [a, b])).run_sync(
+        [Message.user("q")], session_values={"tone": "briefly"}, options=options
+    )
+    assert result.error is None
+    assert _system(a_model) == "Everyone, briefly"
+    assert a_model.requests[0].options == {"temperature": 0}
+    assert _system(b_model) == "B by name, briefly"
+    assert b_model.requests[0].options == {"top_p": 1, "temperature": 1}
+
+
+def test_an_option_changes_the_model_the_limit_and_the_tools() -> None:
+    own = ScriptedModel([])
+    other = ScriptedModel([call("mul", {"a": 2, "b": 3}), reply("6")])
+    agent = ChatModelAgent("A", own, tools=[add], exit_tool=True)
+    runner = Runner(agent)
+    result = runner.query_sync("2*3?", options=[RunOption(model=other, tools=[mul])])
+    assert result.final_output == "6" and own.requests == []
+    assert [t.name for t in other.requests[0].tools] == ["mul", "exit"]
+    assert other.requests[1].messages[-1].content == "6"
+    looping = ScriptedModel([call("add", {"a": 1, "b": 1})] * 3)
+    limited = runner.query_sync("q", options=[RunOption(model=looping, max_iterations=2)])
+    assert isinstance(limited.error, MaxIterationsExceeded)
+    assert len(looping.requests) == 2
+
+
+def test_an_option_naming_another_agent_leaves_this_one_alone() -> None:
+    model = ScriptedModel(["hi"])
+    agent = ChatModelAgent("A", model, instruction="own")
+    Runner(agent).query_sync("q", options=[RunOption(agent="B", instruction="not yours")])
+    assert _system(model) == "own"
+
+
+async def test_options_never_change_the_agent_even_while_it_runs_elsewhere() -> None:
+    both_called = asyncio.Event()
+    calls = 0
+
+    async def answer(messages: list[Message], tools: list[Any]) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            both_called.set()
+        await both_called.wait()  # both runs are inside the agent at once
+        return "done"
+
+    model = FunctionModel(answer)
+    agent = ChatModelAgent("A", model, instruction="own", tools=[add])
+    with_options = Runner(agent).query(
+        "first", options=[RunOption(instruction="changed", tools=[mul], max_iterations=1)]
+    )
+    plain = Runner(agent).query("second")
+    await asyncio.gather(with_options.collect(), plain.collect())
+    seen = {r.messages[-1].content: r for r in model.requests}
+    assert seen["first"].messages[0].content == "changed"
+    assert [t.name for t in seen["first"].tools] == ["mul"]
+    assert seen["second"].messages[0].content == "own"
+    assert [t.name for t in seen["second"].tools] == ["add"]
+    assert (agent.instruction, agent.max_iterations, agent.model) == ("own", 20, model)
+    assert [t.name for t in agent.tools] == ["add"]
+
+
+async def test_saved_options_hold_across_a_pause_and_a_resume_adds_the_rest() -> None:
+    a_model = ScriptedModel([call("ask", {}), reply("asked")])
+    b_model = ScriptedModel(["b done"])
+    a = ChatModelAgent("A", ScriptedModel([]), instruction="A's own")
+    b = ChatModelAgent("B", b_model, instruction="B's own")
+    store = MemoryStore()
+    runner = Runner(SequentialAgent("S", [a, b]), store=store)
+    options = [
+        RunOption(instruction="From the run", model_options={"temperature": 0}),
+        RunOption(agent="A", model=a_model, tools=[ask], max_iterations=5),
+        RunOption(agent="B", model="local"),
+    ]
+    paused = await runner.query("q", options=options).collect()
+    assert paused.interrupts and paused.checkpoint_id is not None
+    saved = (await runner.read_checkpoint(paused.checkpoint_id)).run_options
+    assert [(o["agent"], o["instruction"], o["model"]) for o in saved] == [
+        (None, "From the run", None),
+        ("A", None, None),  # its model object and tools are not saved
+        ("B", None, "local"),
+    ]
+    assert saved[0]["model_options"] == {"temperature": 0} and saved[1]["max_iterations"] == 5
+    again = [RunOption(agent="A", model=a_model, tools=[ask]), RunOption(agent="B", model=b_model)]
+    done = await runner.resume(paused.checkpoint_id, value="yes", options=again).collect()
+    assert done.final_output == "b done"
+    assert a_model.requests[1].options == {"temperature": 0}
+    assert a_model.requests[1].messages[-1].content == "yes"
+    assert _system(b_model) == "From the run"
+    assert b_model.requests[0].options == {"temperature": 0}
+
+
+def test_bad_options_are_refused_at_the_call() -> None:
+    runner = Runner(ChatModelAgent("A", ScriptedModel([])))
+    with pytest.raises(UsageError, match="max_iterations"):
+        RunOption(max_iterations=0)
+    with pytest.raises(UsageError, match="needs a model"):
+        RunOption(model=42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="list of RunOption"):
+        runner.query("q", options=RunOption(instruction="x"))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="unknown model provider"):
+        runner.query("q", options=[RunOption(model="nope:x")])
+    with pytest.raises(UsageError, match=r"options\[0\]"):
+        runner.resume("c1", options=["x"])  # type: ignore[list-item]
