@@ -143,3 +143,19 @@ def test_the_kernel_stands_above_the_context_and_the_agent_interface() -> None:
     assert "plait.kernel" not in graph["plait.context"]
     assert "plait.context" not in graph["plait.agent"]
     assert not any(name.startswith("plait.agents") for name in graph["plait.models.local"])
+
+
+def test_only_the_kernel_enters_an_agent() -> None:
+    """Every agent is entered through the kernel: no other module calls an agent's
+    `run(input, ctx)` (nor drives a handoff loop's `run(ctx, enter)`)."""
+    callers = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "run"
+        and len(node.args) == 2
+        and path.name != "kernel.py"
+    ]
+    assert callers == []

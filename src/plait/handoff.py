@@ -11,7 +11,7 @@ lane (`input_for`, `lane_for`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: How the loop enters an agent: the kernel's way in (its pause and error handling).
-Enter = Callable[[Agent, AgentInput, RunContext], AsyncIterator[AgentEvent]]
+Enter = Callable[[Agent, AgentInput, RunContext], AsyncGenerator[AgentEvent, None]]
 
 
 def input_for(ctx: RunContext, agent_name: str) -> AgentInput:
@@ -122,7 +122,7 @@ class HandoffLoop:
     def keep(self, entry: RunContext, current: Current) -> None:
         """Keep the loop's resume record for the agent about to run."""
 
-    def step(self, current: Current) -> AsyncIterator[AgentEvent]:
+    def step(self, current: Current) -> AsyncGenerator[AgentEvent, None]:
         """Run the current agent."""
         ctx, messages = current.ctx, current.messages
         if messages is None:
@@ -142,7 +142,7 @@ class HandoffLoop:
         """Follow `turn.transfer`: return the next agent and events to yield first."""
         raise NotImplementedError
 
-    async def run(self, ctx: RunContext, enter: Enter) -> AsyncIterator[AgentEvent]:
+    async def run(self, ctx: RunContext, enter: Enter) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop in `ctx`, entering each agent with `enter`; yield every event."""
         self.enter = enter
         try:
@@ -156,7 +156,7 @@ class HandoffLoop:
             record = not (
                 isinstance(current.agent, RecordsHistory) and current.agent.records_history
             )
-            async with aclosing(self.step(current)) as events:  # type: ignore[type-var]
+            async with aclosing(self.step(current)) as events:
                 async for event in events:
                     turn.note(event, current.ctx, record=record)
                     yield event

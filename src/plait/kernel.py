@@ -1,11 +1,30 @@
-"""The run kernel: the one way into an agent, into a tool call, and out of them on a pause.
+"""The run kernel: the one door into an agent, the way into a tool call, and out of both on
+a pause.
 
-`enter` runs an agent with its own context current for every step (so `plait.interrupt()`
-and `plait.run_context()` see that agent's context) and turns the pause signal into the
-agent's pause event, and an exception into its error event. `call_in` does the same for one
-tool or graph-node call. This module is the only one that catches the pause signal
-(`plait._signal`), and it stands above the context: it imports `plait.context`, never the
-other way round.
+`run_agent` is how the runner and every composite (workflows, teams, `AgentTool`, graphs,
+prebuilt agents) run an agent: an agent that can transfer runs in the handoff loop
+(`plait.handoff.Flow`), any other is entered at once; either way its own messages are
+recorded in its lane. `run_loop` drives a handoff loop of another policy (a swarm) through
+the same entry. Entering an agent makes its context current for every step (so
+`plait.interrupt()` and `plait.run_context()` see it), turns the pause signal into the
+agent's one pause event and an exception into its error event, fixes its `resume_info`, and
+on a resume drops what an agent that keeps no state emits again. `call_in` does the same for
+one tool or graph-node call. This module is the only one that catches the pause signal
+(`plait._signal`); it stands above the context and the handoff loop and imports them, never
+the other way round.
+
+One run, and one resume, as calls:
+
+    Runner.run ─► RunStream ─► run_agent(root, ctx)
+        ├─ can transfer? Flow(root).run(ctx, _enter) ─► _enter(agent) per turn, follow transfers
+        └─ else _enter(root) ─► root.run(input, ctx) ─► model call ─► tools: call_in(tool)
+               a composite's run ─► run_agent(child, child ctx) ─► … (same door, any depth)
+               interrupt() ─► pause signal ─► _enter: ONE pause event ─► RunStream saves
+                              a checkpoint (a new id) ─► RunResult(interrupts, checkpoint_id)
+    Runner.resume(id) ─► claim the checkpoint ─► RunContext.restore(records, answers)
+        ─► run_agent(root, ctx) ─► each component takes its record once (`take_record`) and
+           goes down the path to its interrupt; siblings that finished are not run again;
+           the interrupted tool or agent runs again and interrupt() returns the answer
 """
 
 from __future__ import annotations
@@ -14,22 +33,15 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from plait._signal import InterruptSignal
-from plait.agent import Agent, AgentInput
+from plait.agent import Agent, AgentInput, RecordsHistory
 from plait.checkpoint import ReplayRecord
 from plait.context import RunContext
 from plait.current import make_current, reset_current
 from plait.errors import AgentError, PlaitError
 from plait.events import AgentEvent, InterruptCtx
-from plait.history import USER
+from plait.handoff import Flow, HandoffLoop, can_transfer, input_for
 
-__all__ = [
-    "Interrupted",
-    "call_in",
-    "enter",
-    "input_for",
-    "is_pause",
-    "lane_for",
-]
+__all__ = ["Interrupted", "call_in", "is_pause", "run_agent", "run_loop"]
 
 _T = TypeVar("_T")
 
@@ -43,20 +55,42 @@ class Interrupted:
         self.contexts = contexts
 
 
-async def enter(
-    agent: Agent, agent_input: AgentInput, ctx: RunContext
+def run_agent(
+    agent: Agent, ctx: RunContext, agent_input: AgentInput | None = None
 ) -> AsyncGenerator[AgentEvent, None]:
-    """Run `agent` in `ctx`: the one way into an agent.
+    """Run `agent` in `ctx` (on `agent_input`, by default its input in the lane of `ctx`):
+    the one door into an agent, for the runner and every composite.
 
-    Every step of the agent runs with `ctx` as the current context; a pause raised out of it
-    becomes its pause event, and an exception its error event.
+    An agent that can transfer runs in the flow loop, which follows its transfers; any other
+    is entered at once. Its own messages are recorded in the lane of `ctx` (unless it records
+    them itself: `RecordsHistory`).
     """
+    if can_transfer(agent):
+        return Flow(agent).run(ctx, _enter)
+    if agent_input is None:
+        agent_input = input_for(ctx, agent.name)
+    keeps_own = isinstance(agent, RecordsHistory) and agent.records_history
+    return _enter(agent, agent_input, ctx, not keeps_own)
+
+
+def run_loop(loop: HandoffLoop, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    """Run a handoff loop (a swarm) in `ctx`, entering its agents the kernel's way."""
+    return loop.run(ctx, _enter)
+
+
+async def _enter(
+    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool = False
+) -> AsyncGenerator[AgentEvent, None]:
+    """Enter `agent` in `ctx`: every step of it runs with `ctx` as the current context; a
+    pause raised out of it becomes its pause event, and an exception its error event. With
+    `record`, its own messages go into the lane's history."""
     hooks = ctx.hooks
     ctx.enter_resume(agent)
     for hook in hooks:
         hook.agent_entered(ctx)
     error: PlaitError | None = None
     replay = _Replay(ctx)
+    path, history = ctx.run_path, ctx.lane_history
     events = agent.run(agent_input, ctx)
     try:
         while True:
@@ -80,6 +114,10 @@ async def enter(
                 replay.pause()
             elif replay.repeats(event):
                 continue
+            elif record and event.run_path == path:
+                output = event.output
+                if output is not None and output.message is not None:
+                    history.append((event.agent_name, output.message))
             yield event
     finally:
         replay.close()
@@ -141,25 +179,6 @@ async def call_in(
         return Interrupted(signal.contexts)
     finally:
         reset_current(token)
-
-
-def input_for(ctx: RunContext, agent_name: str) -> AgentInput:
-    """Return the input of `agent_name` in the lane of `ctx`: the lane's conversation as that
-    agent sees it, with the conversation itself as `source`."""
-    return AgentInput(
-        messages=ctx.input_for(agent_name),
-        enable_streaming=ctx.enable_streaming,
-        source=ctx.conversation(),
-    )
-
-
-def lane_for(ctx: RunContext, agent_input: AgentInput) -> RunContext:
-    """Return a lane of `ctx` that starts from `agent_input`: a composite runs its children
-    there, so they start from the input it was given."""
-    source = agent_input.source
-    if source is None:
-        source = [(USER, m) for m in agent_input.messages]
-    return ctx.lane(source)
 
 
 def is_pause(event: AgentEvent, depth: int) -> bool:

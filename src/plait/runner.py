@@ -17,7 +17,6 @@ from typing import Any, Literal
 from plait._json import check_plain_json
 from plait._sync import run_in_new_loop
 from plait.agent import Agent
-from plait.agents.flow import can_transfer, run_flow
 from plait.checkpoint import UNSET, Checkpoint
 from plait.context import RunContext
 from plait.errors import (
@@ -30,7 +29,7 @@ from plait.events import (
     AgentEvent,
     RunResult,
 )
-from plait.kernel import enter, input_for
+from plait.kernel import run_agent
 from plait.messages import Message
 from plait.options import RunOption, RunOptions, check_options
 from plait.resume import ResumePoints
@@ -254,9 +253,7 @@ class Runner:
         )
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        if can_transfer(self.agent):
-            return run_flow(self.agent, ctx)
-        return enter(self.agent, input_for(ctx, self.agent.name), ctx)
+        return run_agent(self.agent, ctx)
 
     async def _prepare_run(
         self,

@@ -11,13 +11,12 @@ from typing import Any
 from plait._signal import raise_pause
 from plait.agent import Agent, require_agent
 from plait.agent_context import AgentContext
-from plait.agents.flow import run_flow
 from plait.checkpoint import NestedRecord
 from plait.context import RunContext, inside
 from plait.errors import InvalidToolArguments, UsageError
 from plait.events import AgentEvent
 from plait.history import as_records, rewrite_message, whole_messages
-from plait.kernel import is_pause
+from plait.kernel import is_pause, run_agent
 from plait.messages import Message
 from plait.tools.base import ToolInfo
 from plait.tools.function import describe_invalid_arguments
@@ -177,7 +176,7 @@ async def run_nested(
         child = ctx.nested(agent.name, messages())
     ctx.keep_record("nested", functools.partial(_record, child))
     final: AgentEvent | None = None
-    async with aclosing(run_flow(agent, child)) as events:  # type: ignore[type-var]
+    async with aclosing(run_agent(agent, child)) as events:
         async for event in events:
             if event.error is not None:
                 ctx.drop_record("nested")

@@ -15,13 +15,7 @@ from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
 from plait.agents._chunks import CheckedChunks, streaming_output
 from plait.agents.call_ids import CallIds
-from plait.agents.flow import (
-    TRANSFER_TOOL,
-    TransferTool,
-    can_transfer,
-    set_sub_agents,
-    transfer_instruction,
-)
+from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
@@ -36,6 +30,7 @@ from plait.errors import (
     UsageError,
 )
 from plait.events import AgentAction, AgentEvent, MessageStream
+from plait.handoff import can_transfer
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -264,7 +259,7 @@ class ChatModelAgent:
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the ReAct loop on `input`, yielding model outputs and tool results (as the
         run's per-run options, if any, change this agent)."""
         options = ctx.run_options

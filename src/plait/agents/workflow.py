@@ -17,13 +17,13 @@ from contextlib import aclosing
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.agent_context import AgentContext
-from plait.agents.flow import run_flow
 from plait.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
 from plait.context import RunContext, inside
 from plait.errors import UsageError
 from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
+from plait.handoff import lane_for
 from plait.history import as_records, whole_messages
-from plait.kernel import is_pause, lane_for
+from plait.kernel import is_pause, run_agent
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
@@ -58,7 +58,7 @@ class _Workflow:
         self, child: Agent, ctx: RunContext, lane: _Lane
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one child through the flow; note exit, break, pause and error in `lane`."""
-        async with aclosing(run_flow(child, ctx)) as events:  # type: ignore[type-var]
+        async with aclosing(run_agent(child, ctx)) as events:
             async for event in events:
                 if event.error is not None:
                     lane.failed = True
@@ -164,7 +164,7 @@ class SequentialAgent(_Workflow):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run each child in order; stop at an exit, an error or a pause."""
         lane = _Lane()
         where = open_lane(ctx, input)
@@ -201,7 +201,7 @@ class LoopAgent(_Workflow):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the children in rounds until a break, an exit, an error, a pause or the limit."""
         lane = _Lane()
         where = open_lane(ctx, input)
@@ -232,7 +232,7 @@ class ParallelAgent(_Workflow):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run every child at once and pass on their events; pause once if any paused."""
         saved = ctx.take_record("parallel", ParallelRecord)
         base = 0

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import inspect
 import typing
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -171,7 +171,7 @@ class CompiledGraph:
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run super-steps from START until no node is triggered."""
         saved = ctx.take_record("graph", GraphRecord)
         if saved is not None:
@@ -196,7 +196,7 @@ class CompiledGraph:
                     return
             saved = None
             step = _Step(frontier, done)
-            async with aclosing(self._super_step(step, state, ctx)) as events:  # type: ignore[type-var]
+            async with aclosing(self._super_step(step, state, ctx)) as events:
                 async for event in events:
                     yield event
                     if event.error is not None:
@@ -337,7 +337,7 @@ class CompiledGraph:
 
     async def _super_step(
         self, step: _Step, state: dict[str, Any], ctx: RunContext
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the step's nodes concurrently; yield their events and one event per node."""
         todo = [n for n in step.frontier if n not in step.updates]
 

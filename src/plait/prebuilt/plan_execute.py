@@ -12,7 +12,7 @@ answered within `max_iterations` rounds ends the run with `MaxStepsExceeded`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -113,10 +113,10 @@ class _PlanLoop(LoopAgent):
         super().__init__("execute_replan", sub_agents, max_iterations=max_iterations)
         self.owner = owner  # the name of the plan_execute agent
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the rounds; if they all end without a break, fail with `MaxStepsExceeded`."""
         ended = False
-        async with aclosing(super()._events(input, ctx)) as events:  # type: ignore[type-var]
+        async with aclosing(super()._events(input, ctx)) as events:
             async for event in events:
                 yield event
                 ended = ended or _ends_loop(event, ctx.depth)
@@ -207,7 +207,7 @@ class _Planner(_Deciding):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Store the objective, ask the model for a plan and store it."""
         values = ctx.session_values
         values[USER_INPUT] = _user_text(input.messages)
@@ -226,7 +226,7 @@ class _Replanner(_Deciding):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Record the step just done, then revise the plan or respond and break the loop."""
         values = ctx.session_values
         steps = _steps(values)

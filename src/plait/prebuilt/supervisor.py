@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
 from plait.agent import Agent, AgentInput, require_agent
 from plait.agent_context import AgentContext
-from plait.agents.flow import TRANSFER_TOOL, Turn, run_flow, set_sub_agents
+from plait.agents.flow import TRANSFER_TOOL, set_sub_agents
 from plait.context import RunContext, inside
 from plait.events import AgentAction, AgentEvent, TransferToAgentAction
+from plait.handoff import Turn
+from plait.kernel import run_agent
 from plait.messages import Message, ToolCall
 
 __all__ = ["supervisor"]
@@ -39,10 +41,10 @@ class _ReportsBack:
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the worker, then hand control back to the supervisor."""
         turn = Turn()
-        async with aclosing(run_flow(self.worker, ctx)) as events:  # type: ignore[type-var]
+        async with aclosing(run_agent(self.worker, ctx)) as events:
             async for event in events:
                 turn.note(event, ctx, record=False)  # the worker's flow records its messages
                 yield event

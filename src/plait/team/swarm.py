@@ -14,7 +14,7 @@ import functools
 import json
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Protocol
 
@@ -22,14 +22,7 @@ from plait._quote import quote
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
 from plait.agents.chat_model import ChatModelAgent
-from plait.agents.flow import (
-    TRANSFER_TOOL,
-    Current,
-    HandoffLoop,
-    Turn,
-    sub_agents_of,
-    transfer_targets,
-)
+from plait.agents.flow import TRANSFER_TOOL
 from plait.checkpoint import SwarmRecord
 from plait.context import RunContext, inside
 from plait.errors import (
@@ -48,8 +41,8 @@ from plait.events import (
     MessageVariant,
     TransferToAgentAction,
 )
+from plait.handoff import Current, HandoffLoop, Turn, sub_agents_of, transfer_targets
 from plait.history import USER
-from plait.kernel import enter
 from plait.messages import Message
 from plait.team.inherit import History, InheritFn, InheritPolicy, inherit
 from plait.tools.base import ToolInfo, ToolResult
@@ -239,7 +232,7 @@ class Swarm(HandoffLoop):
         entry.keep_record("swarm", functools.partial(self.clock.stamp, record))
         self.steps, self.tokens = entry.model_calls, entry.usage.total_tokens
 
-    def step(self, current: Current) -> AsyncIterator[AgentEvent]:
+    def step(self, current: Current) -> AsyncGenerator[AgentEvent, None]:
         messages = current.messages or []
         agent_input = AgentInput(messages=messages, enable_streaming=current.ctx.enable_streaming)
         return self._timed(current.agent, agent_input, current.ctx)
@@ -361,7 +354,7 @@ class Swarm(HandoffLoop):
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run a member, ending it with `NodeTimeout` when it runs past `node_timeout`
         (counting the time it ran before a pause, not the time the run was paused)."""
-        events = enter(member, agent_input, ctx)
+        events = self.enter(member, agent_input, ctx)
         clock, limit, team = self.clock, self.team.node_timeout, self.team.name
         clock.start()
         if limit is None:

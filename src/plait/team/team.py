@@ -11,12 +11,11 @@ from plait.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.agent_context import AgentContext
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
-from plait.agents.flow import run_flow
 from plait.agents.workflow import close_lane, open_lane
 from plait.context import RunContext, inside
 from plait.errors import MaxDepthExceeded, PlaitError, UsageError
 from plait.events import AgentEvent
-from plait.kernel import is_pause
+from plait.kernel import is_pause, run_agent, run_loop
 from plait.team.inherit import Inherit, InheritFn, InheritPolicy
 from plait.team.swarm import Swarm, SwarmTransfer, reachable, roster
 
@@ -204,7 +203,7 @@ class Team:
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the team: its coordinator, or its swarm from the active member."""
         try:
             inner = self._enter(ctx)
@@ -215,9 +214,9 @@ class Team:
         if self._wired_lead is not None:
             coordinator = self._wired_lead
             lead = lane if coordinator.name == self.name else lane.for_agent(coordinator.name)
-            events: AsyncIterator[AgentEvent] = run_flow(coordinator, lead)
+            events: AsyncGenerator[AgentEvent, None] = run_agent(coordinator, lead)
         else:
-            events = Swarm(self).run(lane)
+            events = run_loop(Swarm(self), lane)
         paused = False
         async with aclosing(self._filtered(events, ctx.depth)) as stream:
             async for event in stream:
@@ -227,14 +226,14 @@ class Team:
             close_lane(inner, lane)
 
     async def _filtered(
-        self, events: AsyncIterator[AgentEvent], depth: int
+        self, events: AsyncGenerator[AgentEvent, None], depth: int
     ) -> AsyncGenerator[AgentEvent, None]:
         """Pass on the events `event_filter` keeps (errors and pauses always), and the
         team's answer: its last message at its own depth, yielded last if the filter dropped
         it, so a caller's tool result and the run's final output are still the answer."""
         keep = self.event_filter
         answer: AgentEvent | None = None  # the team's last own message, held back
-        async with aclosing(events) as stream:  # type: ignore[type-var]
+        async with aclosing(events) as stream:
             async for event in stream:
                 own = event.depth == depth and event.message is not None
                 ends = event.error is not None or is_pause(event, depth)
