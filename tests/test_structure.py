@@ -159,3 +159,19 @@ def test_only_the_kernel_enters_an_agent() -> None:
         and path.name != "kernel.py"
     ]
     assert callers == []
+
+
+def test_every_loop_decides_with_one_step_vocabulary() -> None:
+    """The ReAct loop, the handoff loop, the workflows and the graph say what comes next with
+    the steps of `plait.steps`, each read with one `match`."""
+    loops = ["agents/chat_model.py", "handoff.py", "agents/workflow.py", "graph/state_graph.py"]
+    for name in loops:
+        tree = ast.parse((SRC / name).read_text())
+        imports = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "plait.steps"
+        ]
+        matches = [node for node in ast.walk(tree) if isinstance(node, ast.Match)]
+        assert imports and matches, name
+    assert "class Step(" not in (SRC / "agents/chat_model.py").read_text()

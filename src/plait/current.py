@@ -13,24 +13,32 @@ from plait.agent_context import AgentContext
 from plait.context import RunContext
 from plait.errors import UsageError
 
-__all__ = ["current", "current_context", "make_current", "reset_current", "run_context"]
+__all__ = [
+    "CURRENT",
+    "current",
+    "current_context",
+    "make_current",
+    "reset_current",
+    "run_context",
+]
 
-_current: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
+#: The current context (the kernel sets and resets it around each step it runs).
+CURRENT: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
 
 
 def current() -> RunContext | None:
     """Return the context current here (the agent, tool or node running), if any."""
-    return _current.get()
+    return CURRENT.get()
 
 
 def make_current(ctx: RunContext) -> Token[RunContext | None]:
     """Make `ctx` current until `reset_current(token)`."""
-    return _current.set(ctx)
+    return CURRENT.set(ctx)
 
 
 def reset_current(token: Token[RunContext | None]) -> None:
     """Restore the context current before `make_current`."""
-    _current.reset(token)
+    CURRENT.reset(token)
 
 
 def current_context() -> RunContext:
@@ -39,7 +47,7 @@ def current_context() -> RunContext:
     Raises:
         UsageError: No plait run is executing here.
     """
-    ctx = _current.get()
+    ctx = CURRENT.get()
     if ctx is None:
         raise UsageError("run_context() is only available while a plait run is executing")
     return ctx

@@ -19,9 +19,10 @@ from plait.agent import Agent, AgentInput, HidesParent, RecordsHistory, Transfer
 from plait.checkpoint import FlowRecord
 from plait.context import RunContext
 from plait.errors import PlaitError, ResumeError, UsageError
-from plait.events import AgentEvent, MessageVariant, TransferToAgentAction
+from plait.events import AgentEvent, InterruptCtx, MessageVariant, TransferToAgentAction
 from plait.history import USER
 from plait.messages import Message
+from plait.steps import Fail, Final, Pause, Step, Transfer
 
 __all__ = [
     "Current",
@@ -161,18 +162,20 @@ class HandoffLoop:
                     turn.note(event, current.ctx, record=record)
                     yield event
                     if event.error is not None:
+                        break
+            match turn.outcome():
+                case Transfer():
+                    try:
+                        current, extra = await self.follow(ctx, current, turn)
+                    except PlaitError as exc:
+                        yield current.ctx.event(error=exc)
                         return
-            if turn.paused:
-                return
-            if turn.transfer is None or turn.exited:
-                for event in await self.finish(ctx, current, turn):
-                    yield event
-                return
-            try:
-                current, extra = await self.follow(ctx, current, turn)
-            except PlaitError as exc:
-                yield current.ctx.event(error=exc)
-                return
+                case Final():
+                    for event in await self.finish(ctx, current, turn):
+                        yield event
+                    return
+                case _:  # Pause or Fail: its event went up with the turn
+                    return
             for event in extra:
                 yield event
 
@@ -229,7 +232,7 @@ class Turn:
     """What one agent's turn in a handoff loop came to: its transfer, its last words, an
     exit or a pause."""
 
-    __slots__ = ("exited", "last", "paused", "said", "transfer")
+    __slots__ = ("error", "exited", "interrupts", "last", "paused", "said", "transfer")
 
     def __init__(self) -> None:
         self.transfer: TransferToAgentAction | None = None
@@ -237,6 +240,18 @@ class Turn:
         self.last: MessageVariant | None = None  # its last message (an answer or a tool's)
         self.exited = False
         self.paused = False
+        self.interrupts: tuple[InterruptCtx, ...] = ()
+        self.error: PlaitError | None = None
+
+    def outcome(self) -> Step:
+        """Return what the turn came to: `Fail`, `Pause`, `Transfer` or `Final`."""
+        if self.error is not None:
+            return Fail(self.error)
+        if self.paused:
+            return Pause(self.interrupts)
+        if self.transfer is not None and not self.exited:
+            return Transfer(self.transfer.dest_agent_name, self.transfer)
+        return Final()
 
     def note(self, event: AgentEvent, ctx: RunContext, *, record: bool) -> None:
         """Record the agent's own messages and note what its actions ask for."""
@@ -251,7 +266,11 @@ class Turn:
                     self.said = output.message
             if action is not None and action.transfer_to_agent is not None:
                 self.transfer = action.transfer_to_agent
+        if event.error is not None:
+            self.error = event.error
         if action is not None and event.depth == ctx.depth:
             # an exit or pause anywhere in this lane (say, after a nested transfer)
             self.exited = self.exited or action.exit
-            self.paused = self.paused or action.interrupted is not None
+            if action.interrupted is not None:
+                self.paused = True
+                self.interrupts += action.interrupted.contexts

@@ -33,10 +33,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from plait._signal import InterruptSignal
-from plait.agent import Agent, AgentInput, RecordsHistory
+from plait.agent import Agent, AgentInput
 from plait.checkpoint import ReplayRecord
 from plait.context import RunContext
-from plait.current import make_current, reset_current
+from plait.current import CURRENT
 from plait.errors import AgentError, PlaitError
 from plait.events import AgentEvent, InterruptCtx
 from plait.handoff import Flow, HandoffLoop, can_transfer, input_for
@@ -69,7 +69,7 @@ def run_agent(
         return Flow(agent).run(ctx, _enter)
     if agent_input is None:
         agent_input = input_for(ctx, agent.name)
-    keeps_own = isinstance(agent, RecordsHistory) and agent.records_history
+    keeps_own = getattr(agent, "records_history", False) is True  # `RecordsHistory`
     return _enter(agent, agent_input, ctx, not keeps_own)
 
 
@@ -90,11 +90,11 @@ async def _enter(
         hook.agent_entered(ctx)
     error: PlaitError | None = None
     replay = _Replay(ctx)
-    path, history = ctx.run_path, ctx.lane_history
+    path, depth, history = ctx.run_path, ctx.depth, ctx.lane_history
     events = agent.run(agent_input, ctx)
     try:
         while True:
-            token = make_current(ctx)
+            token = CURRENT.set(ctx)
             try:
                 event = await anext(events)
             except StopAsyncIteration:
@@ -108,15 +108,17 @@ async def _enter(
                 yield ctx.event(error=error)
                 return
             finally:
-                reset_current(token)
-            error = event.error if event.error is not None else error
-            if is_pause(event, ctx.depth):
+                CURRENT.reset(token)
+            if event.error is not None:
+                error = event.error
+            elif event.action is not None and is_pause(event, depth):
                 replay.pause()
-            elif replay.repeats(event):
-                continue
-            elif record and event.run_path == path:
+            elif event.run_path == path and event.depth == depth:  # one of its own
+                replay.emitted += 1
+                if replay.emitted <= replay.skip:
+                    continue  # said before the pause
                 output = event.output
-                if output is not None and output.message is not None:
+                if record and output is not None and output.message is not None:
                     history.append((event.agent_name, output.message))
             yield event
     finally:
@@ -147,14 +149,6 @@ class _Replay:
         self.emitted = 0  # own events in this run of the agent, passed on or not
         self.paused = False
 
-    def repeats(self, event: AgentEvent) -> bool:
-        """Count one of the agent's events; whether it is one it emitted before the pause."""
-        ctx = self.ctx
-        if event.run_path != ctx.run_path or event.depth != ctx.depth or event.error is not None:
-            return False
-        self.emitted += 1
-        return self.emitted <= self.skip
-
     def pause(self) -> None:
         """The agent paused: keep its count if it will run again from its start."""
         self.paused = True
@@ -172,13 +166,13 @@ async def call_in(
 ) -> _T | Interrupted:
     """Await `fn(*args)` with `ctx` as the current context (a tool or node call); a pause
     raised inside is returned as `Interrupted`."""
-    token = make_current(ctx)
+    token = CURRENT.set(ctx)
     try:
         return await fn(*args)
     except InterruptSignal as signal:
         return Interrupted(signal.contexts)
     finally:
-        reset_current(token)
+        CURRENT.reset(token)
 
 
 def is_pause(event: AgentEvent, depth: int) -> bool:

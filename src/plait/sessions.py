@@ -107,8 +107,10 @@ class KeepsSessionIndex(Protocol):
 def catalog_for(store: Store) -> SessionCatalog:
     """Return where the index of `store`'s sessions lives: the store's own catalog, or a
     new one under `INDEX_ID` in the store itself."""
-    if isinstance(store, KeepsSessionIndex):
-        return store.session_catalog()
+    own = getattr(store, "session_catalog", None)  # `KeepsSessionIndex`, read directly
+    if callable(own):
+        found: SessionCatalog = own()
+        return found
     guarded = store if isinstance(store, GuardedStore) else GuardedStore(store)
     return SessionCatalog(guarded, INDEX_ID)
 

@@ -15,7 +15,19 @@ from collections.abc import Callable
 
 from plait.messages import Message, ToolCall
 
-__all__ = ["CallIds"]
+__all__ = ["CallIds", "unique_ids"]
+
+
+def unique_ids(message: Message, new_id: Callable[[], str]) -> Message:
+    """Return a whole reply with its tool calls' ids unique (itself when they already are:
+    the common case costs one look at each id)."""
+    calls = message.tool_calls
+    if not calls or (len(calls) == 1 and calls[0].id):
+        return message
+    ids = {call.id for call in calls}
+    if len(ids) == len(calls) and "" not in ids:
+        return message
+    return CallIds(new_id).whole(message)
 
 
 class CallIds:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import enum
 import functools
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -14,7 +13,7 @@ from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
 from plait.agents._chunks import CheckedChunks, streaming_output
-from plait.agents.call_ids import CallIds
+from plait.agents.call_ids import CallIds, unique_ids
 from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware, collect_hooks
@@ -35,6 +34,7 @@ from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
 from plait.options import RunOptions
+from plait.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
 from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, check_timeout
 from plait.tools.function import FunctionTool
 
@@ -59,11 +59,12 @@ def _first(value: Any, default: Any) -> Any:
 class _Reply:
     """The model's reply to one call, or why there is none."""
 
-    __slots__ = ("error", "message")
+    __slots__ = ("error", "message", "refused")
 
     def __init__(self) -> None:
         self.message: Message | None = None
         self.error: PlaitError | None = None
+        self.refused: PlaitError | None = None  # the call could not be made (a limit)
 
 
 class ChatModelAgent:
@@ -270,24 +271,35 @@ class ChatModelAgent:
         except PlaitError as exc:
             yield ctx.event(error=exc)
             return
-        while step is Step.MODEL or step is Step.TOOLS:
-            if loop.is_simple(step):  # the common case: no stream, no extra generator
-                call = loop.model_call() if step is Step.MODEL else loop.one_tool()
-                for event in await call:
-                    yield event
-            else:
-                stream = loop.model_stream() if step is Step.MODEL else loop.tool_round()
-                async with aclosing(stream) as live:
-                    async for event in live:
-                        yield event
-            # decided once the caller has seen the step's events (a stop asked for then
-            # is honoured at once)
-            decide = loop.after_call() if step is Step.MODEL else loop.after_round()
-            for event in await decide:
+        while True:
+            match step:
+                case CallModel():
+                    if not input.enable_streaming:  # the common case: no extra generator
+                        for event in await loop.model_call():
+                            yield event
+                    else:
+                        async with aclosing(loop.model_stream()) as live:
+                            async for event in live:
+                                yield event
+                    # decided once the caller has seen the step's events (a stop asked for
+                    # then is honoured at once)
+                    events, step = await loop.after_call()
+                case RunTools(calls):
+                    if loop.is_simple(calls):  # one tool that passes no events up
+                        for event in await loop.one_tool(calls[0]):
+                            yield event
+                    else:
+                        async with aclosing(loop.tool_round(calls)) as live:
+                            async for event in live:
+                                yield event
+                    events, step = await loop.after_round()
+                case Final() | Transfer():
+                    ctx.drop_record("react")
+                    return
+                case _:  # Pause or Fail: the record stays for the checkpoint
+                    return
+            for event in events:
                 yield event
-            step = loop.step
-        if step is Step.FINAL:
-            ctx.drop_record("react")
 
     def _store_output(self, ctx: RunContext, text: str) -> None:
         if self.output_key is not None:
@@ -346,16 +358,6 @@ class ChatModelAgent:
         )
 
 
-class Step(enum.Enum):
-    """What the ReAct loop does next, as each step decides."""
-
-    MODEL = "model"  # call the model
-    TOOLS = "tools"  # run the tool calls of the last message
-    FINAL = "final"  # the agent answered (or a tool's result ended its turn)
-    PAUSE = "pause"  # a tool paused the run
-    FAIL = "fail"  # an error (or a stop at a safe point) ended the run
-
-
 class _Loop:
     """One run of a ChatModelAgent's ReAct loop: its model input and where it stands."""
 
@@ -368,7 +370,6 @@ class _Loop:
         "messages",
         "reply",
         "round",
-        "step",
     )
 
     def __init__(self, agent: ChatModelAgent, agent_input: AgentInput, ctx: RunContext) -> None:
@@ -378,13 +379,13 @@ class _Loop:
         self.messages: list[Message] = []
         self.calls_made = 0
         self.done: dict[int, Outcome] = {}  # results from before a pause
-        self.step = Step.MODEL
         self.reply = _Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
         record = self.ctx.take_record("react", ReactRecord)
+        step: Step = CALL_MODEL
         if record is None:
             self.messages = self.agent._initial_messages(self.input, self.ctx)
         else:
@@ -392,9 +393,9 @@ class _Loop:
             self.calls_made = record.calls_made
             if record.phase == "tools":
                 self.done = self._restore_done(record)
-                self.step = Step.TOOLS
+                step = RunTools(self.messages[-1].tool_calls)
         self.ctx.set_model_messages(self.messages)
-        return self.step
+        return step
 
     def _restore_done(self, record: ReactRecord) -> dict[int, Outcome]:
         calls = self.messages[-1].tool_calls if self.messages else []
@@ -420,17 +421,13 @@ class _Loop:
         )
         self.ctx.keep_record("react", record)
 
-    def is_simple(self, step: Step) -> bool:
-        """Whether this step's events can be collected and then yielded: a model call that
-        does not stream, or a round of one tool that passes no events up."""
-        if step is Step.MODEL:
-            return not self.input.enable_streaming
-        calls = self.messages[-1].tool_calls
+    def is_simple(self, calls: tuple[ToolCall, ...]) -> bool:
+        """Whether a round's events can be collected and then yielded: one tool call that
+        passes no events up, with nothing done before a pause."""
         return len(calls) == 1 and calls[0].name not in self.agent._emitting and not self.done
 
     def _before_call(self) -> PlaitError | None:
         """Count the call against the agent's and the teams' limits."""
-        self.step = Step.FAIL
         if self.calls_made >= self.agent.max_iterations:
             return MaxIterationsExceeded(agent_name=self.agent.name, limit=self.calls_made)
         self.calls_made += 1
@@ -445,15 +442,15 @@ class _Loop:
         becomes the reply to take (empty when the call cannot happen)."""
         self.reply = box
         error = self._before_call()
-        if error is not None:
-            return error
-        try:
-            for hook in self.agent._before_model:
-                self.messages = (await hook(self.ctx, self.messages)) or self.messages
-                self.ctx.set_model_messages(self.messages)
-        except PlaitError as exc:
-            return exc
-        return None
+        if error is None:
+            try:
+                for hook in self.agent._before_model:
+                    self.messages = (await hook(self.ctx, self.messages)) or self.messages
+                    self.ctx.set_model_messages(self.messages)
+            except PlaitError as exc:
+                error = exc
+        box.refused = error
+        return error
 
     async def model_call(self) -> list[AgentEvent]:
         """Call the model once (not streaming); return its events."""
@@ -475,24 +472,25 @@ class _Loop:
             async for event in chunks:
                 yield event
 
-    async def after_call(self) -> list[AgentEvent]:
+    async def after_call(self) -> tuple[list[AgentEvent], Step]:
         """Take the reply and decide the next step; a stop request is honoured here."""
         ctx, box = self.ctx, self.reply
-        if box.message is None and box.error is None:
-            return []  # the call never happened (a limit ended the run)
+        if box.refused is not None:
+            return [], Fail(box.refused)  # the call never happened (a limit ended the run)
         for observer in ctx.hooks:
             observer.model_called(ctx, box.message, box.error)
-        error = box.error if box.message is None else await self._take_reply(box.message)
-        if error is not None:
-            self.step = Step.FAIL
-            return [ctx.event(error=error)]
-        if self.step is Step.TOOLS and ctx.cancel_requested:  # a safe point before the tools
+        if box.message is None:
+            error = box.error or ModelError("the model gave no reply", agent_name=ctx.agent_name)
+            return [ctx.event(error=error)], Fail(error)
+        step = await self._take_reply(box.message)
+        if isinstance(step, Fail):
+            return [ctx.event(error=step.error)], step
+        if isinstance(step, RunTools) and ctx.cancel_requested:  # a safe point before tools
             self._save("tools")
             stop = await ctx.safe_point()
             if stop is not None:
-                self.step = Step.FAIL
-                return [stop]
-        return []
+                return [stop], Fail()
+        return [], step
 
     async def _generate(self, box: _Reply) -> None:
         agent = self.agent
@@ -504,73 +502,74 @@ class _Loop:
             box.error = agent._model_error(exc)
             return
         if isinstance(reply, Message):
-            box.message = CallIds(self.ctx.ids.new_id).whole(reply)
+            calls = reply.tool_calls
+            if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique
+                reply = unique_ids(reply, self.ctx.ids.new_id)
+            box.message = reply
         else:
             box.error = agent._wrong_output("generate() returned", reply, "a Message")
 
-    async def _take_reply(self, reply: Message) -> PlaitError | None:
+    async def _take_reply(self, reply: Message) -> Step:
         """Count the reply, pass it through the middlewares and decide the next step."""
         agent, ctx = self.agent, self.ctx
         try:
             ctx.record_model_call(reply.usage)
         except PlaitError as exc:
-            return exc
+            return Fail(exc)
         for hook in agent._after_model:
             reply = (await hook(ctx, reply)) or reply
         if agent._after_model:  # a middleware may have added calls
-            reply = CallIds(ctx.ids.new_id).whole(reply)
+            reply = unique_ids(reply, ctx.ids.new_id)
         self.messages.append(reply)
         if reply.tool_calls:
-            self.step = Step.TOOLS
-        else:
-            agent._store_output(ctx, reply.content)
-            self.step = Step.FINAL
-        return None
+            return RunTools(reply.tool_calls)
+        agent._store_output(ctx, reply.content)
+        return Final(reply)
 
-    async def one_tool(self) -> list[AgentEvent]:
-        """Run the one tool call of the last message; return its events."""
+    async def one_tool(self, call: ToolCall) -> list[AgentEvent]:
+        """Run one tool call (the only one of the round); return its events."""
         agent, ctx, rnd = self.agent, self.ctx, Round()
-        call = self.messages[-1].tool_calls[0]
         event = agent._calls.accept(await agent._calls.run(call, ctx, 0), ctx, rnd)
         self.round = rnd
         return [event] if event is not None else []
 
-    async def tool_round(self) -> AsyncGenerator[AgentEvent, None]:
-        """Run the tool calls of the last message concurrently, passing events up live."""
+    async def tool_round(self, calls: tuple[ToolCall, ...]) -> AsyncGenerator[AgentEvent, None]:
+        """Run a round of tool calls concurrently, passing events up live."""
         rnd = Round(self.done)
         self.done = {}
-        async with aclosing(self._run_concurrently(self.messages[-1].tool_calls, rnd)) as live:
+        async with aclosing(self._run_concurrently(calls, rnd)) as live:
             async for event in live:
                 yield event
         self.round = rnd
 
-    async def after_round(self) -> list[AgentEvent]:
-        """Decide what a finished round of tool calls leads to: fail, pause, answer, or
-        call the model again (after a safe point)."""
+    async def after_round(self) -> tuple[list[AgentEvent], Step]:
+        """Decide what a finished round of tool calls leads to: fail, pause, answer, hand
+        over, or call the model again (after a safe point)."""
         agent, ctx, rnd = self.agent, self.ctx, self.round
-        self.step = Step.FAIL
         if rnd.failed:
-            return []
+            return [], Fail()  # its error event went up with the round
         if rnd.stopped:  # a stop cut tool calls short: save what finished, then stop
             self._save("tools", rnd.outcomes)
             stop = await ctx.safe_point()
-            return [stop or ctx.event(error=RunCancelled("the run was cancelled"))]
+            return [stop or ctx.event(error=RunCancelled("the run was cancelled"))], Fail()
         if rnd.interrupts:
             self._save("tools", rnd.outcomes)
-            self.step = Step.PAUSE
-            return [ctx.pause_event(rnd.interrupts)]
+            return [ctx.pause_event(rnd.interrupts)], Pause(tuple(rnd.interrupts))
         self.messages.extend(rnd.messages())
-        if rnd.direct is not None:  # held back until every tool of the round finished
-            agent._store_output(ctx, rnd.direct.message.content)
-            self.step = Step.FINAL
-            return [ctx.event(message=rnd.direct.message, action=rnd.direct.action)]
+        direct = rnd.direct
+        if direct is not None:  # held back until every tool of the round finished
+            agent._store_output(ctx, direct.message.content)
+            event = ctx.event(message=direct.message, action=direct.action)
+            transfer = None if direct.action is None else direct.action.transfer_to_agent
+            if transfer is not None:
+                return [event], Transfer(transfer.dest_agent_name, transfer)
+            return [event], Final(direct.message)
         if ctx.saves_steps:
             self._save("model")
             stop = await ctx.safe_point()  # a step checkpoint, or a stop
             if stop is not None:
-                return [stop]
-        self.step = Step.MODEL
-        return []
+                return [stop], Fail()
+        return [], CALL_MODEL
 
     async def _run_concurrently(
         self, calls: Sequence[ToolCall], rnd: Round

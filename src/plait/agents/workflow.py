@@ -24,6 +24,7 @@ from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
 from plait.handoff import lane_for
 from plait.history import as_records, whole_messages
 from plait.kernel import is_pause, run_agent
+from plait.steps import Fail, Final, Pause, Step
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
@@ -91,7 +92,7 @@ class _Workflow:
             async with aclosing(self._run_child(child, child_ctx, lane)) as events:
                 async for event in events:
                     yield event
-            if lane.stop:
+            if lane.outcome() is not None:
                 return
         lane.path = path
 
@@ -109,9 +110,16 @@ class _Lane:
         self.iteration: int | None = None  # set by LoopAgent: breaks are honoured
         self.path: tuple[str, ...] = ()
 
-    @property
-    def stop(self) -> bool:
-        return self.exited or self.failed or self.broke or bool(self.paused)
+    def outcome(self) -> Step | None:
+        """Return what the children came to: None (go on), `Fail`, `Pause`, or `Final` (an
+        exit, or a break of the loop)."""
+        if self.failed:
+            return Fail()
+        if self.paused:
+            return Pause(tuple(self.paused))
+        if self.exited or self.broke:
+            return Final()
+        return None
 
     def mark_break(self, event: AgentEvent, depth: int) -> AgentEvent:
         """Take the first pending `BreakLoopAction` of this lane for the loop, marking it done."""
@@ -126,6 +134,17 @@ class _Lane:
             from_agent=brk.from_agent, done=True, current_iterations=self.iteration
         )
         return dataclasses.replace(event, action=dataclasses.replace(action, break_loop=done))
+
+
+def _close(ctx: RunContext, where: RunContext, outcome: Step | None) -> None:
+    """End a sequence or loop: on a pause its records stay for the checkpoint, else they go
+    and what its children said joins the caller's lane."""
+    match outcome:
+        case Pause():
+            return
+        case _:
+            ctx.drop_record("sequence")
+            close_lane(ctx, where)
 
 
 def open_lane(ctx: RunContext, agent_input: AgentInput) -> RunContext:
@@ -172,9 +191,7 @@ class SequentialAgent(_Workflow):
         async with aclosing(self._in_order(ctx, where, (0, start, path), lane)) as events:
             async for event in events:
                 yield event
-        if not lane.paused:
-            ctx.drop_record("sequence")
-            close_lane(ctx, where)
+        _close(ctx, where, lane.outcome())
 
 
 class LoopAgent(_Workflow):
@@ -212,13 +229,11 @@ class LoopAgent(_Workflow):
             async with aclosing(self._in_order(ctx, where, at, lane)) as events:
                 async for event in events:
                     yield event
-            if lane.stop:
+            if lane.outcome() is not None:
                 break
             start, path = 0, lane.path
             iteration += 1
-        if not lane.paused:
-            ctx.drop_record("sequence")
-            close_lane(ctx, where)
+        _close(ctx, where, lane.outcome())
 
 
 class ParallelAgent(_Workflow):
@@ -251,9 +266,9 @@ class ParallelAgent(_Workflow):
                 yield event
                 if event.error is not None:
                     return
-        paused = [name for name, st in states.items() if st.paused]
+        paused = [c for st in states.values() if isinstance(st.outcome(), Pause) for c in st.paused]
         if paused:
-            yield ctx.pause_event([c for n in paused for c in states[n].paused])
+            yield ctx.pause_event(paused)
             return
         ctx.drop_record("parallel")
         for lane_ctx in lanes.values():
@@ -274,7 +289,7 @@ class ParallelAgent(_Workflow):
                 async for event in events:
                     if not is_pause(event, child_ctx.depth):
                         emit(event)
-            if not state.stop:
+            if state.outcome() is None:
                 pending.discard(child.name)
 
         jobs = [functools.partial(lane, c) for c in children]

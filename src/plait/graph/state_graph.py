@@ -39,6 +39,7 @@ from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
 from plait.kernel import Interrupted, call_in
 from plait.messages import Message
+from plait.steps import Fail, Final, Pause, RunNodes, Step
 
 __all__ = ["END", "START", "CompiledGraph", "StateGraph", "append", "merge"]
 
@@ -184,44 +185,72 @@ class CompiledGraph:
             except PlaitError as exc:
                 yield ctx.event(error=exc)
                 return
-        while frontier:
-            if not saved:
-                steps += 1
-                if steps > self.max_steps:
-                    err = MaxStepsExceeded(
-                        f"graph '{self.name}' ran more than max_steps={self.max_steps} steps",
-                        limit=self.max_steps,
-                    )
-                    yield ctx.event(error=err)
+        step: Step = RunNodes(tuple(frontier)) if frontier else Final()
+        while True:
+            match step:
+                case RunNodes(nodes):
+                    if saved is None:
+                        steps += 1
+                        if steps > self.max_steps:
+                            step = Fail(self._too_many_steps())
+                            continue
+                    saved = None
+                    run = _SuperStep(list(nodes), done)
+                    async with aclosing(self._super_step(run, state, ctx)) as events:
+                        async for event in events:
+                            yield event
+                            if event.error is not None:
+                                return
+                    state, step = self._after(run, state, steps, seen, ctx)
+                    done = {}
+                    if isinstance(step, RunNodes):
+                        stop = await ctx.safe_point()  # a step checkpoint, or a stop
+                        if stop is not None:
+                            yield stop
+                            return
+                case Pause(interrupts):
+                    yield ctx.pause_event(interrupts)
                     return
-            saved = None
-            step = _Step(frontier, done)
-            async with aclosing(self._super_step(step, state, ctx)) as events:
-                async for event in events:
-                    yield event
-                    if event.error is not None:
-                        return
-            if step.paused:
-                self._keep(ctx, state, frontier, steps, step.updates, seen)
-                yield ctx.pause_event(step.paused)
-                return
-            for node in frontier:
-                state = self._apply(state, step.updates[node])
-            done = {}
-            try:
-                frontier = self._next(frontier, state, seen)
-            except PlaitError as exc:
-                yield ctx.event(error=exc)
-                return
-            if frontier:
-                self._keep(ctx, state, frontier, steps, {}, seen)
-                stop = await ctx.safe_point()  # a step checkpoint, or a stop
-                if stop is not None:
-                    yield stop
+                case Fail(error):
+                    if error is not None:
+                        yield ctx.event(error=error)
                     return
-        ctx.drop_record("graph")
-        yield ctx.event(message=_answer(state, input.messages))
-        yield ctx.event(output=AgentOutput(custom=state))
+                case _:
+                    ctx.drop_record("graph")
+                    yield ctx.event(message=_answer(state, input.messages))
+                    yield ctx.event(output=AgentOutput(custom=state))
+                    return
+
+    def _too_many_steps(self) -> MaxStepsExceeded:
+        return MaxStepsExceeded(
+            f"graph '{self.name}' ran more than max_steps={self.max_steps} steps",
+            limit=self.max_steps,
+        )
+
+    def _after(
+        self,
+        run: _SuperStep,
+        state: dict[str, Any],
+        steps: int,
+        seen: dict[tuple[str, ...], set[str]],
+        ctx: RunContext,
+    ) -> tuple[dict[str, Any], Step]:
+        """Return the state after a super-step and the next step: `Pause` (the record keeps
+        the nodes' updates so far), `RunNodes` (the record keeps where it starts), `Final`
+        when no node is triggered, or `Fail`."""
+        if run.paused:
+            self._keep(ctx, state, run.frontier, steps, run.updates, seen)
+            return state, Pause(tuple(run.paused))
+        for node in run.frontier:
+            state = self._apply(state, run.updates[node])
+        try:
+            frontier = self._next(run.frontier, state, seen)
+        except PlaitError as exc:
+            return state, Fail(exc)
+        if not frontier:
+            return state, Final()
+        self._keep(ctx, state, frontier, steps, {}, seen)
+        return state, RunNodes(tuple(frontier))
 
     def _keep(
         self,
@@ -336,7 +365,7 @@ class CompiledGraph:
         return targets
 
     async def _super_step(
-        self, step: _Step, state: dict[str, Any], ctx: RunContext
+        self, step: _SuperStep, state: dict[str, Any], ctx: RunContext
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the step's nodes concurrently; yield their events and one event per node."""
         todo = [n for n in step.frontier if n not in step.updates]
@@ -406,7 +435,7 @@ def _answer(state: Mapping[str, Any], given: Sequence[Message]) -> Message:
     return Message.assistant(pydantic_core.to_json(state, serialize_unknown=True).decode())
 
 
-class _Step:
+class _SuperStep:
     """One super-step: its nodes, their updates, and the interrupts that paused it."""
 
     def __init__(self, frontier: list[str], done: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, overload
 from plait._quote import QUOTE_CHARS, quote
 from plait._threads import run_in_thread
 from plait.agent_context import AgentContext
-from plait.context import RunContext, inside
+from plait.context import RunContext
 from plait.errors import InvalidToolArguments, UsageError
 from plait.tools.base import ToolInfo, ToolResult, check_timeout
 
@@ -101,18 +101,15 @@ class FunctionTool:
         return ToolInfo(name=self.name, description=self.description, parameters=self._parameters)
 
     async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
-        """Run one call of this tool with the model's `arguments_json`."""
-        return await self._call(arguments_json, inside(ctx))
-
-    async def _call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
-        """Validate the arguments, run the function and encode its result."""
+        """Validate the arguments, run the function (`ctx` given to the parameters that ask
+        for it) and encode its result."""
         try:
             args = self._args_model.model_validate_json(arguments_json or "{}", strict=True)
         except self._validation_error as exc:
             raise InvalidToolArguments(
                 describe_invalid_arguments(exc, self.name),
                 tool_name=self.name,
-                call_id=ctx.tool_call_id,
+                call_id=getattr(ctx, "tool_call_id", None),
                 agent_name=ctx.agent_name,
             ) from None
         kwargs = dict(args.__dict__)
