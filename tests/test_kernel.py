@@ -600,3 +600,23 @@ async def test_run_metadata_is_saved_with_the_checkpoint_and_restored() -> None:
     resumer = Runner(agent, store=store)  # built without metadata: it sees the run's
     await resumer.resume(paused.checkpoint_id, value="y").collect()  # type: ignore[arg-type]
     assert seen == [{"trace_id": "abc123"}, {"trace_id": "abc123"}]
+
+
+def test_the_tests_validate_every_checkpoint_as_it_is_written() -> None:
+    from plait.checkpoint import VALIDATE_WRITES, Checkpoint, ReactRecord
+    from plait.run_state import RunSnapshot
+
+    assert VALIDATE_WRITES
+    bad = ReactRecord.model_construct(
+        messages=[Message.user("q")], calls_made=1, phase="tools", done=[]
+    )
+    bad.done.append(plait_done_call(index=3))
+    snapshot = RunSnapshot(records={("agent:A", "react"): bad})
+    with pytest.raises(CheckpointCorrupt, match="tool call 3"):
+        Checkpoint.encode(snapshot, (), agent_name="A", session_id=None)
+
+
+def plait_done_call(index: int) -> Any:
+    from plait.checkpoint import DoneCall
+
+    return DoneCall.model_construct(index=index, content="x", action=None)

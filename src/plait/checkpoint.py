@@ -52,6 +52,10 @@ __all__ = [
 
 FORMAT = "plait.checkpoint"
 VERSION = 2
+#: Validate every checkpoint as it is written, as `decode` will read it. Off in production
+#: (records are built without validation on the hot path); plait's tests turn it on, so a
+#: record that would not read back fails where it is written.
+VALIDATE_WRITES = False
 
 
 class _Unset:
@@ -387,10 +391,13 @@ class Checkpoint:
             run_options=[_RunOption.model_construct(**entry) for entry in snapshot.options],
         )
         try:
-            return doc.model_dump_json(warnings="error").encode()
+            data = doc.model_dump_json(warnings="error").encode()
         except Exception:
             _name_unencodable(snapshot, interrupts)
             raise
+        if VALIDATE_WRITES:
+            Checkpoint.decode(data, "(being written)")
+        return data
 
     @classmethod
     def decode(cls, raw: bytes, checkpoint_id: str) -> Checkpoint:
