@@ -9,6 +9,7 @@ import pytest
 
 from plait import (
     AgentAction,
+    AgentContext,
     AgentEvent,
     AgentInput,
     BreakLoopAction,
@@ -19,11 +20,12 @@ from plait import (
     RunContext,
     Runner,
     SequentialAgent,
+    interrupt,
     run_context,
     tool,
 )
 from plait.errors import ModelError, UsageError
-from plait.testing import ScriptedModel, call, reply
+from plait.testing import FunctionModel, ScriptedModel, call, reply
 from tests.conftest import kinds
 
 
@@ -234,3 +236,50 @@ def test_what_is_not_an_agent_is_refused_when_a_workflow_is_built(
     assert message.startswith(f"{kind.__name__} 'w': sub_agents[1] is {shown}")
     assert message.endswith(", not an Agent (needs name, description and run)")
     assert len(message) < 200
+
+
+def test_a_model_agent_starts_afresh_in_each_round_after_a_resume() -> None:
+    """A ChatModelAgent that finished its turn leaves no resume record behind: in the next
+    round of a loop, after the run paused and resumed in between, it starts from its input."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add.
+
+        Args:
+            a: One.
+            b: Two.
+        """
+        return a + b
+
+    asked: list[list[str]] = []
+
+    def adder(messages: list[Message], tools: object) -> Message:
+        asked.append([m.role for m in messages])
+        if messages[-1].role == "tool":
+            return reply("sum done")
+        return call("add", {"a": 1, "b": 2})
+
+    class Asker:
+        name, description = "asker", "Asks once."
+
+        async def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
+            if ctx.load_state("asked") is None:
+                ctx.save_state("asked", True)
+                interrupt("go on?")
+            yield ctx.event(message=Message.assistant("asked"))
+
+    loop = LoopAgent(
+        "rounds",
+        [ChatModelAgent("adder", FunctionModel(adder), tools=[add]), Asker()],
+        max_iterations=2,
+    )
+    runner = Runner(loop, durability="step")
+    paused = runner.query_sync("add")
+    assert paused.checkpoint_id is not None
+    done = runner.resume_sync(paused.checkpoint_id, value="yes")
+    assert done.error is None and done.final_output == "asked"
+    # round 2 began with a model call on a fresh input, not from round 1's tool result
+    first_of_round_2 = asked[2]
+    assert first_of_round_2[-1] != "tool"
+    assert len(asked) == 4
