@@ -296,3 +296,19 @@ def test_a_context_variable_set_before_the_model_is_current_during_its_call(
     assert result.error is None
     assert during == ["span of A"]
     assert after == ["span of A"]
+
+
+def test_a_refusal_inside_an_agent_run_as_a_tool_ends_the_whole_run() -> None:
+    class Guard(Hooks):
+        async def before_model(self, ctx: RunContext, request: ModelRequest) -> None:
+            raise Refused(f"{ctx.agent_name} may not call its model")
+
+    helper = ChatModelAgent(
+        "helper", ScriptedModel([reply("helped")]), description="Helps.", hooks=[Guard()]
+    )
+    model = ScriptedModel([call("helper", {"request": "help"}), reply("done")])
+    main = ChatModelAgent("main", model, tools=[AgentTool(helper)])
+    result = Runner(main).query_sync("hi")
+    assert isinstance(result.error, Refused)
+    assert str(result.error) == "helper may not call its model"
+    assert model.remaining == 1  # the caller's model was not told and asked again

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from plait.errors import HookError, PlaitError, UsageError
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from plait.messages import Message, ToolCall
     from plait.tools.base import ToolInfo
 
-__all__ = ["NO_HOOKS", "HookChain", "Hooks", "ModelRequest", "call_hook", "notify"]
+__all__ = ["NO_HOOKS", "HookChain", "Hooks", "ModelRequest", "call_hook", "ends_run", "notify"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -153,21 +153,29 @@ class HookChain:
 
 NO_HOOKS = HookChain()
 
+_ENDS_RUN = "_plait_hook_refusal"  # set on an error a hook raised
+
 
 async def call_hook(fn: Seam, seam: str, *args: Any) -> Any:
     """Await one hook at `seam`; an exception other than a `PlaitError` becomes a
     `HookError`."""
     try:
         return await fn(*args)
-    except PlaitError:
+    except PlaitError as exc:
+        setattr(exc, _ENDS_RUN, True)  # a refusal ends the run, even in an agent run as a tool
         raise
     except Exception as exc:
         hook = type(getattr(fn, "__self__", fn)).__name__
         err = HookError(
             f"hook {hook}.{seam} raised {type(exc).__name__}: {exc}", hook=hook, seam=seam
         )
-        err.__cause__ = exc
+        setattr(err, _ENDS_RUN, True)
         raise err from exc
+
+
+def ends_run(exc: BaseException) -> TypeGuard[PlaitError]:
+    """Whether `exc` was raised by a hook (it ends the whole run, at any depth)."""
+    return isinstance(exc, PlaitError) and exc.__dict__.get(_ENDS_RUN, False) is True
 
 
 async def notify(fns: tuple[Seam, ...], seam: str, *args: Any) -> PlaitError | None:

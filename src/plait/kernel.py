@@ -87,7 +87,6 @@ def _enter(
     pause raised out of it becomes its pause event, and an exception its error event. With
     `record`, its own messages go into the lane's history. The `before_agent` and
     `after_agent` hooks (the run's, then the agent's own) run around it."""
-    ctx.enter_resume(agent)
     hooks = ctx.hooks
     own = getattr(agent, "agent_hooks", None)  # `HasHooks`: a ChatModelAgent's own hooks
     if isinstance(own, HookChain) and not own.empty:
@@ -102,12 +101,13 @@ async def _hooked(
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run `agent` between its `before_agent` and `after_agent` hooks; a hook's error ends
     it with that error."""
+    ctx.enter_resume(agent)  # before the hooks, which may read `ctx.resume_info`
     error = await notify(hooks.before_agent, "before_agent", ctx, agent_input)
     try:
         if error is not None:
             yield ctx.event(error=error)
         else:
-            async with aclosing(_run(agent, agent_input, ctx, record)) as events:
+            async with aclosing(_run(agent, agent_input, ctx, record, True)) as events:
                 async for event in events:
                     if event.error is not None:
                         error = event.error
@@ -119,9 +119,12 @@ async def _hooked(
 
 
 async def _run(
-    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool
+    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool, entered: bool = False
 ) -> AsyncGenerator[AgentEvent, None]:
-    """Run `agent` in `ctx` with `ctx` as the current context for every step."""
+    """Run `agent` in `ctx` with `ctx` as the current context for every step (`entered`: its
+    `resume_info` is fixed already)."""
+    if not entered:
+        ctx.enter_resume(agent)
     replay = _Replay(ctx)
     path, depth, history = ctx.run_path, ctx.depth, ctx.lane_history
     events = agent.run(agent_input, ctx)

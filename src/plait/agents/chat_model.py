@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from types import MappingProxyType
@@ -13,11 +12,11 @@ from typing import Any, Literal
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
-from plait.agents._chunks import CheckedChunks, streaming_output
-from plait.agents.call_ids import CallIds, unique_ids
+from plait.agents.call_ids import unique_ids
 from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware
+from plait.agents.model_call import Reply, model_error, stream_reply, wrong_output
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
 from plait.checkpoint import DoneCall, ReactRecord
 from plait.context import Emit, RunContext, inside
@@ -29,7 +28,7 @@ from plait.errors import (
     RunCancelled,
     UsageError,
 )
-from plait.events import AgentAction, AgentEvent, MessageStream
+from plait.events import AgentAction, AgentEvent
 from plait.handoff import can_transfer
 from plait.hooks import HookChain, Hooks, ModelRequest, call_hook
 from plait.messages import Message, ToolCall
@@ -56,19 +55,6 @@ def _exit(final_result: str) -> ToolResult:
 
 def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
-
-
-class _Reply:
-    """The model's reply to one call, or why there is none (and, when hooks see the call,
-    its request)."""
-
-    __slots__ = ("error", "message", "refused", "request")
-
-    def __init__(self) -> None:
-        self.request: ModelRequest | None = None
-        self.message: Message | None = None
-        self.error: PlaitError | None = None
-        self.refused: PlaitError | None = None  # the call could not be made (a limit)
 
 
 class ChatModelAgent:
@@ -308,58 +294,6 @@ class ChatModelAgent:
         if self.output_key is not None:
             ctx.session_values[self.output_key] = text
 
-    async def _stream_reply(
-        self, request: ModelRequest, ctx: RunContext, box: _Reply
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """Yield the streaming event first, then drain the model's stream into `box`."""
-        box.message = None
-        try:
-            source = self.model.stream(request.messages, tools=request.tools, **request.options)
-        except Exception as exc:
-            box.error = self._model_error(exc)
-            return
-        if not isinstance(source, AsyncIterator):
-            if inspect.iscoroutine(source):  # `async def stream` that returns, not yields
-                source.close()
-            box.error = self._wrong_output(
-                "stream() returned", source, "an async iterator of Messages"
-            )
-            return
-        ids = CallIds(ctx.ids.new_id)
-        chunks = CheckedChunks(
-            source,
-            lambda chunk: self._wrong_output("stream() yielded", chunk, "Message chunks"),
-            ids.chunk,
-        )
-        stream = MessageStream(chunks, on_error=self._model_error)
-        try:
-            yield ctx.event(output=streaming_output(stream))
-            try:
-                box.message = await stream.collect()
-            except PlaitError as exc:
-                box.error = exc
-        finally:
-            await stream.aclose()
-
-    def _model_error(self, exc: Exception) -> PlaitError:
-        if isinstance(exc, ModelError):
-            if exc.agent_name is None:
-                exc.agent_name = self.name
-            return exc
-        if isinstance(exc, PlaitError):
-            return exc
-        err = ModelError(f"model call failed: {type(exc).__name__}: {exc}", agent_name=self.name)
-        err.__cause__ = exc
-        return err
-
-    def _wrong_output(self, what: str, value: object, expected: str) -> ModelError:
-        """The error for a model whose `generate`/`stream` gave something other than a Message."""
-        return ModelError(
-            f"model {type(self.model).__name__}: {what} {type(value).__name__}, "
-            f"expected {expected} (see the plait.models.ChatModel protocol)",
-            agent_name=self.name,
-        )
-
 
 class _Loop:
     """One run of a ChatModelAgent's ReAct loop: its model input and where it stands."""
@@ -383,7 +317,7 @@ class _Loop:
         self.messages: list[Message] = []
         self.calls_made = 0
         self.done: dict[int, Outcome] = {}  # results from before a pause
-        self.reply = _Reply()  # the model's last reply, until it is taken
+        self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
         self.hooks = ctx.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
 
@@ -442,7 +376,7 @@ class _Loop:
             return exc
         return None
 
-    async def _open_call(self, box: _Reply) -> PlaitError | None:
+    async def _open_call(self, box: Reply) -> PlaitError | None:
         """Count the call against the limits and run the `before_model` hooks; `box`
         becomes the reply to take (empty when the call cannot happen)."""
         self.reply = box
@@ -460,7 +394,7 @@ class _Loop:
         options = MappingProxyType(agent.model_options)
         return ModelRequest(tuple(self.messages), agent._tool_infos, options)
 
-    async def _before_model(self, box: _Reply) -> None:
+    async def _before_model(self, box: Reply) -> None:
         """Pass the request through the `before_model` hooks; its messages become the
         agent's history."""
         request = self._request()
@@ -474,7 +408,7 @@ class _Loop:
 
     async def model_call(self) -> list[AgentEvent]:
         """Call the model once (not streaming); return its events."""
-        ctx, box = self.ctx, _Reply()
+        ctx, box = self.ctx, Reply()
         error = await self._open_call(box)
         if error is not None:
             return [ctx.event(error=error)]
@@ -483,13 +417,15 @@ class _Loop:
 
     async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
         """Call the model once, streaming: its streaming event comes first."""
-        ctx, box = self.ctx, _Reply()
+        ctx, box = self.ctx, Reply()
         error = await self._open_call(box)
         if error is not None:
             yield ctx.event(error=error)
             return
         request = box.request or self._request()
-        async with aclosing(self.agent._stream_reply(request, ctx, box)) as chunks:
+        async with aclosing(
+            stream_reply(self.agent.model, self.agent.name, request, ctx, box)
+        ) as chunks:
             async for event in chunks:
                 yield event
 
@@ -511,7 +447,7 @@ class _Loop:
                 return [stop], Fail()
         return [], step
 
-    async def _generate(self, box: _Reply) -> None:
+    async def _generate(self, box: Reply) -> None:
         agent, request = self.agent, box.request
         try:
             if request is None:
@@ -523,7 +459,7 @@ class _Loop:
                     request.messages, tools=request.tools, **request.options
                 )
         except Exception as exc:
-            box.error = agent._model_error(exc)
+            box.error = model_error(agent.name, exc)
             return
         if isinstance(reply, Message):
             calls = reply.tool_calls
@@ -531,21 +467,18 @@ class _Loop:
                 reply = unique_ids(reply, self.ctx.ids.new_id)
             box.message = reply
         else:
-            box.error = agent._wrong_output("generate() returned", reply, "a Message")
+            box.error = wrong_output(
+                agent.model, agent.name, "generate() returned", reply, "a Message"
+            )
 
-    async def _take_reply(self, box: _Reply, reply: Message) -> Step:
+    async def _take_reply(self, box: Reply, reply: Message) -> Step:
         """Count the reply, pass it through the `after_model` hooks and decide the next
         step."""
         agent, ctx = self.agent, self.ctx
         try:
             ctx.record_model_call(reply.usage)
             if self.hooks.after_model:
-                request = box.request or self._request()
-                for fn in self.hooks.after_model:
-                    replaced = await call_hook(fn, "after_model", ctx, request, reply)
-                    if replaced is not None:
-                        reply = replaced
-                reply = unique_ids(reply, ctx.ids.new_id)  # a hook may have added calls
+                reply = await self._after_model(box, reply)
         except PlaitError as exc:
             return Fail(exc)
         self.messages.append(reply)
@@ -553,6 +486,16 @@ class _Loop:
             return RunTools(reply.tool_calls)
         agent._store_output(ctx, reply.content)
         return Final(reply)
+
+    async def _after_model(self, box: Reply, reply: Message) -> Message:
+        """Pass the reply through the `after_model` hooks; calls a hook adds get unique ids."""
+        request = box.request or self._request()
+        given = reply
+        for fn in self.hooks.after_model:
+            replaced = await call_hook(fn, "after_model", self.ctx, request, reply)
+            if replaced is not None:
+                reply = replaced
+        return reply if reply is given else unique_ids(reply, self.ctx.ids.new_id)
 
     async def one_tool(self, call: ToolCall) -> list[AgentEvent]:
         """Run one tool call (the only one of the round); return its events."""

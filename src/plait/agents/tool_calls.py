@@ -24,7 +24,7 @@ from plait.errors import (
     ToolTimeout,
 )
 from plait.events import AgentAction, AgentEvent, InterruptCtx, TransferToAgentAction
-from plait.hooks import HookChain, call_hook
+from plait.hooks import HookChain, call_hook, ends_run
 from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
 from plait.tools.base import HasTimeout, Tool, ToolResult
@@ -138,7 +138,9 @@ class ToolCalls:
         if hooks.before_tool:
             try:
                 for fn in hooks.before_tool:
-                    call = (await call_hook(fn, "before_tool", tctx, call)) or call
+                    replaced = await call_hook(fn, "before_tool", tctx, call)
+                    if replaced is not None:
+                        call = replaced
             except PlaitError as exc:
                 return Outcome(index, call, Message.tool("", call.id, name=call.name), fatal=exc)
         outcome = await self._call(call, tctx, index)
@@ -212,7 +214,7 @@ class ToolCalls:
         return f"Error: {text}.", None, None
 
     def _tool_failure(self, call: ToolCall, exc: Exception) -> tuple[str, PlaitError | None]:
-        if isinstance(exc, LimitExceeded | RunCancelled):
+        if isinstance(exc, LimitExceeded | RunCancelled) or ends_run(exc):
             return "", exc
         if isinstance(exc, InvalidToolArguments):
             text = str(exc)
