@@ -454,34 +454,31 @@ async def test_step_snapshots_can_be_kept_as_history() -> None:
 
 
 def test_the_seams_of_a_run_are_reported_to_its_hooks() -> None:
-    from plait.context import RunHooks
+    from plait import Hooks
 
     seen: list[str] = []
 
-    class Recorder(RunHooks):
-        def agent_entered(self, ctx: RunContext) -> None:
+    class Recorder(Hooks):
+        async def before_agent(self, ctx: RunContext, input: Any) -> None:
             seen.append(f"enter {ctx.agent_name}")
 
-        def agent_exited(self, ctx: RunContext, error: Any) -> None:
+        async def after_agent(self, ctx: RunContext, error: Any) -> None:
             seen.append(f"exit {ctx.agent_name}")
 
-        def model_called(self, ctx: RunContext, reply: Any, error: Any) -> None:
+        async def after_model(self, ctx: RunContext, request: Any, reply: Any) -> None:
             seen.append("model")
 
-        def tool_called(self, ctx: RunContext, content: Any, error: Any) -> None:
+        async def after_tool(self, ctx: RunContext, call: Any, result: str) -> None:
             seen.append(f"tool {ctx.tool_name}")
 
-        def paused(self, ctx: RunContext, interrupts: Any, checkpoint_id: str) -> None:
+        async def on_pause(self, ctx: RunContext, interrupts: Any, checkpoint_id: str) -> None:
             seen.append("paused")
 
-        def resumed(self, ctx: RunContext, checkpoint_id: str) -> None:
+        async def on_resume(self, ctx: RunContext, checkpoint_id: str) -> None:
             seen.append("resumed")
 
-        def step_saved(self, ctx: RunContext, checkpoint_id: str) -> None:
+        async def on_step_saved(self, ctx: RunContext, checkpoint_id: str) -> None:
             seen.append("step saved")
-
-        def budget_charged(self, ctx: RunContext, usage: Any) -> None:
-            seen.append("charged")
 
     model = ScriptedModel([call("lookup", {}), call("approve", {"item": "x"}), reply("done")])
     agent = ChatModelAgent("A", model, tools=[lookup, approve])
@@ -490,11 +487,9 @@ def test_the_seams_of_a_run_are_reported_to_its_hooks() -> None:
     assert seen == [
         "enter A",
         "model",
-        "charged",
         "tool lookup",
         "step saved",
         "model",
-        "charged",
         "paused",
         "exit A",
     ]
@@ -506,7 +501,6 @@ def test_the_seams_of_a_run_are_reported_to_its_hooks() -> None:
         "tool approve",
         "step saved",
         "model",
-        "charged",
         "exit A",
     ]
 

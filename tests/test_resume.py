@@ -9,12 +9,12 @@ from plait import (
     AgentEvent,
     AgentInput,
     ChatModelAgent,
+    Hooks,
     LoopAgent,
     Message,
     ParallelAgent,
     ResumeInfo,
     RunContext,
-    RunHooks,
     Runner,
     SequentialAgent,
     interrupt,
@@ -51,13 +51,13 @@ class Sayer:
         yield ctx.event(message=Message.assistant(f"{self.name} said"))
 
 
-class Seen(RunHooks):
+class Seen(Hooks):
     """Record the `resume_info` of every agent as it enters."""
 
     def __init__(self) -> None:
         self.entered: list[tuple[str, ResumeInfo | None]] = []
 
-    def agent_entered(self, ctx: RunContext) -> None:
+    async def before_agent(self, ctx: RunContext, input: AgentInput) -> None:
         self.entered.append((ctx.agent_name, ctx.resume_info))
 
     def take(self) -> list[tuple[str, ResumeInfo | None]]:

@@ -13,7 +13,8 @@ print(Runner(agent).query_sync("What is 2 + 3?").final_output)
 ```
 
 Every name is imported on first use (so `import plait` stays fast); the submodules
-`plait.errors`, `plait.models`, `plait.prebuilt` and `plait.testing` are attributes too.
+`plait.errors`, `plait.hooks`, `plait.models`, `plait.prebuilt` and `plait.testing` are
+attributes too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from plait import errors
 
 if TYPE_CHECKING:
-    from plait import graph, models, prebuilt, testing
+    from plait import graph, hooks, models, prebuilt, testing
     from plait.agent import Agent, AgentInput
     from plait.agent_context import AgentContext, RunContext
     from plait.agents import (
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
         SequentialAgent,
         set_sub_agents,
     )
-    from plait.context import IdSource, RunHooks
+    from plait.context import IdSource
     from plait.current import run_context
     from plait.errors import PlaitError
     from plait.events import (
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         TransferToAgentAction,
     )
     from plait.graph import END, START, StateGraph
+    from plait.hooks import Hooks, ModelRequest
     from plait.interrupt import interrupt, interrupt_state
     from plait.messages import Message, ToolCall, Usage
     from plait.options import RunOption
@@ -77,6 +79,7 @@ __all__ = [
     "END",
     "FunctionTool",
     "HandoffLog",
+    "Hooks",
     "IdSource",
     "Inherit",
     "InterruptCtx",
@@ -86,11 +89,11 @@ __all__ = [
     "MessageStream",
     "MessageVariant",
     "Middleware",
+    "ModelRequest",
     "ParallelAgent",
     "PlaitError",
     "ResumeInfo",
     "RunContext",
-    "RunHooks",
     "RunOption",
     "RunResult",
     "RunStream",
@@ -109,6 +112,7 @@ __all__ = [
     "Usage",
     "errors",
     "graph",
+    "hooks",
     "interrupt",
     "interrupt_state",
     "models",
@@ -131,6 +135,7 @@ _EXPORTS = {
     "END": "plait.graph",
     "FunctionTool": "plait.tools",
     "HandoffLog": "plait.events",
+    "Hooks": "plait.hooks",
     "Inherit": "plait.team",
     "InterruptCtx": "plait.events",
     "InterruptInfo": "plait.events",
@@ -139,13 +144,13 @@ _EXPORTS = {
     "MessageStream": "plait.events",
     "MessageVariant": "plait.events",
     "Middleware": "plait.agents",
+    "ModelRequest": "plait.hooks",
     "ParallelAgent": "plait.agents",
     "PlaitError": "plait.errors",
     "IdSource": "plait.context",
     "AgentContext": "plait.agent_context",
     "ResumeInfo": "plait.resume",
     "RunContext": "plait.agent_context",
-    "RunHooks": "plait.context",
     "RunOption": "plait.options",
     "RunResult": "plait.events",
     "RunStream": "plait.runner",
@@ -168,7 +173,7 @@ _EXPORTS = {
     "set_sub_agents": "plait.agents",
     "tool": "plait.tools",
 }
-_LAZY_MODULES = frozenset({"graph", "models", "prebuilt", "testing"})
+_LAZY_MODULES = frozenset({"graph", "hooks", "models", "prebuilt", "testing"})
 
 
 def __getattr__(name: str) -> Any:

@@ -32,13 +32,13 @@ from plait.events import (
     MessageVariant,
 )
 from plait.history import USER, HistoryRecord, history_for, whole_messages
+from plait.hooks import NO_HOOKS, HookChain
 from plait.messages import Message, Usage
 from plait.resume import ResumeInfo, ResumePoints
 from plait.run_state import (
     Budget,
     CallGuard,
     IdSource,
-    RunHooks,
     RunSnapshot,
     RunState,
     SavedOptions,
@@ -49,7 +49,6 @@ __all__ = [
     "Emit",
     "IdSource",
     "RunContext",
-    "RunHooks",
     "inside",
 ]
 
@@ -158,7 +157,7 @@ class RunContext:
         *,
         durability: str = "exit",
         ids: IdSource | None = None,
-        hooks: Sequence[RunHooks] = (),
+        hooks: HookChain = NO_HOOKS,
         max_transfers: int | None = None,
         saver: Saver | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -170,7 +169,7 @@ class RunContext:
         run.session_id = session_id
         run.durability = durability
         run.ids = ids if ids is not None else run.ids
-        run.hooks = tuple(hooks)
+        run.hooks = hooks
         run.max_transfers = max_transfers
         run.saver = saver
         if metadata:
@@ -382,8 +381,8 @@ class RunContext:
         return self._run.ids
 
     @property
-    def hooks(self) -> tuple[RunHooks, ...]:
-        """Return the hooks observing this run."""
+    def hooks(self) -> HookChain:
+        """Return the runner's hooks of this run."""
         return self._run.hooks
 
     @property
@@ -403,10 +402,7 @@ class RunContext:
 
         Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
         """
-        run = self._run
-        for hook in run.hooks:
-            hook.budget_charged(self, usage)
-        run.charge(self._budgets, usage)
+        self._run.charge(self._budgets, usage)
 
     def check_steps(self) -> None:
         """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""

@@ -4,6 +4,7 @@
 PlaitError
 ├── UsageError                  a developer mistake (bad configuration, missing placeholder)
 ├── AgentError                  an unexpected exception escaped a custom agent
+├── HookError                   an unexpected exception escaped a hook (names hook and seam)
 ├── ModelError                  the model call failed (provider error, exhausted script)
 ├── ToolError                   a tool failed and the agent was told to raise (tool_errors="raise")
 │   ├── InvalidToolArguments    the arguments were not JSON or did not match the schema
@@ -46,6 +47,7 @@ __all__ = [
     "CheckpointCorrupt",
     "CheckpointNotFound",
     "CheckpointVersionError",
+    "HookError",
     "InvalidToolArguments",
     "LimitExceeded",
     "MaxDepthExceeded",
@@ -161,6 +163,14 @@ class AgentError(PlaitError):
         err = cls(f"agent '{agent_name}' raised {type(exc).__name__}: {exc}", agent_name=agent_name)
         err.__cause__ = exc
         return err
+
+
+class HookError(PlaitError):
+    """An unexpected exception escaped a hook; `hook` names its class and `seam` the method
+    (`before_model`, `after_tool`, ...). The run ends with it; no agent is blamed."""
+
+    hook: str
+    seam: str
 
 
 class ModelError(PlaitError):

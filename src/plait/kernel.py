@@ -30,6 +30,7 @@ One run, and one resume, as calls:
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 from plait._signal import InterruptSignal
@@ -37,9 +38,10 @@ from plait.agent import Agent, AgentInput
 from plait.checkpoint import ReplayRecord
 from plait.context import RunContext
 from plait.current import CURRENT
-from plait.errors import AgentError, PlaitError
+from plait.errors import AgentError
 from plait.events import AgentEvent, InterruptCtx
 from plait.handoff import Flow, HandoffLoop, can_transfer, input_for
+from plait.hooks import HookChain, notify
 
 __all__ = ["Interrupted", "call_in", "is_pause", "run_agent", "run_loop"]
 
@@ -78,17 +80,51 @@ def run_loop(loop: HandoffLoop, ctx: RunContext) -> AsyncGenerator[AgentEvent, N
     return loop.run(ctx, _enter)
 
 
-async def _enter(
+def _enter(
     agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool = False
 ) -> AsyncGenerator[AgentEvent, None]:
     """Enter `agent` in `ctx`: every step of it runs with `ctx` as the current context; a
     pause raised out of it becomes its pause event, and an exception its error event. With
-    `record`, its own messages go into the lane's history."""
+    `record`, its own messages go into the lane's history. The `before_agent` and
+    `after_agent` hooks (the run's, then the agent's own) run around it."""
     hooks = ctx.hooks
-    ctx.enter_resume(agent)
-    for hook in hooks:
-        hook.agent_entered(ctx)
-    error: PlaitError | None = None
+    own = getattr(agent, "agent_hooks", None)  # `HasHooks`: a ChatModelAgent's own hooks
+    if isinstance(own, HookChain) and not own.empty:
+        hooks = hooks.around(own)
+    if not (hooks.before_agent or hooks.after_agent):
+        return _run(agent, agent_input, ctx, record)
+    return _hooked(agent, agent_input, ctx, record, hooks)
+
+
+async def _hooked(
+    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool, hooks: HookChain
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run `agent` between its `before_agent` and `after_agent` hooks; a hook's error ends
+    it with that error."""
+    ctx.enter_resume(agent)  # before the hooks, which may read `ctx.resume_info`
+    error = await notify(hooks.before_agent, "before_agent", ctx, agent_input)
+    try:
+        if error is not None:
+            yield ctx.event(error=error)
+        else:
+            async with aclosing(_run(agent, agent_input, ctx, record, True)) as events:
+                async for event in events:
+                    if event.error is not None:
+                        error = event.error
+                    yield event
+    finally:
+        failure = await notify(hooks.after_agent, "after_agent", ctx, error)
+    if failure is not None:
+        yield ctx.event(error=failure)
+
+
+async def _run(
+    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool, entered: bool = False
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run `agent` in `ctx` with `ctx` as the current context for every step (`entered`: its
+    `resume_info` is fixed already)."""
+    if not entered:
+        ctx.enter_resume(agent)
     replay = _Replay(ctx)
     path, depth, history = ctx.run_path, ctx.depth, ctx.lane_history
     events = agent.run(agent_input, ctx)
@@ -104,13 +140,12 @@ async def _enter(
                 yield ctx.pause_event(signal.contexts)
                 return
             except Exception as exc:
-                error = AgentError.wrap(exc, ctx.agent_name)
-                yield ctx.event(error=error)
+                yield ctx.event(error=AgentError.wrap(exc, ctx.agent_name))
                 return
             finally:
                 CURRENT.reset(token)
             if event.error is not None:
-                error = event.error
+                pass
             elif event.action is not None and is_pause(event, depth):
                 replay.pause()
             elif event.run_path == path and event.depth == depth:  # one of its own
@@ -126,8 +161,6 @@ async def _enter(
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
-        for hook in hooks:
-            hook.agent_exited(ctx, error)
 
 
 class _Replay:

@@ -3,9 +3,8 @@
 `RunState` is what `RunContext` views: session values, team state, each agent's own state,
 usage, budgets, the live resume records of the components, the run's settings and per-run
 options, and (in a resumed run) the interrupts it answers. It is saved with a checkpoint
-(`RunSnapshot`). `IdSource` gives the run its ids and times, and
-`RunHooks` observes the seams of a run. `CallGuard` bounds one tool call: its time limit,
-and the run's stop switch.
+(`RunSnapshot`). `IdSource` gives the run its ids and times. `CallGuard` bounds one tool
+call: its time limit, and the run's stop switch.
 """
 
 from __future__ import annotations
@@ -17,16 +16,15 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from plait.agent_context import AgentContext
 from plait.errors import (
     MaxHandoffsExceeded,
     MaxStepsExceeded,
-    PlaitError,
     ResumeError,
     TokenBudgetExceeded,
 )
-from plait.events import AgentEvent, InterruptCtx
+from plait.events import AgentEvent
 from plait.history import HistoryRecord
+from plait.hooks import NO_HOOKS
 from plait.messages import Message, Usage
 
 if TYPE_CHECKING:
@@ -37,7 +35,6 @@ __all__ = [
     "CallGuard",
     "IdSource",
     "Paused",
-    "RunHooks",
     "RunSnapshot",
     "RunState",
     "SavedOptions",
@@ -73,41 +70,6 @@ class IdSource:
     def now(self) -> datetime:
         """Return the current time (timezone-aware UTC)."""
         return datetime.now(UTC)
-
-
-class RunHooks:
-    """The seams of a run: override any of these to observe it (tracing, serving, metrics).
-
-    Each is called synchronously at the point it names; a hook must not raise.
-    """
-
-    def agent_entered(self, ctx: AgentContext) -> None:
-        """An agent starts (or resumes) running in `ctx`."""
-
-    def agent_exited(self, ctx: AgentContext, error: PlaitError | None) -> None:
-        """An agent finished, paused or failed (`error`)."""
-
-    def model_called(
-        self, ctx: AgentContext, reply: Message | None, error: PlaitError | None
-    ) -> None:
-        """A model call of agent `ctx.agent_name` returned `reply` (or failed)."""
-
-    def tool_called(self, ctx: AgentContext, content: Any, error: PlaitError | None) -> None:
-        """A tool call (`ctx.tool_name`, `ctx.tool_call_id`) returned `content` (or failed)."""
-
-    def paused(
-        self, ctx: AgentContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
-    ) -> None:
-        """The run paused and was saved under `checkpoint_id`."""
-
-    def resumed(self, ctx: AgentContext, checkpoint_id: str) -> None:
-        """The run was resumed from `checkpoint_id`."""
-
-    def step_saved(self, ctx: AgentContext, checkpoint_id: str) -> None:
-        """A step checkpoint of the running run was written."""
-
-    def budget_charged(self, ctx: AgentContext, usage: Usage | None) -> None:
-        """A model call was counted towards the run's totals and budgets."""
 
 
 class Budget:
@@ -186,7 +148,7 @@ class RunState:
         self.resume_user_states: dict[str, Any] = {}
         self.resume_answers: dict[str, list[Any]] = {}
         self.ids = IdSource()
-        self.hooks: tuple[RunHooks, ...] = ()
+        self.hooks = NO_HOOKS  # the runner's hooks (`plait.hooks`)
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
         self.guards: set[CallGuard] = set()  # the tool calls in flight

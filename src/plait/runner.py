@@ -29,11 +29,12 @@ from plait.events import (
     AgentEvent,
     RunResult,
 )
+from plait.hooks import HookChain, Hooks
 from plait.kernel import run_agent
 from plait.messages import Message
 from plait.options import RunOption, RunOptions, check_options
 from plait.resume import ResumePoints
-from plait.run_state import IdSource, RunHooks
+from plait.run_state import IdSource
 from plait.session import SessionTurn
 from plait.sessions import INDEX_ID, Sessions, catalog_for
 from plait.stores.base import MAX_RUN_ID_LENGTH, GuardedStore, Store, check_id, check_ttl
@@ -49,24 +50,24 @@ class Runner:
     """Runs an agent: `run`/`query` stream events; `*_sync` collect them; `resume` continues
     a paused run.
 
-    `store` keeps checkpoints of paused runs (default: an in-memory store owned by this
-    runner, so a pause can be resumed in this process; use `SqliteStore`, `PostgresStore` or
+    `store` keeps checkpoints of paused runs (default: an in-memory store owned by this runner,
+    so a pause can be resumed in this process; use `SqliteStore`, `PostgresStore` or
     `RedisStore` to resume elsewhere or later). `event_filter(event)` returns True to keep an
     event for the caller. `max_transfers` bounds the transfers between agents of one run
     (`MaxHandoffsExceeded` past it). `lease` is how long (seconds) a running run's step
-    checkpoint stays held after its last step. `ids` replaces the source of ids and
-    timestamps; `hooks` observe the run's seams. With `keep_steps=True` every step checkpoint
-    is also kept as a snapshot, `"<checkpoint id>.step-<n>"` (done: readable with
-    `read_checkpoint`, not resumable). `metadata` (str keys, JSON values) is saved with
-    every checkpoint and seen read-only as `ctx.metadata` and in `RunResult.metadata`; a
-    resume adds it over the metadata the checkpoint holds. `checkpoint_ttl` and
-    `session_ttl` are the seconds checkpoints and sessions are kept (None: no expiry; else
-    0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the runner
-    keeps (`plait.sessions.Sessions`). Ids are
-    checked before any store is touched (rules in `plait.stores.base`): the ids of new runs
-    and sessions are at most `MAX_RUN_ID_LENGTH` (256) characters. A bad ttl or id raises
-    `UsageError` at once. Errors inside a run never raise out of the runner: they are the
-    last event (and `RunResult.error`). Nothing bound to an event loop is kept between runs.
+    checkpoint stays held after its last step. `ids` replaces the source of ids and timestamps;
+    `hooks` (`plait.Hooks`) act at the run's seams, around every agent's own. With
+    `keep_steps=True` every step checkpoint is also kept as a snapshot, `"<checkpoint
+    id>.step-<n>"` (done: readable with `read_checkpoint`, not resumable). `metadata` (str keys,
+    JSON values) is saved with every checkpoint and seen read-only as `ctx.metadata` and in
+    `RunResult.metadata`; a resume adds it over the metadata the checkpoint holds.
+    `checkpoint_ttl` and `session_ttl` are the seconds checkpoints and sessions are kept (None:
+    no expiry; else 0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the
+    runner keeps (`plait.sessions.Sessions`). Ids are checked before any store is touched (rules
+    in `plait.stores.base`): the ids of new runs and sessions are at most `MAX_RUN_ID_LENGTH`
+    (256) characters. A bad ttl or id raises `UsageError` at once. Errors inside a run never
+    raise out of the runner: they are the last event (and `RunResult.error`). Nothing bound to
+    an event loop is kept between runs.
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class Runner:
         max_transfers: int | None = 20,
         lease: float = 60.0,
         ids: IdSource | None = None,
-        hooks: Sequence[RunHooks] = (),
+        hooks: Sequence[Hooks] = (),
         keep_steps: bool = False,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
@@ -108,6 +109,7 @@ class Runner:
         self.lease = lease
         self.ids = ids if ids is not None else IdSource()
         self.hooks = tuple(hooks)
+        self._hooks = HookChain(self.hooks)
         self.keep_steps = keep_steps
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
@@ -224,7 +226,7 @@ class Runner:
             event_filter=self.event_filter,
             durability=self.durability,
             ids=self.ids,
-            hooks=self.hooks,
+            hooks=self._hooks,
             max_transfers=self.max_transfers,
             lease=self.lease,
             keep_steps=self.keep_steps,
@@ -253,6 +255,7 @@ class Runner:
         )
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
+        ctx.configure(hooks=self._hooks)  # read by the door into the root agent, made here
         return run_agent(self.agent, ctx)
 
     async def _prepare_run(
@@ -331,8 +334,6 @@ class Runner:
         turn = None
         if checkpoint.session_id is not None:
             turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
-        for hook in self.hooks:
-            hook.resumed(ctx, checkpoint_id)
         return Prepared(self._start(ctx), ctx, turn, checkpoint.handoffs, record.data)
 
     def run_sync(

@@ -31,7 +31,9 @@ from plait.events import (
     InterruptInfo,
     RunResult,
 )
-from plait.run_state import IdSource, RunHooks, SaveKind
+from plait.handoff import input_for
+from plait.hooks import HookChain, notify
+from plait.run_state import IdSource, SaveKind
 from plait.session import SessionTurn
 from plait.sessions import SessionCatalog
 from plait.stores.base import GuardedStore
@@ -55,7 +57,7 @@ class RunSetup:
     event_filter: EventFilter | None
     durability: str
     ids: IdSource
-    hooks: tuple[RunHooks, ...]
+    hooks: HookChain
     max_transfers: int | None
     lease: float
     keep_steps: bool
@@ -171,6 +173,7 @@ class RunStream:
         self._busy = False  # the consumer is inside __anext__
         self._idle: asyncio.Event | None = None  # set when it leaves (for a waiting aclose)
         self._owner = ""  # who holds the lease of its step checkpoints (made when needed)
+        self._result: RunResult | None = None  # made when the run ends, for `after_run`
         if checkpoint_id is not None:
             setup.active[checkpoint_id] = self
 
@@ -222,7 +225,14 @@ class RunStream:
         self._busy = True
         try:
             while True:
-                event = await (self._next_held() if self._turn is not None else self._next_event())
+                try:
+                    event = await (
+                        self._next_held() if self._turn is not None else self._next_event()
+                    )
+                except StopAsyncIteration:
+                    if self._result is None and self._setup.hooks.after_run:
+                        await self._after_run()
+                    raise
                 if keep is None or keep(event):
                     self._events.append(event)
                     return event
@@ -276,6 +286,28 @@ class RunStream:
             _LIVE.add(self._owner)
         if self._cancel:
             self._ctx.request_cancel()
+        hooks = self._setup.hooks
+        if hooks.before_run or hooks.on_resume:
+            await self._before_run(hooks, self._ctx)
+
+    async def _before_run(self, hooks: HookChain, ctx: RunContext) -> None:
+        """Run the `on_resume` and `before_run` hooks; one that refuses ends the run with its
+        error (a resumed checkpoint is left as it was)."""
+        failure = None
+        if self._resumed_from is not None:
+            failure = await notify(hooks.on_resume, "on_resume", ctx, self._resumed_from)
+        if failure is None:
+            failure = await notify(
+                hooks.before_run, "before_run", ctx, input_for(ctx, self._setup.agent_name)
+            )
+        if failure is None:
+            return
+        if self._claimed is not None:
+            await self._unclaim()
+        events, self._agent_events = self._agent_events, _failed(ctx, failure)
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
     def _fail_at_start(self, exc: PlaitError) -> None:
         """A run that could not start (its session could not be read) ends with the error."""
@@ -414,8 +446,9 @@ class RunStream:
             await setup.store.put_checkpoint(
                 snapshot, data, status="done", ttl=setup.checkpoint_ttl
             )
-        for hook in ctx.hooks:
-            hook.step_saved(ctx, checkpoint_id)
+        failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
+        if failure is not None:
+            raise failure
 
     async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
         """Save the checkpoint of a pause (a new one); return the event reporting it."""
@@ -430,8 +463,9 @@ class RunStream:
             self._pause_id = None
             return ctx.event(error=exc)
         self._paused = True
-        for hook in ctx.hooks:
-            hook.paused(ctx, contexts, checkpoint_id)
+        failure = await notify(ctx.hooks.on_pause, "on_pause", ctx, contexts, checkpoint_id)
+        if failure is not None:
+            return ctx.event(error=failure)
         info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
         return dataclasses.replace(
             event, action=dataclasses.replace(event.action, interrupted=info)
@@ -498,6 +532,21 @@ class RunStream:
         """Drain the remaining events and return the run's `RunResult`."""
         async for _ in self:
             pass
+        return self._result or await self._make_result()
+
+    async def _after_run(self) -> None:
+        """The run ended: run the `after_run` hooks with its result (one that fails makes
+        its error the run's)."""
+        self._result = result = await self._make_result()
+        ctx = self._ctx
+        assert ctx is not None
+        failure = await notify(self._setup.hooks.after_run, "after_run", ctx, result)
+        if failure is not None:
+            self._error = failure
+            self._result = dataclasses.replace(result, error=failure, final_output=None)
+
+    async def _make_result(self) -> RunResult:
+        """Return the `RunResult` of the events so far."""
         final: Any = None
         last = self._last_output
         if self._error is None and not self._paused and last is not None and last.output:
@@ -533,6 +582,10 @@ class RunStream:
             self._last_output = event
         if event.handoff is not None:
             self._handoffs.append(event.handoff)
+
+
+async def _failed(ctx: RunContext, error: PlaitError) -> AsyncIterator[AgentEvent]:
+    yield ctx.event(error=error)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

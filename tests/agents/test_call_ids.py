@@ -10,6 +10,7 @@ from plait import (
     ChatModelAgent,
     Message,
     Middleware,
+    ModelRequest,
     ParallelAgent,
     RunContext,
     Runner,
@@ -168,7 +169,9 @@ async def test_streamed_calls_without_index_keep_their_ids_apart_as_they_merge()
 
 async def test_calls_a_middleware_adds_to_the_reply_get_unique_ids_too() -> None:
     class TwoEchoes(Middleware):
-        async def after_model(self, ctx: RunContext, message: Message) -> Message | None:
+        async def after_model(
+            self, ctx: RunContext, request: ModelRequest, message: Message
+        ) -> Message | None:
             if message.content != "echo twice":
                 return None
             pair = tuple(ToolCall(id="", name="echo", arguments=f'{{"text": "{t}"}}') for t in "ab")

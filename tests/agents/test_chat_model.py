@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 
@@ -15,6 +16,7 @@ from plait import (
     ChatModelAgent,
     Message,
     Middleware,
+    ModelRequest,
     RunContext,
     Runner,
     ToolCall,
@@ -426,7 +428,9 @@ def test_model_options_reach_every_call() -> None:
 
 def test_after_model_changes_routing_but_the_event_shows_the_raw_output() -> None:
     class StripCalls(Middleware):
-        async def after_model(self, ctx: RunContext, message: Message) -> Message:
+        async def after_model(
+            self, ctx: RunContext, request: ModelRequest, message: Message
+        ) -> Message:
             return Message.assistant("stripped")
 
     model = ScriptedModel([call("lookup", {}, text="calling")])
@@ -438,8 +442,10 @@ def test_after_model_changes_routing_but_the_event_shows_the_raw_output() -> Non
 
 def test_before_model_rewrites_are_kept_in_the_history() -> None:
     class AddNote(Middleware):
-        async def before_model(self, ctx: RunContext, messages: list[Message]) -> list[Message]:
-            return [*messages, Message.user(f"note {len(messages)}")]
+        async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest:
+            messages = request.messages
+            note = Message.user(f"note {len(messages)}")
+            return dataclasses.replace(request, messages=(*messages, note))
 
     model = ScriptedModel([call("lookup", {}), reply("ok")])
     Runner(_agent(model, tools=[lookup], middlewares=[AddNote()])).query_sync("q")

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
+from types import MappingProxyType
 from typing import Any, Literal
 
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
-from plait.agents._chunks import CheckedChunks, streaming_output
-from plait.agents.call_ids import CallIds, unique_ids
+from plait.agents.call_ids import unique_ids
 from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
-from plait.agents.middleware import Middleware, collect_hooks
+from plait.agents.middleware import Middleware
+from plait.agents.model_call import Reply, model_error, stream_reply, wrong_output
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
 from plait.checkpoint import DoneCall, ReactRecord
 from plait.context import Emit, RunContext, inside
@@ -28,8 +28,9 @@ from plait.errors import (
     RunCancelled,
     UsageError,
 )
-from plait.events import AgentAction, AgentEvent, MessageStream
+from plait.events import AgentAction, AgentEvent
 from plait.handoff import can_transfer
+from plait.hooks import HookChain, Hooks, ModelRequest, call_hook
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -56,17 +57,6 @@ def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-class _Reply:
-    """The model's reply to one call, or why there is none."""
-
-    __slots__ = ("error", "message", "refused")
-
-    def __init__(self) -> None:
-        self.message: Message | None = None
-        self.error: PlaitError | None = None
-        self.refused: PlaitError | None = None  # the call could not be made (a limit)
-
-
 class ChatModelAgent:
     """A ReAct agent: it calls its model, runs the tools the model asks for, and repeats
     until the model answers without tool calls.
@@ -83,7 +73,9 @@ class ChatModelAgent:
         output_key: store the final text in `session_values[output_key]`.
         max_iterations: the most model calls in one run (`MaxIterationsExceeded` before more).
         gen_model_input: `(instruction, input, ctx) -> messages` builds the first model input.
-        middlewares: `Middleware` hooks around model and tool calls.
+        hooks: `plait.Hooks` of this agent (inside the runner's): its model and tool calls,
+            and its start and end.
+        middlewares: `Middleware`s, added to `hooks` after them.
         tool_errors: "model" (default) tells the model about a failing tool call (the tool
             raised, the arguments do not match its schema, the tool is unknown, or its result
             transfers with nowhere to go); "raise" ends the run with a `ToolError`.
@@ -108,6 +100,7 @@ class ChatModelAgent:
         output_key: str | None = None,
         max_iterations: int = 20,
         gen_model_input: GenModelInput | None = None,
+        hooks: Sequence[Hooks] = (),
         middlewares: Sequence[Middleware] = (),
         tool_errors: Literal["model", "raise"] = "model",
         tool_timeout: float | None = None,
@@ -132,10 +125,8 @@ class ChatModelAgent:
         self.tool_timeout = check_timeout(tool_timeout, f"agent '{name}': tool_timeout")
         self.model_options = dict(model_options or {})
         self.middlewares = tuple(middlewares)
-        self._before_model = collect_hooks(self.middlewares, "before_model")
-        self._after_model = collect_hooks(self.middlewares, "after_model")
-        self._before_tool = collect_hooks(self.middlewares, "before_tool")
-        self._after_tool = collect_hooks(self.middlewares, "after_tool")
+        self.hooks: tuple[Hooks, ...] = (*hooks, *self.middlewares)
+        self.agent_hooks = HookChain(self.hooks)  # read by the kernel and the ReAct loop
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
@@ -208,8 +199,6 @@ class ChatModelAgent:
             self._tools,
             return_directly=rd,
             tool_errors=self.tool_errors,
-            before_tool=self._before_tool,
-            after_tool=self._after_tool,
             transfers=TRANSFER_TOOL in self._tools or can_transfer(self),
             tool_timeout=self.tool_timeout,
         )
@@ -305,58 +294,6 @@ class ChatModelAgent:
         if self.output_key is not None:
             ctx.session_values[self.output_key] = text
 
-    async def _stream_reply(
-        self, messages: list[Message], ctx: RunContext, box: _Reply
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """Yield the streaming event first, then drain the model's stream into `box`."""
-        box.message = None
-        try:
-            source = self.model.stream(messages, tools=self._tool_infos, **self.model_options)
-        except Exception as exc:
-            box.error = self._model_error(exc)
-            return
-        if not isinstance(source, AsyncIterator):
-            if inspect.iscoroutine(source):  # `async def stream` that returns, not yields
-                source.close()
-            box.error = self._wrong_output(
-                "stream() returned", source, "an async iterator of Messages"
-            )
-            return
-        ids = CallIds(ctx.ids.new_id)
-        chunks = CheckedChunks(
-            source,
-            lambda chunk: self._wrong_output("stream() yielded", chunk, "Message chunks"),
-            ids.chunk,
-        )
-        stream = MessageStream(chunks, on_error=self._model_error)
-        try:
-            yield ctx.event(output=streaming_output(stream))
-            try:
-                box.message = await stream.collect()
-            except PlaitError as exc:
-                box.error = exc
-        finally:
-            await stream.aclose()
-
-    def _model_error(self, exc: Exception) -> PlaitError:
-        if isinstance(exc, ModelError):
-            if exc.agent_name is None:
-                exc.agent_name = self.name
-            return exc
-        if isinstance(exc, PlaitError):
-            return exc
-        err = ModelError(f"model call failed: {type(exc).__name__}: {exc}", agent_name=self.name)
-        err.__cause__ = exc
-        return err
-
-    def _wrong_output(self, what: str, value: object, expected: str) -> ModelError:
-        """The error for a model whose `generate`/`stream` gave something other than a Message."""
-        return ModelError(
-            f"model {type(self.model).__name__}: {what} {type(value).__name__}, "
-            f"expected {expected} (see the plait.models.ChatModel protocol)",
-            agent_name=self.name,
-        )
-
 
 class _Loop:
     """One run of a ChatModelAgent's ReAct loop: its model input and where it stands."""
@@ -366,6 +303,7 @@ class _Loop:
         "calls_made",
         "ctx",
         "done",
+        "hooks",
         "input",
         "messages",
         "reply",
@@ -379,8 +317,9 @@ class _Loop:
         self.messages: list[Message] = []
         self.calls_made = 0
         self.done: dict[int, Outcome] = {}  # results from before a pause
-        self.reply = _Reply()  # the model's last reply, until it is taken
+        self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
+        self.hooks = ctx.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
@@ -437,24 +376,39 @@ class _Loop:
             return exc
         return None
 
-    async def _open_call(self, box: _Reply) -> PlaitError | None:
-        """Count the call against the limits and run the before-model middlewares; `box`
+    async def _open_call(self, box: Reply) -> PlaitError | None:
+        """Count the call against the limits and run the `before_model` hooks; `box`
         becomes the reply to take (empty when the call cannot happen)."""
         self.reply = box
         error = self._before_call()
-        if error is None:
+        if error is None and self.hooks.before_model:
             try:
-                for hook in self.agent._before_model:
-                    self.messages = (await hook(self.ctx, self.messages)) or self.messages
-                    self.ctx.set_model_messages(self.messages)
+                await self._before_model(box)
             except PlaitError as exc:
                 error = exc
         box.refused = error
         return error
 
+    def _request(self) -> ModelRequest:
+        agent = self.agent
+        options = MappingProxyType(agent.model_options)
+        return ModelRequest(tuple(self.messages), agent._tool_infos, options)
+
+    async def _before_model(self, box: Reply) -> None:
+        """Pass the request through the `before_model` hooks; its messages become the
+        agent's history."""
+        request = self._request()
+        for fn in self.hooks.before_model:
+            replaced = await call_hook(fn, "before_model", self.ctx, request)
+            if replaced is not None:
+                request = replaced
+        self.messages = list(request.messages)
+        self.ctx.set_model_messages(self.messages)
+        box.request = request
+
     async def model_call(self) -> list[AgentEvent]:
         """Call the model once (not streaming); return its events."""
-        ctx, box = self.ctx, _Reply()
+        ctx, box = self.ctx, Reply()
         error = await self._open_call(box)
         if error is not None:
             return [ctx.event(error=error)]
@@ -463,12 +417,15 @@ class _Loop:
 
     async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
         """Call the model once, streaming: its streaming event comes first."""
-        ctx, box = self.ctx, _Reply()
+        ctx, box = self.ctx, Reply()
         error = await self._open_call(box)
         if error is not None:
             yield ctx.event(error=error)
             return
-        async with aclosing(self.agent._stream_reply(self.messages, ctx, box)) as chunks:
+        request = box.request or self._request()
+        async with aclosing(
+            stream_reply(self.agent.model, self.agent.name, request, ctx, box)
+        ) as chunks:
             async for event in chunks:
                 yield event
 
@@ -477,12 +434,10 @@ class _Loop:
         ctx, box = self.ctx, self.reply
         if box.refused is not None:
             return [], Fail(box.refused)  # the call never happened (a limit ended the run)
-        for observer in ctx.hooks:
-            observer.model_called(ctx, box.message, box.error)
         if box.message is None:
             error = box.error or ModelError("the model gave no reply", agent_name=ctx.agent_name)
             return [ctx.event(error=error)], Fail(error)
-        step = await self._take_reply(box.message)
+        step = await self._take_reply(box, box.message)
         if isinstance(step, Fail):
             return [ctx.event(error=step.error)], step
         if isinstance(step, RunTools) and ctx.cancel_requested:  # a safe point before tools
@@ -492,14 +447,19 @@ class _Loop:
                 return [stop], Fail()
         return [], step
 
-    async def _generate(self, box: _Reply) -> None:
-        agent = self.agent
+    async def _generate(self, box: Reply) -> None:
+        agent, request = self.agent, box.request
         try:
-            reply = await agent.model.generate(
-                self.messages, tools=agent._tool_infos, **agent.model_options
-            )
+            if request is None:
+                reply = await agent.model.generate(
+                    self.messages, tools=agent._tool_infos, **agent.model_options
+                )
+            else:
+                reply = await agent.model.generate(
+                    request.messages, tools=request.tools, **request.options
+                )
         except Exception as exc:
-            box.error = agent._model_error(exc)
+            box.error = model_error(agent.name, exc)
             return
         if isinstance(reply, Message):
             calls = reply.tool_calls
@@ -507,29 +467,41 @@ class _Loop:
                 reply = unique_ids(reply, self.ctx.ids.new_id)
             box.message = reply
         else:
-            box.error = agent._wrong_output("generate() returned", reply, "a Message")
+            box.error = wrong_output(
+                agent.model, agent.name, "generate() returned", reply, "a Message"
+            )
 
-    async def _take_reply(self, reply: Message) -> Step:
-        """Count the reply, pass it through the middlewares and decide the next step."""
+    async def _take_reply(self, box: Reply, reply: Message) -> Step:
+        """Count the reply, pass it through the `after_model` hooks and decide the next
+        step."""
         agent, ctx = self.agent, self.ctx
         try:
             ctx.record_model_call(reply.usage)
+            if self.hooks.after_model:
+                reply = await self._after_model(box, reply)
         except PlaitError as exc:
             return Fail(exc)
-        for hook in agent._after_model:
-            reply = (await hook(ctx, reply)) or reply
-        if agent._after_model:  # a middleware may have added calls
-            reply = unique_ids(reply, ctx.ids.new_id)
         self.messages.append(reply)
         if reply.tool_calls:
             return RunTools(reply.tool_calls)
         agent._store_output(ctx, reply.content)
         return Final(reply)
 
+    async def _after_model(self, box: Reply, reply: Message) -> Message:
+        """Pass the reply through the `after_model` hooks; calls a hook adds get unique ids."""
+        request = box.request or self._request()
+        given = reply
+        for fn in self.hooks.after_model:
+            replaced = await call_hook(fn, "after_model", self.ctx, request, reply)
+            if replaced is not None:
+                reply = replaced
+        return reply if reply is given else unique_ids(reply, self.ctx.ids.new_id)
+
     async def one_tool(self, call: ToolCall) -> list[AgentEvent]:
         """Run one tool call (the only one of the round); return its events."""
         agent, ctx, rnd = self.agent, self.ctx, Round()
-        event = agent._calls.accept(await agent._calls.run(call, ctx, 0), ctx, rnd)
+        outcome = await agent._calls.run(call, ctx, 0, self.hooks)
+        event = agent._calls.accept(outcome, ctx, rnd)
         self.round = rnd
         return [event] if event is not None else []
 
@@ -580,7 +552,7 @@ class _Loop:
         for index in sorted(rnd.done):
             agent._calls.accept(rnd.done[index], ctx, rnd)
         todo = [(i, c) for i, c in enumerate(calls) if i not in rnd.done]
-        jobs = [functools.partial(_tool_job, agent, c, ctx, i) for i, c in todo]
+        jobs = [functools.partial(_tool_job, agent, c, ctx, i, self.hooks) for i, c in todo]
         async with aclosing(merge(jobs)) as items:
             async for item in items:
                 if isinstance(item, Done):
@@ -594,6 +566,11 @@ class _Loop:
 
 
 async def _tool_job(
-    agent: ChatModelAgent, call: ToolCall, ctx: RunContext, index: int, emit: Emit
+    agent: ChatModelAgent,
+    call: ToolCall,
+    ctx: RunContext,
+    index: int,
+    hooks: HookChain,
+    emit: Emit,
 ) -> Outcome:
-    return await agent._calls.run(call, ctx, index, emit)
+    return await agent._calls.run(call, ctx, index, hooks, emit)

@@ -1,4 +1,4 @@
-"""A round of tool calls: run each call through the middlewares, turn failures and pauses
+"""A round of tool calls: run each call through the tool hooks, turn failures and pauses
 into outcomes, and decide which results are shown now and which are held back.
 
 Each call runs in a guard (`RunContext.guard`): past its timeout it is stopped and becomes a
@@ -9,12 +9,11 @@ the round ends as stopped, to be saved and resumed (the stopped calls then run a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from plait._quote import quote
-from plait.agents.middleware import Hook
 from plait.context import Emit, RunContext
 from plait.errors import (
     InvalidToolArguments,
@@ -25,6 +24,7 @@ from plait.errors import (
     ToolTimeout,
 )
 from plait.events import AgentAction, AgentEvent, InterruptCtx, TransferToAgentAction
+from plait.hooks import HookChain, call_hook, ends_run
 from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
 from plait.tools.base import HasTimeout, Tool, ToolResult
@@ -74,7 +74,7 @@ class Round:
 
 class ToolCalls:
     """How one agent runs its tool calls: its tools, which results end its turn, what a
-    failure becomes, and the tool middlewares."""
+    failure becomes."""
 
     def __init__(
         self,
@@ -83,8 +83,6 @@ class ToolCalls:
         *,
         return_directly: frozenset[str],
         tool_errors: Literal["model", "raise"],
-        before_tool: Sequence[Hook],
-        after_tool: Sequence[Hook],
         transfers: bool = True,
         tool_timeout: float | None = None,
     ) -> None:
@@ -93,8 +91,6 @@ class ToolCalls:
         self._tools = tools
         self.return_directly = return_directly
         self.tool_errors = tool_errors
-        self._before_tool = before_tool
-        self._after_tool = after_tool
         self._limits = {name: _limit(tool, tool_timeout) for name, tool in tools.items()}
 
     def accept(self, outcome: Outcome, ctx: RunContext, rnd: Round) -> AgentEvent | None:
@@ -127,14 +123,34 @@ class ToolCalls:
         return ctx.event(message=outcome.message, action=outcome.action)
 
     async def run(
-        self, call: ToolCall, ctx: RunContext, index: int, emit: Emit | None = None
+        self,
+        call: ToolCall,
+        ctx: RunContext,
+        index: int,
+        hooks: HookChain,
+        emit: Emit | None = None,
     ) -> Outcome:
-        """Run one tool call through the tool middlewares; failures become an outcome."""
+        """Run one tool call through the tool hooks; failures become an outcome (a hook's
+        error ends the run)."""
         tctx = ctx.for_tool(call.name, call.id)
         if emit is not None:
             tctx.set_emit(emit)
-        for hook in self._before_tool:
-            call = (await hook(tctx, call)) or call
+        if hooks.before_tool:
+            try:
+                for fn in hooks.before_tool:
+                    replaced = await call_hook(fn, "before_tool", tctx, call)
+                    if replaced is not None:
+                        call = replaced
+            except PlaitError as exc:
+                return Outcome(index, call, Message.tool("", call.id, name=call.name), fatal=exc)
+        outcome = await self._call(call, tctx, index)
+        if hooks.after_tool and outcome.fatal is None and not outcome.interrupts:
+            if not outcome.stopped:
+                return await _after_tool(hooks, tctx, outcome)
+        return outcome
+
+    async def _call(self, call: ToolCall, tctx: RunContext, index: int) -> Outcome:
+        """Call the tool; failures, pauses and stops become an outcome."""
         tool = self._tools.get(call.name)
         action: AgentAction | None = None
         fatal: PlaitError | None = None
@@ -160,11 +176,6 @@ class ToolCalls:
                 action = sent if action is None else sent.merge(action)
         if action is not None and action.transfer_to_agent is not None and not self.transfers:
             content, action, fatal = self._stray_transfer(call, action.transfer_to_agent)
-        for observer in tctx.hooks:
-            observer.tool_called(tctx, content, fatal)
-        if fatal is None:
-            for hook in self._after_tool:
-                content = (await hook(tctx, call, content)) or content
         message = Message.tool(content, call.id, name=call.name)
         return Outcome(index, call, message, action, fatal)
 
@@ -203,7 +214,7 @@ class ToolCalls:
         return f"Error: {text}.", None, None
 
     def _tool_failure(self, call: ToolCall, exc: Exception) -> tuple[str, PlaitError | None]:
-        if isinstance(exc, LimitExceeded | RunCancelled):
+        if isinstance(exc, LimitExceeded | RunCancelled) or ends_run(exc):
             return "", exc
         if isinstance(exc, InvalidToolArguments):
             text = str(exc)
@@ -218,6 +229,21 @@ class ToolCalls:
         err = ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
         err.__cause__ = exc
         return "", err
+
+
+async def _after_tool(hooks: HookChain, tctx: RunContext, outcome: Outcome) -> Outcome:
+    """Pass a tool's result through the `after_tool` hooks (a hook's error ends the run)."""
+    call, content = outcome.call, outcome.message.content
+    try:
+        for fn in hooks.after_tool:
+            replaced = await call_hook(fn, "after_tool", tctx, call, content)
+            if replaced is not None:
+                content = replaced
+    except PlaitError as exc:
+        outcome.fatal = exc
+        return outcome
+    outcome.message = Message.tool(content, call.id, name=call.name)
+    return outcome
 
 
 def _limit(tool: Tool, default: float | None) -> float | None:

@@ -18,7 +18,6 @@ from typing import Any
 
 from plait.agent import Agent
 from plait.agent_context import AgentContext
-from plait.context import RunHooks
 from plait.errors import (
     CheckpointAlreadyResumed,
     CheckpointNotFound,
@@ -27,6 +26,7 @@ from plait.errors import (
     RunCancelled,
 )
 from plait.events import RunResult
+from plait.hooks import Hooks
 from plait.messages import Message
 from plait.runner import Runner, RunStream
 from plait.server.bodies import RunSummary
@@ -50,13 +50,13 @@ class Nudge(enum.Enum):
 Item = str | RunSummary | Nudge
 
 
-class _Accepted(RunHooks):
+class _Accepted(Hooks):
     """Tell a live run that its resume was accepted (the checkpoint is claimed)."""
 
     def __init__(self, live: LiveRun) -> None:
         self._live = live
 
-    def resumed(self, ctx: AgentContext, checkpoint_id: str) -> None:
+    async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
         """The resume claimed its checkpoint: the response can start."""
         self._live.accept()
 

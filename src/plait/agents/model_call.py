@@ -1,0 +1,89 @@
+"""One model call of a ChatModelAgent: its reply (or why there is none), the streaming call,
+and the errors a model's failure or wrong output becomes."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator
+
+from plait.agents._chunks import CheckedChunks, streaming_output
+from plait.agents.call_ids import CallIds
+from plait.context import RunContext
+from plait.errors import ModelError, PlaitError
+from plait.events import AgentEvent, MessageStream
+from plait.hooks import ModelRequest
+from plait.messages import Message
+from plait.models.base import ChatModel
+
+__all__ = ["Reply", "model_error", "stream_reply", "wrong_output"]
+
+
+class Reply:
+    """The model's reply to one call, or why there is none (and, when hooks see the call,
+    its request)."""
+
+    __slots__ = ("error", "message", "refused", "request")
+
+    def __init__(self) -> None:
+        self.request: ModelRequest | None = None
+        self.message: Message | None = None
+        self.error: PlaitError | None = None
+        self.refused: PlaitError | None = None  # the call could not be made (a limit)
+
+
+async def stream_reply(
+    model: ChatModel, name: str, request: ModelRequest, ctx: RunContext, box: Reply
+) -> AsyncGenerator[AgentEvent, None]:
+    """Yield the streaming event first, then drain the model's stream into `box`."""
+    box.message = None
+    try:
+        source = model.stream(request.messages, tools=request.tools, **request.options)
+    except Exception as exc:
+        box.error = model_error(name, exc)
+        return
+    if not isinstance(source, AsyncIterator):
+        if inspect.iscoroutine(source):  # `async def stream` that returns, not yields
+            source.close()
+        box.error = wrong_output(
+            model, name, "stream() returned", source, "an async iterator of Messages"
+        )
+        return
+    ids = CallIds(ctx.ids.new_id)
+    chunks = CheckedChunks(
+        source,
+        lambda chunk: wrong_output(model, name, "stream() yielded", chunk, "Message chunks"),
+        ids.chunk,
+    )
+    stream = MessageStream(chunks, on_error=lambda exc: model_error(name, exc))
+    try:
+        yield ctx.event(output=streaming_output(stream))
+        try:
+            box.message = await stream.collect()
+        except PlaitError as exc:
+            box.error = exc
+    finally:
+        await stream.aclose()
+
+
+def model_error(name: str, exc: Exception) -> PlaitError:
+    """Return the error a failed model call of agent `name` ends with."""
+    if isinstance(exc, ModelError):
+        if exc.agent_name is None:
+            exc.agent_name = name
+        return exc
+    if isinstance(exc, PlaitError):
+        return exc
+    err = ModelError(f"model call failed: {type(exc).__name__}: {exc}", agent_name=name)
+    err.__cause__ = exc
+    return err
+
+
+def wrong_output(
+    model: ChatModel, name: str, what: str, value: object, expected: str
+) -> ModelError:
+    """The error for a model whose `generate`/`stream` gave something other than a Message."""
+    return ModelError(
+        f"model {type(model).__name__}: {what} {type(value).__name__}, "
+        f"expected {expected} (see the plait.models.ChatModel protocol)",
+        agent_name=name,
+    )
