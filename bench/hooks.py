@@ -17,7 +17,7 @@ from plait import ChatModelAgent, Hooks, Message, Runner, ToolCall, tool
 
 
 @tool
-def add(a: int, b: int) -> int:
+async def add(a: int, b: int) -> int:
     """Add two integers.
 
     Args:
