@@ -34,8 +34,9 @@ async def all_of(jobs: Sequence[Callable[[], Awaitable[Any]]]) -> None:
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in tasks:  # in order, so the same failure wins every time
-            if task in done and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+            error = task.exception() if task in done else None
+            if error is not None:
+                raise error
     finally:
         for task in tasks:
             await _stop(task)

@@ -16,10 +16,12 @@ computed once, so a run without hooks pays an emptiness check per seam and nothi
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from plait._alongside import all_of
 from plait.errors import HookError, PlaitError, UsageError
 
 if TYPE_CHECKING:
@@ -29,7 +31,16 @@ if TYPE_CHECKING:
     from plait.messages import Message, ToolCall
     from plait.tools.base import ToolInfo
 
-__all__ = ["NO_HOOKS", "HookChain", "Hooks", "ModelRequest", "call_hook", "ends_run", "notify"]
+__all__ = [
+    "NO_HOOKS",
+    "HookChain",
+    "Hooks",
+    "ModelRequest",
+    "call_hook",
+    "concurrently",
+    "ends_run",
+    "notify",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -195,3 +206,9 @@ async def notify(fns: tuple[Seam, ...], seam: str, *args: Any) -> PlaitError | N
     except PlaitError as exc:
         return exc
     return None
+
+
+async def concurrently(fns: tuple[Seam, ...], seam: str, *args: Any) -> None:
+    """Await each of `fns` at `seam` concurrently; the first to raise cancels the others and
+    its error stands."""
+    await all_of([functools.partial(call_hook, fn, seam, *args) for fn in fns])

@@ -4,6 +4,7 @@ they trip; output guardrails check the final answer; a trip ends the whole run."
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -257,9 +258,7 @@ def test_output_guardrails_check_only_the_final_answer(streaming: bool) -> None:
         return GuardrailResult(tripwire=False)
 
     ran = Ran()
-    model = ScriptedModel(
-        [call("lookup", {"query": "x"}, text="let me look"), reply("the answer")]
-    )
+    model = ScriptedModel([call("lookup", {"query": "x"}, text="let me look"), reply("the answer")])
     agent = ChatModelAgent("A", model, tools=[ran.tool], output_guardrails=[record])
     result = Runner(agent, enable_streaming=streaming).query_sync("hi")
     assert result.error is None and result.final_output == "the answer"
@@ -320,7 +319,9 @@ def test_guardrails_that_are_not_functions_are_refused_at_construction() -> None
 
 def test_a_guardrail_of_an_agent_run_as_a_tool_ends_the_whole_run(streaming: bool) -> None:
     helper = ChatModelAgent(
-        "helper", ScriptedModel([reply("helped")]), description="Helps.",
+        "helper",
+        ScriptedModel([reply("helped")]),
+        description="Helps.",
         input_guardrails=[no_homework],
     )
     model = ScriptedModel([call("helper", {"request": "do my homework"}), reply("done")])
@@ -336,7 +337,9 @@ def test_an_output_guardrail_of_a_team_member_ends_the_whole_run(streaming: bool
         return GuardrailResult(tripwire=any(c.isdigit() for c in answer), info=answer)
 
     member = ChatModelAgent(
-        "clerk", ScriptedModel([reply("it costs 42")]), description="Knows prices.",
+        "clerk",
+        ScriptedModel([reply("it costs 42")]),
+        description="Knows prices.",
         output_guardrails=[no_numbers],
     )
     lead_model = ScriptedModel([call("clerk", {"request": "price?"}), reply("done")])
@@ -406,3 +409,22 @@ def test_the_documented_example_runs() -> None:
     namespace = _example("Guardrails")
     assert isinstance(namespace["blocked"].error, GuardrailTripped)
     assert namespace["answered"].final_output is not None
+
+
+def test_a_context_variable_set_before_the_model_is_current_during_a_guarded_call(
+    streaming: bool,
+) -> None:
+    span: contextvars.ContextVar[str | None] = contextvars.ContextVar("span", default=None)
+    during: list[str | None] = []
+
+    class Tracing(Hooks):
+        async def before_model(self, ctx: AgentContext, request: ModelRequest) -> None:
+            span.set(f"span of {ctx.agent_name}")
+
+    def answer(messages: list[Message], tools: Any) -> str:
+        during.append(span.get())
+        return "hello"
+
+    agent = ChatModelAgent("A", FunctionModel(answer), input_guardrails=[no_homework])
+    result = Runner(agent, hooks=[Tracing()], enable_streaming=streaming).query_sync("hi")
+    assert result.error is None and during == ["span of A"]

@@ -114,9 +114,13 @@ async def test_a_stream_that_fails_after_its_first_chunk_keeps_its_error() -> No
     broken, backup = BreaksMidStream(), ScriptedModel([reply("from the backup")])
     model = FallbackModel(broken, backup)
     seen: list[str] = []
-    with pytest.raises(ModelError, match="connection reset"):
+
+    async def read() -> None:
         async for chunk in model.stream([Message.user("hi")]):
             seen.append(chunk.content)
+
+    with pytest.raises(ModelError, match="connection reset"):
+        await read()
     assert seen == ["Hel"] and broken.closed
     assert backup.requests == []
 
@@ -137,7 +141,9 @@ def test_an_agent_runs_on_the_fallback(streaming: bool) -> None:
 
 
 def test_an_agent_whose_models_all_fail_ends_with_the_combined_error() -> None:
-    agent = ChatModelAgent("A", FallbackModel(failing(ModelError("down")), failing(ModelError("x"))))
+    agent = ChatModelAgent(
+        "A", FallbackModel(failing(ModelError("down")), failing(ModelError("x")))
+    )
     result = Runner(agent).query_sync("hi")
     assert isinstance(result.error, ModelError) and result.error.agent_name == "A"
     assert str(result.error).startswith("all 2 models failed")

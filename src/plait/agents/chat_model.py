@@ -9,7 +9,7 @@ from contextlib import aclosing
 from types import MappingProxyType
 from typing import Any, Literal
 
-from plait._alongside import all_of, alongside
+from plait._alongside import alongside
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
@@ -32,7 +32,7 @@ from plait.errors import (
 from plait.events import AgentAction, AgentEvent
 from plait.guardrails import Guardrail, guardrail_hooks
 from plait.handoff import can_transfer
-from plait.hooks import HookChain, Hooks, ModelRequest, call_hook
+from plait.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -78,10 +78,9 @@ class ChatModelAgent:
         hooks: `plait.Hooks` of this agent (inside the runner's): its model and tool calls,
             and its start and end.
         middlewares: `Middleware`s, added to `hooks` after them.
-        input_guardrails: `(ctx, text) -> GuardrailResult` functions (sync or async) run
-            once per run of the agent, alongside its first model call (see
-            `plait.guardrails`); one that trips ends the run with `GuardrailTripped`.
-        output_guardrails: the same, run once on the agent's final answer.
+        input_guardrails: `(ctx, text) -> GuardrailResult` functions, run alongside the first
+            model call of each run (see `plait.guardrails`); a trip is `GuardrailTripped`.
+        output_guardrails: the same, run on the agent's final answer.
         tool_errors: "model" (default) tells the model about a failing tool call (the tool
             raised, the arguments do not match its schema, the tool is unknown, or its result
             transfers with nowhere to go); "raise" ends the run with a `ToolError`.
@@ -432,7 +431,8 @@ class _Loop:
             yield ctx.event(error=error)
             return
         request = box.request or self._request()
-        during = functools.partial(self._during, request) if self.hooks.during_model else None
+        fns = self.hooks.during_model
+        during = functools.partial(concurrently, fns, "during_model", ctx, request) if fns else None
         async with aclosing(
             stream_reply(self.agent.model, self.agent.name, request, ctx, box, during)
         ) as chunks:
@@ -460,12 +460,13 @@ class _Loop:
     async def _generate(self, box: Reply) -> None:
         agent, request = self.agent, box.request
         try:
-            if self.hooks.during_model:  # the call runs alongside them, held until they pass
+            if fns := self.hooks.during_model:  # the call runs alongside them, held till done
                 request = request or self._request()
                 call = agent.model.generate(
                     request.messages, tools=request.tools, **request.options
                 )
-                reply = await alongside(call, functools.partial(self._during, request))
+                during = functools.partial(concurrently, fns, "during_model", self.ctx, request)
+                reply = await alongside(call, during)
             elif request is None:
                 reply = await agent.model.generate(
                     self.messages, tools=agent._tool_infos, **agent.model_options
@@ -486,14 +487,6 @@ class _Loop:
             box.error = wrong_output(
                 agent.model, agent.name, "generate() returned", reply, "a Message"
             )
-
-    async def _during(self, request: ModelRequest) -> None:
-        """Run the `during_model` hooks together (the model call runs alongside them)."""
-        ctx = self.ctx
-        await all_of(
-            [functools.partial(call_hook, fn, "during_model", ctx, request) for fn in
-             self.hooks.during_model]
-        )
 
     async def _take_reply(self, box: Reply, reply: Message) -> Step:
         """Count the reply, pass it through the `after_model` hooks and decide the next
