@@ -18,8 +18,10 @@ agent's own hooks, first, as the hooks below:
   is held (no event, no tool call) until all have passed. An agent resumed after it paused
   does not run them again: it paused in a tool round, after they had passed.
 - Output guardrails get the final answer: the text of the model's reply that has no tool
-  calls (never a tool-call turn). They run concurrently, once, before the answer is stored
-  or the run ends; in streaming mode the answer's chunks have been streamed by then.
+  calls (never a tool-call turn, nor a return-directly tool's result; a structured output
+  passes its validated object to `OutputGuardrails.check` instead). They run concurrently,
+  once, before the answer is stored or the run ends; in streaming mode the answer's chunks
+  have been streamed by then.
 
 A guardrail that trips ends the whole run, from any depth (an agent run as a tool, a team
 member), with `GuardrailTripped` naming it (`guardrail`: the guardrail's `name` attribute
