@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         TransferToAgentAction,
     )
     from plait.graph import END, START, StateGraph
+    from plait.guardrails import GuardrailResult
     from plait.hooks import Hooks, ModelRequest
     from plait.interrupt import interrupt, interrupt_state
     from plait.messages import Message, ToolCall, Usage
@@ -78,6 +79,7 @@ __all__ = [
     "ChatModelAgent",
     "END",
     "FunctionTool",
+    "GuardrailResult",
     "HandoffLog",
     "Hooks",
     "IdSource",
@@ -134,6 +136,7 @@ _EXPORTS = {
     "ChatModelAgent": "plait.agents",
     "END": "plait.graph",
     "FunctionTool": "plait.tools",
+    "GuardrailResult": "plait.guardrails",
     "HandoffLog": "plait.events",
     "Hooks": "plait.hooks",
     "Inherit": "plait.team",

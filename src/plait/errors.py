@@ -5,6 +5,7 @@ PlaitError
 ├── UsageError                  a developer mistake (bad configuration, missing placeholder)
 ├── AgentError                  an unexpected exception escaped a custom agent
 ├── HookError                   an unexpected exception escaped a hook (names hook and seam)
+├── GuardrailTripped            a guardrail's tripwire ended the run (names it, carries info)
 ├── ModelError                  the model call failed (provider error, exhausted script)
 ├── ToolError                   a tool failed and the agent was told to raise (tool_errors="raise")
 │   ├── InvalidToolArguments    the arguments were not JSON or did not match the schema
@@ -47,6 +48,7 @@ __all__ = [
     "CheckpointCorrupt",
     "CheckpointNotFound",
     "CheckpointVersionError",
+    "GuardrailTripped",
     "HookError",
     "InvalidToolArguments",
     "LimitExceeded",
@@ -171,6 +173,28 @@ class HookError(PlaitError):
 
     hook: str
     seam: str
+
+
+class GuardrailTripped(PlaitError):
+    """A guardrail of agent `agent_name` tripped: `guardrail` is its name, `kind` is
+    "input" or "output", and `info` is what it returned with the tripwire."""
+
+    guardrail: str
+    kind: str
+    agent_name: str | None
+    info: Any
+
+    def __init__(
+        self, *, guardrail: str, kind: str, agent_name: str | None = None, info: Any = None
+    ) -> None:
+        owner = f" of agent '{agent_name}'" if agent_name else ""
+        super().__init__(
+            f"{kind} guardrail '{guardrail}'{owner} tripped",
+            guardrail=guardrail,
+            kind=kind,
+            agent_name=agent_name,
+            info=info,
+        )
 
 
 class ModelError(PlaitError):

@@ -5,7 +5,8 @@ every agent of a run, `ChatModelAgent(hooks=[...])` one agent. Each seam gets th
 `AgentContext` first. A `before_model`, `after_model`, `before_tool` or `after_tool` that
 returns a value replaces what flows on; None leaves it. Raising a `PlaitError` ends the run
 with that error (a guardrail, a policy); any other exception ends it with `HookError`,
-naming the hook and the seam. Runner hooks run before agent hooks on the way in and after
+naming the hook and the seam. `during_model` runs concurrently with the model call (the
+input guardrails run there). Runner hooks run before agent hooks on the way in and after
 them on the way out: `before_*` in registration order, `after_*` in reverse.
 
 `HookChain` is how plait calls them: per seam, the tuple of the hooks that override it,
@@ -15,10 +16,12 @@ computed once, so a run without hooks pays an emptiness check per seam and nothi
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from plait._alongside import all_of
 from plait.errors import HookError, PlaitError, UsageError
 
 if TYPE_CHECKING:
@@ -28,7 +31,16 @@ if TYPE_CHECKING:
     from plait.messages import Message, ToolCall
     from plait.tools.base import ToolInfo
 
-__all__ = ["NO_HOOKS", "HookChain", "Hooks", "ModelRequest", "call_hook", "ends_run", "notify"]
+__all__ = [
+    "NO_HOOKS",
+    "HookChain",
+    "Hooks",
+    "ModelRequest",
+    "call_hook",
+    "concurrently",
+    "ends_run",
+    "notify",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,6 +77,11 @@ class Hooks:
         """Replace the model request (return None to keep it)."""
         return None
 
+    async def during_model(self, ctx: AgentContext, request: ModelRequest) -> None:
+        """Run alongside the model call for `request` (after `before_model`): the call's
+        reply, or its failure, is held until this returns; raising cancels the call and
+        ends the run."""
+
     async def after_model(
         self, ctx: AgentContext, request: ModelRequest, reply: Message
     ) -> Message | None:
@@ -99,6 +116,7 @@ _SEAMS = (
     "before_agent",
     "after_agent",
     "before_model",
+    "during_model",
     "after_model",
     "before_tool",
     "after_tool",
@@ -119,6 +137,7 @@ class HookChain:
     before_agent: tuple[Seam, ...]
     after_agent: tuple[Seam, ...]
     before_model: tuple[Seam, ...]
+    during_model: tuple[Seam, ...]
     after_model: tuple[Seam, ...]
     before_tool: tuple[Seam, ...]
     after_tool: tuple[Seam, ...]
@@ -187,3 +206,9 @@ async def notify(fns: tuple[Seam, ...], seam: str, *args: Any) -> PlaitError | N
     except PlaitError as exc:
         return exc
     return None
+
+
+async def concurrently(fns: tuple[Seam, ...], seam: str, *args: Any) -> None:
+    """Await each of `fns` at `seam` concurrently; the first to raise cancels the others and
+    its error stands."""
+    await all_of([functools.partial(call_hook, fn, seam, *args) for fn in fns])

@@ -9,6 +9,7 @@ from contextlib import aclosing
 from types import MappingProxyType
 from typing import Any, Literal
 
+from plait._alongside import alongside
 from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
@@ -29,8 +30,9 @@ from plait.errors import (
     UsageError,
 )
 from plait.events import AgentAction, AgentEvent
+from plait.guardrails import Guardrail, guardrail_hooks
 from plait.handoff import can_transfer
-from plait.hooks import HookChain, Hooks, ModelRequest, call_hook
+from plait.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -76,6 +78,9 @@ class ChatModelAgent:
         hooks: `plait.Hooks` of this agent (inside the runner's): its model and tool calls,
             and its start and end.
         middlewares: `Middleware`s, added to `hooks` after them.
+        input_guardrails: `(ctx, text) -> GuardrailResult` functions, run alongside the first
+            model call of each run (see `plait.guardrails`); a trip is `GuardrailTripped`.
+        output_guardrails: the same, run on the agent's final answer.
         tool_errors: "model" (default) tells the model about a failing tool call (the tool
             raised, the arguments do not match its schema, the tool is unknown, or its result
             transfers with nowhere to go); "raise" ends the run with a `ToolError`.
@@ -107,6 +112,8 @@ class ChatModelAgent:
         model_options: Mapping[str, Any] | None = None,
         sub_agents: Sequence[Agent] = (),
         disallow_transfer_to_parent: bool = False,
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -125,7 +132,8 @@ class ChatModelAgent:
         self.tool_timeout = check_timeout(tool_timeout, f"agent '{name}': tool_timeout")
         self.model_options = dict(model_options or {})
         self.middlewares = tuple(middlewares)
-        self.hooks: tuple[Hooks, ...] = (*hooks, *self.middlewares)
+        guards = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
+        self.hooks: tuple[Hooks, ...] = (*guards, *hooks, *self.middlewares)
         self.agent_hooks = HookChain(self.hooks)  # read by the kernel and the ReAct loop
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
@@ -423,8 +431,10 @@ class _Loop:
             yield ctx.event(error=error)
             return
         request = box.request or self._request()
+        fns = self.hooks.during_model
+        during = functools.partial(concurrently, fns, "during_model", ctx, request) if fns else None
         async with aclosing(
-            stream_reply(self.agent.model, self.agent.name, request, ctx, box)
+            stream_reply(self.agent.model, self.agent.name, request, ctx, box, during)
         ) as chunks:
             async for event in chunks:
                 yield event
@@ -450,7 +460,14 @@ class _Loop:
     async def _generate(self, box: Reply) -> None:
         agent, request = self.agent, box.request
         try:
-            if request is None:
+            if fns := self.hooks.during_model:  # the call runs alongside them, held till done
+                request = request or self._request()
+                call = agent.model.generate(
+                    request.messages, tools=request.tools, **request.options
+                )
+                during = functools.partial(concurrently, fns, "during_model", self.ctx, request)
+                reply = await alongside(call, during)
+            elif request is None:
                 reply = await agent.model.generate(
                     self.messages, tools=agent._tool_infos, **agent.model_options
                 )

@@ -4,8 +4,9 @@ and the errors a model's failure or wrong output becomes."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
+from plait._alongside import Prefetch
 from plait.agents._chunks import CheckedChunks, streaming_output
 from plait.agents.call_ids import CallIds
 from plait.context import RunContext
@@ -32,9 +33,18 @@ class Reply:
 
 
 async def stream_reply(
-    model: ChatModel, name: str, request: ModelRequest, ctx: RunContext, box: Reply
+    model: ChatModel,
+    name: str,
+    request: ModelRequest,
+    ctx: RunContext,
+    box: Reply,
+    during: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncGenerator[AgentEvent, None]:
-    """Yield the streaming event first, then drain the model's stream into `box`."""
+    """Yield the streaming event first, then drain the model's stream into `box`.
+
+    With `during` (the `during_model` hooks), the stream is read ahead while it runs, and
+    the event comes only once it has returned; when it raises, the stream is closed and
+    its error is the reply's."""
     box.message = None
     try:
         source = model.stream(request.messages, tools=request.tools, **request.options)
@@ -48,6 +58,16 @@ async def stream_reply(
             model, name, "stream() returned", source, "an async iterator of Messages"
         )
         return
+    if during is not None:
+        source = Prefetch(source)
+        try:
+            await during()
+        except BaseException as exc:
+            await source.aclose()
+            if not isinstance(exc, PlaitError):
+                raise
+            box.error = exc
+            return
     ids = CallIds(ctx.ids.new_id)
     chunks = CheckedChunks(
         source,

