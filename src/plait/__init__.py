@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         SequentialAgent,
         set_sub_agents,
     )
+    from plait.agents.compaction import Compaction
     from plait.context import IdSource
     from plait.current import run_context
     from plait.errors import PlaitError
@@ -76,6 +77,7 @@ __all__ = [
     "AgentTool",
     "BreakLoopAction",
     "ChatModelAgent",
+    "Compaction",
     "END",
     "FunctionTool",
     "HandoffLog",
@@ -132,6 +134,7 @@ _EXPORTS = {
     "AgentTool": "plait.agents",
     "BreakLoopAction": "plait.events",
     "ChatModelAgent": "plait.agents",
+    "Compaction": "plait.agents.compaction",
     "END": "plait.graph",
     "FunctionTool": "plait.tools",
     "HandoffLog": "plait.events",
