@@ -14,13 +14,13 @@ import pytest
 
 import plait
 from plait import (
-    AgentEvent,
     ChatModelAgent,
     Compaction,
     Hooks,
     Message,
     RunContext,
     Runner,
+    RunOption,
     RunResult,
     Usage,
     tool,
@@ -42,8 +42,7 @@ def streaming(request: pytest.FixtureRequest) -> bool:
 def _tokens(messages: Sequence[Message]) -> int:
     """Characters of contents, tool names and arguments, divided by 4, rounded up."""
     chars = sum(
-        len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
-        for m in messages
+        len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls) for m in messages
     )
     return math.ceil(chars / 4)
 
@@ -107,9 +106,7 @@ def test_over_the_limit_older_messages_become_one_summary(streaming: bool) -> No
     history = _conversation(8)
     prompt = [Message.system(SYSTEM), *history]
     assert _tokens(prompt) > 50
-    agent = ChatModelAgent(
-        "A", model, instruction=SYSTEM, compaction=Compaction(50, keep_last=2)
-    )
+    agent = ChatModelAgent("A", model, instruction=SYSTEM, compaction=Compaction(50, keep_last=2))
     result = Runner(agent, enable_streaming=streaming).run_sync(history)
     assert result.error is None and result.final_output == "done"
     summary_call, answer_call = model.requests
@@ -138,7 +135,7 @@ def test_the_compacted_history_is_what_the_agent_goes_on_with() -> None:
         model,
         instruction=SYSTEM,
         tools=[lookup],
-        compaction=Compaction(60, keep_last=2),
+        compaction=Compaction(70, keep_last=2),
     )
     result = Runner(agent).run_sync(history)
     assert result.error is None
@@ -207,12 +204,20 @@ def test_a_separate_summary_model_writes_the_summary() -> None:
     assert model.requests[0].messages[1] == Message.user(PREFIX + "short")
 
 
+def test_without_a_model_the_summary_is_written_by_the_model_the_run_gives_the_agent() -> None:
+    own = ScriptedModel([])
+    given = ScriptedModel(["S", "done"])
+    agent = ChatModelAgent("A", own, compaction=Compaction(50, keep_last=2))
+    result = Runner(agent).run_sync(_conversation(8), options=[RunOption(model=given)])
+    assert result.error is None and result.final_output == "done"
+    assert own.requests == []
+    assert given.requests[1].messages[0] == Message.user(PREFIX + "S")
+
+
 def test_the_summary_calls_usage_counts_in_the_run() -> None:
     summarizer = ScriptedModel([reply("short", usage=Usage(input_tokens=100, output_tokens=7))])
     model = ScriptedModel([reply("done", usage=Usage(input_tokens=10, output_tokens=2))])
-    agent = ChatModelAgent(
-        "A", model, compaction=Compaction(50, keep_last=2, model=summarizer)
-    )
+    agent = ChatModelAgent("A", model, compaction=Compaction(50, keep_last=2, model=summarizer))
     result = Runner(agent).run_sync(_conversation(8))
     assert result.error is None
     assert result.usage == Usage(input_tokens=110, output_tokens=9)
@@ -254,18 +259,39 @@ def test_with_nothing_older_than_the_tail_there_is_no_summary() -> None:
     assert _compactions(result) == []
 
 
-def test_a_model_that_counts_tokens_is_asked_instead_of_the_estimate() -> None:
-    class Counting(ScriptedModel):
-        def count_tokens(self, messages: Sequence[Message]) -> int:
-            return 1000 * len(messages)
+class _Counting(ScriptedModel):
+    def count_tokens(self, messages: Sequence[Message]) -> Any:
+        return 1000 * len(messages)
 
-    model = Counting(["S", "done"])
+
+class _CountingAsync(ScriptedModel):
+    async def count_tokens(self, messages: Sequence[Message]) -> int:
+        return 1000 * len(messages)
+
+
+@pytest.mark.parametrize("kind", [_Counting, _CountingAsync], ids=["sync", "async"])
+def test_a_model_that_counts_tokens_is_asked_instead_of_the_estimate(
+    kind: type[ScriptedModel],
+) -> None:
+    model = kind(["S", "done"])
     history = [Message.user("a"), Message.assistant("b"), Message.user("c")]
     agent = ChatModelAgent("A", model, compaction=Compaction(2500, keep_last=1))
     result = Runner(agent).run_sync(history)
     assert result.error is None
     assert _compactions(result) == [{"before": 3000, "after": 2000}]
     assert list(model.requests[1].messages) == [Message.user(PREFIX + "S"), history[-1]]
+
+
+def test_a_count_that_is_not_an_int_ends_the_run_with_a_model_error() -> None:
+    class Wrong(ScriptedModel):
+        def count_tokens(self, messages: Sequence[Message]) -> Any:
+            return "many"
+
+    model = Wrong(["done"])
+    result = Runner(ChatModelAgent("A", model, compaction=Compaction(10))).query_sync("hi")
+    assert isinstance(result.error, ModelError)
+    assert "count_tokens() returned str" in str(result.error)
+    assert model.requests == []
 
 
 async def test_compaction_survives_a_pause_and_resume(tmp_path: Path) -> None:
@@ -323,22 +349,32 @@ def test_an_agent_refuses_a_compaction_that_is_not_one() -> None:
         ChatModelAgent("A", ScriptedModel([]), compaction=100)  # type: ignore[arg-type]
 
 
-def _docs_example() -> dict[str, Any]:
-    """Run the example of "Context compaction" in docs/production.md."""
+def _docs_example() -> tuple[str, dict[str, Any]]:
+    """Run the example of "Context compaction" in docs/production.md; return its code and
+    what it defines."""
     page = (ROOT / "docs" / "production.md").read_text()
     section = page.split("## Context compaction", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "compaction_example"}
     exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
-    return namespace
+    return block.group(1), namespace
 
 
-def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    namespace = _docs_example()
+def test_the_docs_example_runs_and_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
+    code, namespace = _docs_example()
     result = namespace["result"]
     assert result.error is None
     assert _compactions(result) == [namespace["compaction"]]
-    events: list[AgentEvent] = list(result.events)
-    assert events[-1].message is not None
-    assert "compaction" in capsys.readouterr().out
+    assert result.events[-1].message is not None
+    printed = capsys.readouterr().out.splitlines()
+    for line in printed[:4]:  # the numbers, the roles and the summary, as the comments say
+        assert f"# {line}" in code, line
+
+
+def test_as_a_plain_hook_without_a_model_it_says_to_give_it_to_the_agent() -> None:
+    model = ScriptedModel(["done"])
+    result = Runner(ChatModelAgent("A", model, hooks=[Compaction(10)])).query_sync("hi")
+    assert isinstance(result.error, UsageError)
+    assert "ChatModelAgent(..., compaction=" in str(result.error)
+    assert model.requests == []

@@ -133,7 +133,7 @@ class ChatModelAgent:
         if compaction is not None and not isinstance(compaction, Compaction):
             raise UsageError(f"agent '{name}': compaction must be a plait.Compaction")
         self.compaction = compaction
-        own = () if compaction is None else (compaction.for_agent(self.model),)
+        own = () if compaction is None else (compaction.bound_to(self.model),)
         self.agent_hooks = HookChain((*self.hooks, *own))  # read by the kernel and the loop
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
@@ -406,7 +406,8 @@ class _Loop:
         """Pass the request through the `before_model` hooks; its messages become the
         agent's history. Events a hook passes up (`emit`) go out before the reply."""
         request, ctx = self._request(), self.ctx
-        box.events = events = []
+        events: list[AgentEvent] = []
+        box.events = events
         ctx.set_emit(events.append)
         try:
             for fn in self.hooks.before_model:

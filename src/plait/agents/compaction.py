@@ -81,16 +81,21 @@ class Compaction(Hooks):
         self, max_tokens: int, keep_last: int = 6, model: ChatModel | str | None = None
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise UsageError(f"Compaction: max_tokens must be an int of at least 1, not {max_tokens!r}")
+            raise UsageError(
+                f"Compaction: max_tokens must be an int of at least 1, not {max_tokens!r}"
+            )
         if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
-            raise UsageError(f"Compaction: keep_last must be an int of at least 0, not {keep_last!r}")
+            raise UsageError(
+                f"Compaction: keep_last must be an int of at least 0, not {keep_last!r}"
+            )
         self.max_tokens = max_tokens
         self.keep_last = keep_last
         self.model = None if model is None else resolve_model(model, owner="Compaction")
         self._agent_model: ChatModel | None = None  # set by the agent that runs it
 
-    def for_agent(self, model: ChatModel) -> Compaction:
-        """Return a copy of this compaction that sends prompts to `model` (the agent's)."""
+    def bound_to(self, model: ChatModel) -> Compaction:
+        """Return a copy that measures prompts for `model` and, without a `model` of its own,
+        has it write the summary (an agent binds its compaction to its own model)."""
         bound = copy.copy(self)
         bound._agent_model = model
         return bound
@@ -110,7 +115,8 @@ class Compaction(Hooks):
         head, dropped, tail = _split(request.messages, self.keep_last)
         if not dropped:
             return None  # nothing older than the kept tail: sent as it is
-        summary = await self._summarize(ctx, self.model or target, dropped)
+        writer = self.model if self.model is not None else target
+        summary = await self._summarize(ctx, writer, dropped)
         messages = (*head, Message.user(SUMMARY_PREFIX + summary), *tail)
         after = await _count(target, messages)
         custom = {"compaction": {"before": before, "after": after}}
