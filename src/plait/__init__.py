@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         SequentialAgent,
         set_sub_agents,
     )
+    from plait.agents.compaction import Compaction
     from plait.context import IdSource
     from plait.current import run_context
     from plait.errors import PlaitError
@@ -77,6 +78,7 @@ __all__ = [
     "AgentTool",
     "BreakLoopAction",
     "ChatModelAgent",
+    "Compaction",
     "END",
     "FunctionTool",
     "GuardrailResult",
@@ -134,6 +136,7 @@ _EXPORTS = {
     "AgentTool": "plait.agents",
     "BreakLoopAction": "plait.events",
     "ChatModelAgent": "plait.agents",
+    "Compaction": "plait.agents.compaction",
     "END": "plait.graph",
     "FunctionTool": "plait.tools",
     "GuardrailResult": "plait.guardrails",

@@ -14,6 +14,7 @@ from plait._merge import Done, merge
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
 from plait.agents.call_ids import unique_ids
+from plait.agents.compaction import Compaction
 from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, transfer_instruction
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware
@@ -90,6 +91,8 @@ class ChatModelAgent:
         model_options: keyword options passed to every model call.
         sub_agents: agents this one may transfer to (see `set_sub_agents`); they may
             transfer back unless they were built with `disallow_transfer_to_parent=True`.
+        compaction: a `Compaction` that replaces older messages by a summary when the prompt
+            grows past its `max_tokens` (a `before_model` hook after the agent's others).
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class ChatModelAgent:
         disallow_transfer_to_parent: bool = False,
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
+        compaction: Compaction | None = None,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -134,7 +138,11 @@ class ChatModelAgent:
         self.middlewares = tuple(middlewares)
         guards = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
         self.hooks: tuple[Hooks, ...] = (*guards, *hooks, *self.middlewares)
-        self.agent_hooks = HookChain(self.hooks)  # read by the kernel and the ReAct loop
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise UsageError(f"agent '{name}': compaction must be a plait.Compaction")
+        self.compaction = compaction
+        own = () if compaction is None else (compaction.bound_to(self.model),)
+        self.agent_hooks = HookChain((*self.hooks, *own))  # read by the kernel and the loop
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
@@ -404,12 +412,18 @@ class _Loop:
 
     async def _before_model(self, box: Reply) -> None:
         """Pass the request through the `before_model` hooks; its messages become the
-        agent's history."""
-        request = self._request()
-        for fn in self.hooks.before_model:
-            replaced = await call_hook(fn, "before_model", self.ctx, request)
-            if replaced is not None:
-                request = replaced
+        agent's history. Events a hook passes up (`emit`) go out before the reply."""
+        request, ctx = self._request(), self.ctx
+        events: list[AgentEvent] = []
+        box.events = events
+        ctx.set_emit(events.append)
+        try:
+            for fn in self.hooks.before_model:
+                replaced = await call_hook(fn, "before_model", ctx, request)
+                if replaced is not None:
+                    request = replaced
+        finally:
+            ctx.set_emit(None)
         self.messages = list(request.messages)
         self.ctx.set_model_messages(self.messages)
         box.request = request
@@ -419,14 +433,18 @@ class _Loop:
         ctx, box = self.ctx, Reply()
         error = await self._open_call(box)
         if error is not None:
-            return [ctx.event(error=error)]
+            return [*box.events, ctx.event(error=error)]
         await self._generate(box)
-        return [ctx.event(message=box.message)] if box.message is not None else []
+        if box.message is None:
+            return list(box.events)
+        return [*box.events, ctx.event(message=box.message)]
 
     async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
         """Call the model once, streaming: its streaming event comes first."""
         ctx, box = self.ctx, Reply()
         error = await self._open_call(box)
+        for event in box.events:
+            yield event
         if error is not None:
             yield ctx.event(error=error)
             return

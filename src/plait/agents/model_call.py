@@ -23,10 +23,11 @@ class Reply:
     """The model's reply to one call, or why there is none (and, when hooks see the call,
     its request)."""
 
-    __slots__ = ("error", "message", "refused", "request")
+    __slots__ = ("error", "events", "message", "refused", "request")
 
     def __init__(self) -> None:
         self.request: ModelRequest | None = None
+        self.events: list[AgentEvent] | tuple[()] = ()  # what `before_model` hooks passed up
         self.message: Message | None = None
         self.error: PlaitError | None = None
         self.refused: PlaitError | None = None  # the call could not be made (a limit)
