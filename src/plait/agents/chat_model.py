@@ -113,6 +113,8 @@ class ChatModelAgent:
             grows past its `max_tokens` (a `before_model` hook after the agent's others).
     """
 
+    _run_tools: list[Tool] | None = None  # the toolsets' tools, in a run (a copy's)
+
     def __init__(
         self,
         name: str,
@@ -162,7 +164,6 @@ class ChatModelAgent:
         own = () if compaction is None else (compaction.bound_to(self.model),)
         self.agent_hooks = HookChain((*self.hooks, *own))  # read by the kernel and the loop
         self._toolsets, self._user_tools = _split_tools(tools)
-        self._run_tools: list[Tool] | None = None  # the toolsets' tools, in a run
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
             self._user_tools.append(FunctionTool(_exit, name="exit"))

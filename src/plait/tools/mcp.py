@@ -145,6 +145,8 @@ class MCPToolset:
 
     async def __aenter__(self) -> MCPToolset:
         """Start the server and keep its session open until the block ends."""
+        if self._holders == 0:
+            self._lock = asyncio.Lock()  # of this event loop
         self._holders += 1
         try:
             await self._shared_connection()
@@ -167,9 +169,8 @@ class MCPToolset:
 
     async def _shared_connection(self) -> _Connection:
         """Return the session `async with` keeps, starting it (again) if it is not alive."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
+        lock = self._lock = self._lock or asyncio.Lock()
+        async with lock:
             shared = self._shared
             if shared is None or not shared.alive:
                 self._shared = None
