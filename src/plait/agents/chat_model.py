@@ -31,6 +31,8 @@ from plait.errors import (
 from plait.events import AgentAction, AgentEvent
 from plait.handoff import can_transfer
 from plait.hooks import HookChain, Hooks, ModelRequest, call_hook
+from plait.kernel import Interrupted, call_in
+from plait.loop_guard import LoopGuard
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -85,6 +87,8 @@ class ChatModelAgent:
         model_options: keyword options passed to every model call.
         sub_agents: agents this one may transfer to (see `set_sub_agents`); they may
             transfer back unless they were built with `disallow_transfer_to_parent=True`.
+        loop_guard: a `LoopGuard` that tells, pauses or stops the agent when it repeats the
+            same tool call or its turns bring nothing new (its hook comes after `hooks`).
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class ChatModelAgent:
         model_options: Mapping[str, Any] | None = None,
         sub_agents: Sequence[Agent] = (),
         disallow_transfer_to_parent: bool = False,
+        loop_guard: LoopGuard | None = None,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
@@ -126,7 +131,11 @@ class ChatModelAgent:
         self.model_options = dict(model_options or {})
         self.middlewares = tuple(middlewares)
         self.hooks: tuple[Hooks, ...] = (*hooks, *self.middlewares)
-        self.agent_hooks = HookChain(self.hooks)  # read by the kernel and the ReAct loop
+        if loop_guard is not None and not isinstance(loop_guard, LoopGuard):
+            raise UsageError(f"agent '{name}': loop_guard must be a LoopGuard")
+        self.loop_guard = loop_guard
+        guard = () if loop_guard is None else (loop_guard.hooks(),)
+        self.agent_hooks = HookChain((*self.hooks, *guard))  # read by the kernel and the loop
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
@@ -334,6 +343,7 @@ class _Loop:
                 self.done = self._restore_done(record)
                 step = RunTools(self.messages[-1].tool_calls)
         self.ctx.set_model_messages(self.messages)
+        self.ctx.set_model(self.agent.model)
         return step
 
     def _restore_done(self, record: ReactRecord) -> dict[int, Outcome]:
@@ -378,14 +388,22 @@ class _Loop:
 
     async def _open_call(self, box: Reply) -> PlaitError | None:
         """Count the call against the limits and run the `before_model` hooks; `box`
-        becomes the reply to take (empty when the call cannot happen)."""
+        becomes the reply to take (empty when the call cannot happen, or a hook paused the
+        run before it: then it is made on the resume)."""
         self.reply = box
         error = self._before_call()
         if error is None and self.hooks.before_model:
             try:
-                await self._before_model(box)
+                paused = await call_in(self.ctx, self._before_model, box)
             except PlaitError as exc:
                 error = exc
+            else:
+                if isinstance(paused, Interrupted):
+                    self.calls_made -= 1  # not made: it is made on the resume
+                    box.paused = paused.contexts
+                    return None
+        if error is None:
+            self.ctx.count_request()
         box.refused = error
         return error
 
@@ -412,6 +430,8 @@ class _Loop:
         error = await self._open_call(box)
         if error is not None:
             return [ctx.event(error=error)]
+        if box.paused:
+            return []
         await self._generate(box)
         return [ctx.event(message=box.message)] if box.message is not None else []
 
@@ -421,6 +441,8 @@ class _Loop:
         error = await self._open_call(box)
         if error is not None:
             yield ctx.event(error=error)
+            return
+        if box.paused:
             return
         request = box.request or self._request()
         async with aclosing(
@@ -434,6 +456,9 @@ class _Loop:
         ctx, box = self.ctx, self.reply
         if box.refused is not None:
             return [], Fail(box.refused)  # the call never happened (a limit ended the run)
+        if box.paused:  # a `before_model` hook paused the run: the call is made on resume
+            self._save("model")
+            return [ctx.pause_event(box.paused)], Pause(box.paused)
         if box.message is None:
             error = box.error or ModelError("the model gave no reply", agent_name=ctx.agent_name)
             return [ctx.event(error=error)], Fail(error)
