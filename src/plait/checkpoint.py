@@ -377,12 +377,7 @@ class Checkpoint:
             ],
             user_states=snapshot.user_states,
             answers=snapshot.answers,
-            budgets=[
-                _Budget.model_construct(
-                    key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk
-                )
-                for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
-            ],
+            budgets=_budgets(snapshot),
             model_calls=snapshot.model_calls,
             requests=snapshot.requests,
             tool_calls=snapshot.tool_calls,
@@ -501,6 +496,14 @@ class Checkpoint:
             if interrupt.id in targets:
                 answers.setdefault(interrupt.address, []).append(targets[interrupt.id])
         return answers
+
+
+def _budgets(snapshot: RunSnapshot) -> list[_Budget]:
+    """Return the team budgets of a saved run, as a checkpoint holds them."""
+    return [
+        _Budget.model_construct(key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk)
+        for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
+    ]
 
 
 def _short(value: object) -> str:
