@@ -3,6 +3,7 @@ again, and turns that bring nothing new, told to the model, paused for a person,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -334,3 +335,14 @@ def test_the_names_are_public() -> None:
     guard = LoopGuard()
     assert (guard.max_repeats, guard.max_idle_turns, guard.on) == (3, None, "tell")
     assert isinstance(guard.hooks(), plait.Hooks)
+
+
+def test_the_documented_example_runs() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "production.md").read_text()
+    section = page.split("## Runaway guard\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None
+    namespace: dict[str, Any] = {"__name__": "production_example"}
+    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    assert isinstance(namespace["stopped"].error, LoopDetected)
+    assert namespace["told"].final_output == "ok"
