@@ -50,13 +50,13 @@ def lookup(query: str) -> str:
 
 
 @tool
-def approve(item: str, ctx: RunContext) -> str:
+def approve(item: str) -> str:
     """Ask a person to approve.
 
     Args:
         item: What to approve.
     """
-    answer = ctx.interrupt({"approve": item})
+    answer = plait.interrupt({"approve": item})
     RAN.append(f"approve {item}")
     return f"{item}: {answer}"
 
@@ -301,7 +301,7 @@ async def test_counts_hold_across_a_pause_and_a_resume(tmp_path: Path) -> None:
         agent = ChatModelAgent("a", model, tools=[lookup, approve])
         first = Runner(agent, store=store, limits=UsageLimits(max_tool_calls=3))
         paused = await first.run([Message.user("go")]).collect()
-        assert paused.interrupts and paused.error is None
+        assert paused.interrupts and paused.error is None and paused.checkpoint_id is not None
         assert RAN == ["before"]
 
         # another runner (another process, say) resumes with the same limits: lookup (1)
@@ -320,6 +320,7 @@ async def test_requests_hold_across_a_resume_and_the_resuming_runners_limits_app
         model = ScriptedModel([call("approve", {"item": "x"}), reply("done")])
         agent = ChatModelAgent("a", model, tools=[approve])
         paused = await Runner(agent, store=store).run([Message.user("go")]).collect()
+        assert paused.checkpoint_id is not None
         checkpoint = await Runner(agent, store=store).read_checkpoint(paused.checkpoint_id)
         assert checkpoint.snapshot().requests == 1
 
@@ -399,7 +400,11 @@ def test_no_limits_add_nothing_and_limits_are_a_hook_last_in_the_chain() -> None
             return None
 
     chain = Runner(agent, hooks=[Mine()], limits=UsageLimits(max_tool_calls=1))._hooks
-    assert [type(fn.__self__).__name__ for fn in chain.before_tool] == ["Mine", "_LimitHooks"]
+    owners = [type(fn.__self__).__name__ for fn in chain.before_tool]  # type: ignore[attr-defined]
+    assert owners == [
+        "Mine",
+        "_LimitHooks",
+    ]
     assert plait.UsageLimits is UsageLimits
     assert isinstance(UsageLimits(max_requests=1).hooks(), plait.Hooks)
 

@@ -185,6 +185,7 @@ async def test_pause_resumed_true_runs_the_call_and_counts_from_zero(tmp_path: P
         (pending,) = again.interrupts
         assert pending.info["loop"]["count"] == 3
         assert len(model.requests) == 6
+        assert again.checkpoint_id is not None
 
         stopped = await runner.resume(again.checkpoint_id, value=False).collect()
         assert isinstance(stopped.error, LoopDetected)
@@ -298,8 +299,12 @@ async def test_idle_turns_pause_and_resume(tmp_path: Path) -> None:
 
 def test_a_new_run_of_the_agent_starts_fresh() -> None:
     model = ScriptedModel(
-        [call("search", {"q": "s"}), call("search", {"q": "s"}), reply("one")]
-        + [call("search", {"q": "s"}), reply("two")]
+        [
+            *(call("search", {"q": "s"}) for _ in range(2)),
+            reply("one"),
+            call("search", {"q": "s"}),
+            reply("two"),
+        ]
     )
     runner = Runner(_agent(model, LoopGuard(max_repeats=3, on="stop")))
     assert runner.query_sync("go", session_id="s1").final_output == "one"
