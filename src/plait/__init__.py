@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from plait.guardrails import GuardrailResult
     from plait.hooks import Hooks, ModelRequest
     from plait.interrupt import interrupt, interrupt_state
+    from plait.limits import UsageLimits
+    from plait.loop_guard import LoopGuard
     from plait.messages import Message, ToolCall, Usage
     from plait.options import RunOption
     from plait.resume import ResumeInfo
@@ -89,6 +91,7 @@ __all__ = [
     "InterruptCtx",
     "InterruptInfo",
     "LoopAgent",
+    "LoopGuard",
     "Message",
     "MessageStream",
     "MessageVariant",
@@ -114,6 +117,7 @@ __all__ = [
     "ToolResult",
     "TransferToAgentAction",
     "Usage",
+    "UsageLimits",
     "errors",
     "graph",
     "hooks",
@@ -146,6 +150,7 @@ _EXPORTS = {
     "InterruptCtx": "plait.events",
     "InterruptInfo": "plait.events",
     "LoopAgent": "plait.agents",
+    "LoopGuard": "plait.loop_guard",
     "Message": "plait.messages",
     "MessageStream": "plait.events",
     "MessageVariant": "plait.events",
@@ -173,6 +178,7 @@ _EXPORTS = {
     "ToolResult": "plait.tools",
     "TransferToAgentAction": "plait.events",
     "Usage": "plait.messages",
+    "UsageLimits": "plait.limits",
     "interrupt": "plait.interrupt",
     "interrupt_state": "plait.interrupt",
     "run_context": "plait.current",

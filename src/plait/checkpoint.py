@@ -268,6 +268,8 @@ class _Document(_Record):
     answers: dict[str, list[Any]]
     budgets: list[_Budget] = []
     model_calls: int = 0
+    requests: int | None = None  # None (written before it was kept): model_calls
+    tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     transfers: int = 0
@@ -375,13 +377,10 @@ class Checkpoint:
             ],
             user_states=snapshot.user_states,
             answers=snapshot.answers,
-            budgets=[
-                _Budget.model_construct(
-                    key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk
-                )
-                for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
-            ],
+            budgets=_budgets(snapshot),
             model_calls=snapshot.model_calls,
+            requests=snapshot.requests,
+            tool_calls=snapshot.tool_calls,
             input_tokens=snapshot.tokens[0],
             output_tokens=snapshot.tokens[1],
             transfers=snapshot.transfers,
@@ -481,6 +480,8 @@ class Checkpoint:
                 b.key: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens) for b in doc.budgets
             },
             model_calls=doc.model_calls,
+            requests=doc.model_calls if doc.requests is None else doc.requests,
+            tool_calls=doc.tool_calls,
             tokens=(doc.input_tokens, doc.output_tokens),
             transfers=doc.transfers,
             metadata=dict(doc.metadata),
@@ -495,6 +496,14 @@ class Checkpoint:
             if interrupt.id in targets:
                 answers.setdefault(interrupt.address, []).append(targets[interrupt.id])
         return answers
+
+
+def _budgets(snapshot: RunSnapshot) -> list[_Budget]:
+    """Return the team budgets of a saved run, as a checkpoint holds them."""
+    return [
+        _Budget.model_construct(key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk)
+        for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
+    ]
 
 
 def _short(value: object) -> str:

@@ -73,6 +73,7 @@ class RunContext:
         "_call_guard",
         "_emit",
         "_history",
+        "_model",
         "_model_messages",
         "_resume_info",
         "_root_authors",
@@ -114,6 +115,7 @@ class RunContext:
         self._emit: Emit | None = None
         self._call_guard: CallGuard | None = None
         self._model_messages: list[Message] | None = None
+        self._model: object = None
         self._answered: list[Any] | None = None
         self._budgets: tuple[str, ...] = ()  # addresses of the teams whose budgets apply
         self._teams: tuple[tuple[str, int, int | None], ...] = ()  # (name, level, max_depth)
@@ -240,6 +242,7 @@ class RunContext:
         ctx._emit = self._emit
         ctx._call_guard = None
         ctx._model_messages = self._model_messages
+        ctx._model = self._model
         ctx._answered = None
         ctx._budgets = self._budgets
         ctx._teams = self._teams
@@ -327,6 +330,17 @@ class RunContext:
         return self._run.model_calls
 
     @property
+    def requests(self) -> int:
+        """Return how many model calls agents of the run have sent so far."""
+        return self._run.requests
+
+    @property
+    def tool_calls(self) -> int:
+        """Return how many tool calls of the run have run or are running (one that paused
+        counts when it runs again)."""
+        return self._run.tool_calls
+
+    @property
     def local_state(self) -> dict[str, Any]:
         """Return this agent's own state: kept across its turns, not shared with others."""
         return self._run.local.setdefault(self.agent_name, {})
@@ -376,6 +390,25 @@ class RunContext:
         self._model_messages = messages
 
     @property
+    def model(self) -> object:
+        """Return the model the agent of this context calls (None: not a model's agent)."""
+        return self._model
+
+    def set_model(self, model: object) -> None:
+        """Name the model the agent of this context calls (hooks may ask it to count)."""
+        self._model = model
+
+    def owner(self) -> RunContext:
+        """Return the context of the agent at this place: this one, or for a tool call its
+        agent's (whose `save_state` values the tool call's seams can share)."""
+        if self.tool_name is None:
+            return self
+        suffix = f";tool:{self.tool_name}:{self.tool_call_id}"
+        ctx = self._copy(self.agent_name, self.run_path, self.address.removesuffix(suffix))
+        ctx._model_messages, ctx._model = self._model_messages, self._model
+        return ctx
+
+    @property
     def ids(self) -> IdSource:
         """Return the run's source of ids and timestamps."""
         return self._run.ids
@@ -403,6 +436,14 @@ class RunContext:
         Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
         """
         self._run.charge(self._budgets, usage)
+
+    def count_request(self) -> None:
+        """Count one model call an agent sends now."""
+        self._run.requests += 1
+
+    def count_tool_call(self, delta: int = 1) -> None:
+        """Count one tool call that starts now (`delta=-1`: one that paused, uncounted)."""
+        self._run.tool_calls += delta
 
     def check_steps(self) -> None:
         """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""

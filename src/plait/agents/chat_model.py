@@ -34,6 +34,8 @@ from plait.events import AgentAction, AgentEvent
 from plait.guardrails import Guardrail, guardrail_hooks
 from plait.handoff import can_transfer
 from plait.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
+from plait.kernel import Interrupted, call_in
+from plait.loop_guard import LoopGuard
 from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -58,6 +60,35 @@ def _exit(final_result: str) -> ToolResult:
 
 def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
+
+
+def _check(name: str, max_iterations: int, tool_errors: str) -> None:
+    if max_iterations < 1:
+        raise UsageError(f"agent '{name}': max_iterations must be at least 1")
+    if tool_errors not in ("model", "raise"):
+        raise UsageError(f"agent '{name}': tool_errors must be 'model' or 'raise'")
+
+
+def _own_hooks(
+    agent: ChatModelAgent,
+    hooks: Sequence[Hooks],
+    input_guardrails: Sequence[Guardrail],
+    output_guardrails: Sequence[Guardrail],
+) -> tuple[tuple[Hooks, ...], tuple[Hooks, ...]]:
+    """An agent's hooks, in order: its guardrails, `hooks` and `middlewares` (the first
+    part, its `hooks` attribute), then its loop guard and compaction (last: the model sees
+    the compacted request)."""
+    name, loop_guard, compaction = agent.name, agent.loop_guard, agent.compaction
+    if loop_guard is not None and not isinstance(loop_guard, LoopGuard):
+        raise UsageError(f"agent '{name}': loop_guard must be a LoopGuard")
+    if compaction is not None and not isinstance(compaction, Compaction):
+        raise UsageError(f"agent '{name}': compaction must be a plait.Compaction")
+    guards = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
+    given: tuple[Hooks, ...] = (*guards, *hooks, *agent.middlewares)
+    own: tuple[Hooks, ...] = () if loop_guard is None else (loop_guard.hooks(),)
+    if compaction is not None:
+        own = (*own, compaction.bound_to(agent.model))
+    return given, own
 
 
 class ChatModelAgent:
@@ -93,6 +124,8 @@ class ChatModelAgent:
             transfer back unless they were built with `disallow_transfer_to_parent=True`.
         compaction: a `Compaction` that replaces older messages by a summary when the prompt
             grows past its `max_tokens` (a `before_model` hook after the agent's others).
+        loop_guard: a `LoopGuard` that tells, pauses or stops the agent when it repeats the
+            same tool call or its turns bring nothing new (its hook comes after `hooks`).
     """
 
     def __init__(
@@ -118,13 +151,11 @@ class ChatModelAgent:
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
         compaction: Compaction | None = None,
+        loop_guard: LoopGuard | None = None,
     ) -> None:
         if not name:
             raise UsageError("an agent needs a non-empty name")
-        if max_iterations < 1:
-            raise UsageError(f"agent '{name}': max_iterations must be at least 1")
-        if tool_errors not in ("model", "raise"):
-            raise UsageError(f"agent '{name}': tool_errors must be 'model' or 'raise'")
+        _check(name, max_iterations, tool_errors)
         self.name = name
         self.model = resolve_model(model, owner=f"agent '{name}'")
         self.description = description
@@ -136,12 +167,9 @@ class ChatModelAgent:
         self.tool_timeout = check_timeout(tool_timeout, f"agent '{name}': tool_timeout")
         self.model_options = dict(model_options or {})
         self.middlewares = tuple(middlewares)
-        guards = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
-        self.hooks: tuple[Hooks, ...] = (*guards, *hooks, *self.middlewares)
-        if compaction is not None and not isinstance(compaction, Compaction):
-            raise UsageError(f"agent '{name}': compaction must be a plait.Compaction")
+        self.loop_guard = loop_guard
         self.compaction = compaction
-        own = () if compaction is None else (compaction.bound_to(self.model),)
+        self.hooks, own = _own_hooks(self, hooks, input_guardrails, output_guardrails)
         self.agent_hooks = HookChain((*self.hooks, *own))  # read by the kernel and the loop
         self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
@@ -350,6 +378,7 @@ class _Loop:
                 self.done = self._restore_done(record)
                 step = RunTools(self.messages[-1].tool_calls)
         self.ctx.set_model_messages(self.messages)
+        self.ctx.set_model(self.agent.model)
         return step
 
     def _restore_done(self, record: ReactRecord) -> dict[int, Outcome]:
@@ -394,14 +423,22 @@ class _Loop:
 
     async def _open_call(self, box: Reply) -> PlaitError | None:
         """Count the call against the limits and run the `before_model` hooks; `box`
-        becomes the reply to take (empty when the call cannot happen)."""
+        becomes the reply to take (empty when the call cannot happen, or a hook paused the
+        run before it: then it is made on the resume)."""
         self.reply = box
         error = self._before_call()
         if error is None and self.hooks.before_model:
             try:
-                await self._before_model(box)
+                paused = await call_in(self.ctx, self._before_model, box)
             except PlaitError as exc:
                 error = exc
+            else:
+                if isinstance(paused, Interrupted):
+                    self.calls_made -= 1  # not made: it is made on the resume
+                    box.paused = paused.contexts
+                    return None
+        if error is None:
+            self.ctx.count_request()
         box.refused = error
         return error
 
@@ -434,6 +471,8 @@ class _Loop:
         error = await self._open_call(box)
         if error is not None:
             return [*box.events, ctx.event(error=error)]
+        if box.paused:
+            return list(box.events)
         await self._generate(box)
         if box.message is None:
             return list(box.events)
@@ -447,6 +486,8 @@ class _Loop:
             yield event
         if error is not None:
             yield ctx.event(error=error)
+            return
+        if box.paused:
             return
         request = box.request or self._request()
         fns = self.hooks.during_model
@@ -462,6 +503,9 @@ class _Loop:
         ctx, box = self.ctx, self.reply
         if box.refused is not None:
             return [], Fail(box.refused)  # the call never happened (a limit ended the run)
+        if box.paused:  # a `before_model` hook paused the run: the call is made on resume
+            self._save("model")
+            return [ctx.pause_event(box.paused)], Pause(box.paused)
         if box.message is None:
             error = box.error or ModelError("the model gave no reply", agent_name=ctx.agent_name)
             return [ctx.event(error=error)], Fail(error)
