@@ -15,10 +15,12 @@ import plait
 from plait import (
     AgentTool,
     ChatModelAgent,
+    Compaction,
     Message,
     RunContext,
     Runner,
     Team,
+    Tool,
     ToolInfo,
     Usage,
     UsageLimits,
@@ -28,7 +30,7 @@ from plait.checkpoint import Checkpoint
 from plait.errors import LimitExceeded, PlaitError, UsageError, UsageLimitExceeded
 from plait.limits import estimate_tokens
 from plait.stores import SqliteStore
-from plait.testing import ScriptedModel, call, calls, reply
+from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
 
 RAN: list[str] = []
 
@@ -435,3 +437,44 @@ def _docs_example(heading: str) -> dict[str, Any]:
 def test_the_documented_example_runs() -> None:
     namespace = _docs_example("Usage limits")
     assert isinstance(namespace["result"].error, UsageLimitExceeded)
+
+
+async def test_the_input_estimate_sees_the_request_an_agents_compaction_leaves() -> None:
+    """The limits run innermost: an agent's compaction shrinks the prompt before the
+    estimate, so a call that fits once compacted is sent; without compaction it is not."""
+    conversation = [
+        (Message.user if i % 2 == 0 else Message.assistant)(f"{i}".ljust(400, "x"))
+        for i in range(9)
+    ]  # about 900 tokens, over the limit of 300
+    summaries: list[str] = []
+
+    def answer(messages: list[Message], tools: list[object]) -> str:
+        if not tools and len(messages) == 2 and messages[0].role == "system":
+            summaries.append(messages[1].content)  # the summary call
+            return "They talked."
+        return "done"
+
+    limits = UsageLimits(max_input_tokens=300)
+    compacted = ChatModelAgent(
+        "a",
+        model=FunctionModel(answer),
+        tools=[_noop_tool()],
+        compaction=Compaction(max_tokens=200, keep_last=1),
+    )
+    result = await Runner(compacted, limits=limits).run(conversation).collect()
+    assert result.error is None and result.final_output == "done"
+    assert len(summaries) == 1
+
+    plain = ChatModelAgent("a", model=FunctionModel(answer), tools=[_noop_tool()])
+    refused = await Runner(plain, limits=limits).run(conversation).collect()
+    assert isinstance(refused.error, UsageLimitExceeded)
+    assert refused.error.limit_name == "max_input_tokens"
+
+
+def _noop_tool() -> Tool:
+    @tool
+    def noop() -> str:
+        """Do nothing."""
+        return ""
+
+    return noop

@@ -130,7 +130,7 @@ class HookChain:
     """The hooks of a run or an agent, per seam: the bound methods that override it, in the
     order they run (`after_*` reversed)."""
 
-    __slots__ = (*_SEAMS, "empty")
+    __slots__ = (*_SEAMS, "empty", "last")
 
     before_run: tuple[Seam, ...]
     after_run: tuple[Seam, ...]
@@ -145,19 +145,23 @@ class HookChain:
     on_resume: tuple[Seam, ...]
     on_step_saved: tuple[Seam, ...]
 
-    def __init__(self, hooks: Sequence[Hooks] = ()) -> None:
-        for hook in hooks:
+    def __init__(self, hooks: Sequence[Hooks] = (), innermost: Sequence[Hooks] = ()) -> None:
+        for hook in (*hooks, *innermost):
             if not isinstance(hook, Hooks):
                 raise UsageError(f"hooks must subclass plait.Hooks, got {hook!r}")
+        self.last: dict[str, tuple[Seam, ...]] = {}  # per seam, the innermost hooks' methods
         for seam in _SEAMS:
-            base = getattr(Hooks, seam)
-            found = tuple(getattr(h, seam) for h in hooks if getattr(type(h), seam) is not base)
-            setattr(self, seam, found[::-1] if seam.startswith("after") else found)
+            both = _overriding(hooks, seam) + _overriding(innermost, seam)
+            setattr(self, seam, both[::-1] if seam.startswith("after") else both)
+            last = _overriding(innermost, seam)
+            if last:
+                self.last[seam] = last
         self.empty = not any(getattr(self, seam) for seam in _SEAMS)
 
     def around(self, inner: HookChain) -> HookChain:
         """Return this chain wrapped around `inner`: this one's `before_*` first, its
-        `after_*` last."""
+        `after_*` last — except its innermost hooks, which run inside `inner`'s (they see
+        the request as the agent's hooks leave it)."""
         if inner.empty:
             return self
         if self.empty:
@@ -165,9 +169,22 @@ class HookChain:
         joined = HookChain()
         for seam in _SEAMS:
             outer, own = getattr(self, seam), getattr(inner, seam)
-            setattr(joined, seam, own + outer if seam.startswith("after") else outer + own)
+            last = self.last.get(seam, ())
+            if seam.startswith("after"):  # outer is (innermost reversed) + (others reversed)
+                cut = len(last)
+                setattr(joined, seam, outer[:cut] + own + outer[cut:])
+            else:
+                cut = len(outer) - len(last)
+                setattr(joined, seam, outer[:cut] + own + outer[cut:])
+        joined.last = self.last
         joined.empty = False
         return joined
+
+
+def _overriding(hooks: Sequence[Hooks], seam: str) -> tuple[Seam, ...]:
+    """The bound `seam` methods of the hooks that override it, in order."""
+    base = getattr(Hooks, seam)
+    return tuple(getattr(h, seam) for h in hooks if getattr(type(h), seam) is not base)
 
 
 NO_HOOKS = HookChain()

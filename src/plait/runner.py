@@ -118,7 +118,7 @@ class Runner:
         self.limits = limits
         self.hooks = tuple(hooks)
         enforce = (limits.hooks(),) if limits is not None and limits.active else ()
-        self._hooks = HookChain((*self.hooks, *enforce))  # the limits last: they see it all
+        self._hooks = HookChain(self.hooks, innermost=enforce)  # the limits see it all
         self.keep_steps = keep_steps
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
