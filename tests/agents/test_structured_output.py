@@ -358,6 +358,27 @@ def test_output_key_value_survives_a_checkpoint_as_its_type() -> None:
     assert read == [City(**PARIS)]
 
 
+def test_output_key_value_is_its_type_again_in_the_next_turn_of_a_session() -> None:
+    read: list[Any] = []
+
+    def second_turn(messages: list[Message], tools: list[ToolInfo]) -> str:
+        return "ok"
+
+    class Peek(Hooks):
+        async def before_model(self, ctx: RunContext, request: ModelRequest) -> None:
+            read.append(ctx.session_values.get("city"))
+
+    model = ScriptedModel([reply(PARIS_JSON), reply("ok")], supports_output_schema=True)
+    agent = ChatModelAgent("geo", model, output_type=City, output_key="city")
+    runner = Runner(agent, hooks=[Peek()])
+    assert runner.query_sync("Paris?", session_id="s").final_output == City(**PARIS)
+    second = Runner(
+        ChatModelAgent("geo", FunctionModel(second_turn)), store=runner.store, hooks=[Peek()]
+    )
+    assert second.query_sync("and?", session_id="s").error is None
+    assert read == [None, City(**PARIS)]
+
+
 def test_an_agent_run_as_a_tool_gives_its_caller_the_json_text() -> None:
     inner = ChatModelAgent(
         "geo", ScriptedModel([reply(PARIS_JSON)], supports_output_schema=True), output_type=City
@@ -377,6 +398,23 @@ def test_the_output_type_must_be_an_object_type_and_the_retries_a_count() -> Non
         ChatModelAgent("geo", ScriptedModel([]), output_type=object())
     with pytest.raises(UsageError, match="output_retries"):
         ChatModelAgent("geo", ScriptedModel([]), output_type=City, output_retries=-1)
+
+
+class Tree(pydantic.BaseModel):
+    label: str
+    children: list[Tree] = []
+
+
+def test_a_recursive_model_is_an_output_type_whose_schema_root_is_the_object() -> None:
+    model = ScriptedModel(
+        [reply('{"label": "a", "children": [{"label": "b"}]}')], supports_output_schema=True
+    )
+    result = Runner(ChatModelAgent("t", model, output_type=Tree)).query_sync("tree")
+    assert result.final_output == Tree(label="a", children=[Tree(label="b")])
+    schema = model.requests[0].options["output_schema"].schema
+    assert schema["type"] == "object" and "$ref" not in schema
+    assert schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Tree"}
+    assert "Tree" in schema["$defs"]
 
 
 def test_an_agent_without_output_type_passes_no_schema_and_offers_no_tool() -> None:
@@ -415,7 +453,6 @@ async def _sse(events: list[dict[str, Any]]) -> AsyncIterator[str]:
 
 @pytest.fixture(scope="module")
 def openai_server() -> Iterator[ScriptedServer]:
-    pytest.importorskip("openai")
     exhausted = {"error": {"message": "script exhausted", "type": "x", "code": None}}
     with serving(ScriptedServer("/v1/chat/completions", _sse, exhausted), root="/v1") as fake:
         yield fake
@@ -492,7 +529,6 @@ async def _anthropic_sse(events: list[dict[str, Any]]) -> AsyncIterator[str]:
 
 @pytest.fixture(scope="module")
 def anthropic_server() -> Iterator[ScriptedServer]:
-    pytest.importorskip("anthropic")
     exhausted = {"type": "error", "error": {"type": "api_error", "message": "exhausted"}}
     with serving(ScriptedServer("/v1/messages", _anthropic_sse, exhausted), root="") as fake:
         yield fake
@@ -528,6 +564,53 @@ def test_anthropic_model_answers_through_the_final_result_tool(
     assert "output_schema" not in request and "response_format" not in request
 
 
+# --- the embedded LocalModel: a grammar built from the schema --------------------------------
+
+
+class Place(pydantic.BaseModel):
+    city: str
+
+
+class Report(pydantic.BaseModel):
+    """Where, and whether it is sunny there."""
+
+    place: Place
+    sunny: bool
+
+
+def test_local_model_answers_with_json_decoded_under_the_schemas_grammar() -> None:
+    from plait.models import LocalModel
+    from plait.models.local import answer_schema
+
+    schema = Report.model_json_schema()
+    inlined = answer_schema(schema)
+    assert "$defs" not in inlined and "$ref" not in json.dumps(inlined)
+    assert inlined["properties"]["place"]["properties"] == {
+        "city": {"title": "City", "type": "string"}
+    }
+    model = LocalModel(max_tokens=64)
+    agent = ChatModelAgent(
+        "weather", model, instruction="Tell the weather in a city.", output_type=Report
+    )
+    result = Runner(agent).query_sync("Is it sunny in Paris?")
+    assert result.error is None, result.error
+    assert isinstance(result.final_output, Report)
+    assert isinstance(result.final_output.place.city, str)
+    text = [e for e in result.events if e.message is not None][-1].message
+    assert text is not None and text.message is not None
+    assert Report.model_validate_json(text.message.content) == result.final_output
+
+
+def test_local_model_refuses_a_recursive_output_schema() -> None:
+    from plait.models.local import answer_schema
+
+    class Node(pydantic.BaseModel):
+        children: list[Node]
+
+    with pytest.raises(UsageError, match="Node"):
+        answer_schema(Node.model_json_schema())
+
+
 # --- the docs ---------------------------------------------------------------------------------
 
 
@@ -538,4 +621,6 @@ def test_the_structured_output_example_of_the_docs_runs() -> None:
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "structured_output_example"}
     exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
-    assert namespace["result"].final_output == namespace["expected"]
+    invoice = namespace["result"].final_output
+    assert invoice == namespace["Invoice"](number="INV-7", total=120.5)
+    assert namespace["model"].remaining == 0

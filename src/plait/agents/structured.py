@@ -69,6 +69,7 @@ class StructuredOutput:
                 f"{owner}: output_type must be a pydantic model, a dataclass or a TypedDict; "
                 f"{output_type!r} is not usable: {exc}"
             ) from exc
+        schema = _hoisted(schema)
         if schema.get("type") != "object":
             raise UsageError(
                 f"{owner}: output_type must be a pydantic model, a dataclass or a TypedDict "
@@ -194,6 +195,19 @@ class OutputCheck:
         """The event that carries the validated answer (`output.custom`)."""
         event: AgentEvent = ctx.event(output=AgentOutput(custom=value))
         return event
+
+
+def _hoisted(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return `schema` with a root `$ref` (a recursive model's) replaced by its definition,
+    the definitions kept, so the root is the object itself."""
+    ref = schema.get("$ref")
+    defs = schema.get("$defs")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+        target = defs.get(ref.removeprefix("#/$defs/"))
+        if isinstance(target, dict):
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            return {**target, **rest}
+    return schema
 
 
 def _describe(errors: list[dict[str, Any]]) -> str:
