@@ -57,6 +57,8 @@ def _loaded_class(where: str) -> type[Any] | None:
     found: Any = sys.modules.get(module_name)
     for part in qualname.split("."):
         found = getattr(found, part, None)
-    if isinstance(found, type) and (issubclass(found, BaseModel) or dataclasses.is_dataclass(found)):
+    if isinstance(found, type) and (
+        issubclass(found, BaseModel) or dataclasses.is_dataclass(found)
+    ):
         return found
     return None

@@ -364,8 +364,7 @@ class Checkpoint:
             root_input=list(snapshot.root_input),
             root_authors=None if snapshot.root_authors is None else list(snapshot.root_authors),
             history=whole_messages(snapshot.history),
-            session_values=snapshot.session_values,
-            session_value_types=value_types(snapshot.session_values),
+            **_session_values(snapshot.session_values),
             state=snapshot.state,
             local=snapshot.local,
             interrupts=[
@@ -498,6 +497,11 @@ class Checkpoint:
             if interrupt.id in targets:
                 answers.setdefault(interrupt.address, []).append(targets[interrupt.id])
         return answers
+
+
+def _session_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The session values of a document, with the classes of the typed ones."""
+    return {"session_values": values, "session_value_types": value_types(values)}
 
 
 def _short(value: object) -> str:

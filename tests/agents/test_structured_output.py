@@ -11,10 +11,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from typing_extensions import TypedDict
-
 import pydantic
 import pytest
+from typing_extensions import TypedDict
 
 from plait import (
     AgentTool,
@@ -29,7 +28,7 @@ from plait import (
     tool,
 )
 from plait.errors import OutputValidationError, UsageError
-from plait.models.base import OutputSchema, supports_output_schema
+from plait.models import OutputSchema, supports_output_schema
 from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
 from plait.tools import ToolInfo
 from tests.models.scripted_server import Scripted, ScriptedServer, serving
@@ -143,7 +142,11 @@ def test_an_invalid_answer_is_told_to_the_model_with_the_errors_and_asked_again(
     streaming: bool,
 ) -> None:
     model = ScriptedModel(
-        [reply("Paris has about two million people."), reply('{"name": "Paris"}'), reply(PARIS_JSON)],
+        [
+            reply("Paris has about two million people."),
+            reply('{"name": "Paris"}'),
+            reply(PARIS_JSON),
+        ],
         supports_output_schema=True,
     )
     agent = ChatModelAgent("geo", model, output_type=City)
@@ -494,7 +497,10 @@ def test_openai_model_sends_the_json_schema_response_format(
 
     half = len(PARIS_JSON) // 2
     answers = (
-        [Scripted(events=[_chunk("nope")]), Scripted(events=[_chunk(PARIS_JSON[:half]), _chunk(PARIS_JSON[half:])])]
+        [
+            Scripted(events=[_chunk("nope")]),
+            Scripted(events=[_chunk(PARIS_JSON[:half]), _chunk(PARIS_JSON[half:])]),
+        ]
         if streaming
         else [_completion("nope"), _completion(PARIS_JSON)]
     )
@@ -519,7 +525,7 @@ def test_openai_model_sends_the_json_schema_response_format(
     assert "not valid JSON" in second["messages"][-1]["content"]
 
 
-# --- the Anthropic adapter: the final_result tool ---------------------------------------------
+# --- the Anthropic adapter: structured outputs, or the final_result tool ---------------------
 
 
 async def _anthropic_sse(events: list[dict[str, Any]]) -> AsyncIterator[str]:
@@ -534,24 +540,60 @@ def anthropic_server() -> Iterator[ScriptedServer]:
         yield fake
 
 
-def test_anthropic_model_answers_through_the_final_result_tool(
-    anthropic_server: ScriptedServer,
-) -> None:
-    from plait.models.anthropic import AnthropicModel
-
+def _anthropic_reply(*content: dict[str, Any]) -> Scripted:
     body = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
         "model": "claude-test",
-        "content": [{"type": "tool_use", "id": "toolu_1", "name": "final_result", "input": PARIS}],
-        "stop_reason": "tool_use",
+        "content": list(content),
+        "stop_reason": "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 3, "output_tokens": 5},
     }
-    anthropic_server.reset(Scripted(body=body))
+    return Scripted(body=body)
+
+
+def test_anthropic_model_sends_the_schema_as_its_output_format(
+    anthropic_server: ScriptedServer,
+) -> None:
+    from plait.models.anthropic import AnthropicModel
+
+    anthropic_server.reset(_anthropic_reply({"type": "text", "text": PARIS_JSON}))
     model = AnthropicModel(
-        "claude-test", base_url=anthropic_server.base_url, api_key="sk", timeout=5.0
+        "claude-test",
+        base_url=anthropic_server.base_url,
+        api_key="sk",
+        timeout=5.0,
+        output_config={"effort": "low"},
+    )
+    assert supports_output_schema(model)
+    result = Runner(ChatModelAgent("geo", model, output_type=City)).query_sync("Paris?")
+    assert result.error is None
+    assert result.final_output == City(**PARIS)
+    (request,) = anthropic_server.requests
+    config = request["output_config"]
+    assert config["effort"] == "low"  # the model's own output_config is kept
+    assert config["format"]["type"] == "json_schema"
+    schema = config["format"]["schema"]
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert schema["properties"].keys() == {"name", "population"}
+    assert "tools" not in request and "output_schema" not in request
+
+
+def test_anthropic_model_without_structured_outputs_answers_by_final_result(
+    anthropic_server: ScriptedServer,
+) -> None:
+    from plait.models.anthropic import AnthropicModel
+
+    use = {"type": "tool_use", "id": "toolu_1", "name": "final_result", "input": PARIS}
+    anthropic_server.reset(_anthropic_reply(use))
+    model = AnthropicModel(
+        "claude-test",
+        base_url=anthropic_server.base_url,
+        api_key="sk",
+        timeout=5.0,
+        structured_outputs=False,
     )
     assert not supports_output_schema(model)
     result = Runner(ChatModelAgent("geo", model, output_type=City)).query_sync("Paris?")
@@ -561,7 +603,7 @@ def test_anthropic_model_answers_through_the_final_result_tool(
     (final_tool,) = request["tools"]
     assert final_tool["name"] == "final_result"
     assert final_tool["input_schema"]["properties"].keys() == {"name", "population"}
-    assert "output_schema" not in request and "response_format" not in request
+    assert "output_config" not in request
 
 
 # --- the embedded LocalModel: a grammar built from the schema --------------------------------

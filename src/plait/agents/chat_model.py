@@ -129,12 +129,7 @@ class ChatModelAgent:
         self.instruction = instruction
         self.output_key = output_key
         self.output_type = output_type
-        self._output = (
-            None
-            if output_type is None
-            else StructuredOutput(output_type, output_retries, f"agent '{name}'")
-        )
-        self._final_tool = False  # whether `final_result` is offered (set by _build_tools)
+        self._output = StructuredOutput.of(output_type, output_retries, f"agent '{name}'")
         self.max_iterations = max_iterations
         self.gen_model_input = gen_model_input
         self.tool_errors = tool_errors
@@ -320,9 +315,9 @@ class ChatModelAgent:
             for event in events:
                 yield event
 
-    def _store_output(self, ctx: RunContext, text: Any) -> None:
+    def _store_output(self, ctx: RunContext, value: Any) -> None:
         if self.output_key is not None:
-            ctx.session_values[self.output_key] = text
+            ctx.session_values[self.output_key] = value
 
 
 class _Loop:

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait._quote import QUOTE_CHARS, quote
 from plait.agent_context import AgentContext
@@ -29,6 +29,9 @@ from plait.events import AgentEvent, AgentOutput
 from plait.messages import Message
 from plait.models.base import OutputSchema
 from plait.tools.base import ToolInfo, ToolResult
+
+if TYPE_CHECKING:
+    from plait.context import RunContext
 
 __all__ = ["FINAL_RESULT", "FinalResultTool", "OutputCheck", "StructuredOutput"]
 
@@ -89,7 +92,14 @@ class StructuredOutput:
         tool_description += " are the answer."
         if description:
             tool_description += f" The answer: {description}"
-        self.tool_info = ToolInfo(name=FINAL_RESULT, description=tool_description, parameters=schema)
+        self.tool_info = ToolInfo(
+            name=FINAL_RESULT, description=tool_description, parameters=schema
+        )
+
+    @classmethod
+    def of(cls, output_type: Any, retries: int, owner: str) -> StructuredOutput | None:
+        """Return the structured output of `output_type` (None: the answer is text)."""
+        return None if output_type is None else cls(output_type, retries, owner)
 
     def check(self, text: str) -> Checked:
         """Validate `text` (JSON, optionally in a ``` fence) as the output type."""
@@ -143,7 +153,7 @@ class OutputCheck:
         self.failures = 0
 
     def answer(
-        self, ctx: Any, reply: Message, messages: list[Message]
+        self, ctx: RunContext, reply: Message, messages: list[Message]
     ) -> tuple[list[AgentEvent], Any | None, OutputValidationError | None]:
         """Check a text answer. Return the events that report a valid one and its value; or,
         for an invalid one, add the message that tells the model (retry) or return the error
@@ -161,9 +171,9 @@ class OutputCheck:
             messages.append(Message.user(f"Your answer is not valid: {checked.problem}. {hint}"))
         return [], None, error
 
-    def tool_answer(self, ctx: Any, calls: Sequence[tuple[int, str]]) -> tuple[
-        list[AgentEvent], Any | None, int | None, OutputValidationError | None
-    ]:
+    def tool_answer(
+        self, ctx: RunContext, calls: Sequence[tuple[int, str]]
+    ) -> tuple[list[AgentEvent], Any | None, int | None, OutputValidationError | None]:
         """Check the round's `final_result` calls (index, arguments): the last valid one
         is the answer (its event, value and call index); with none valid, the round counts
         as one failure (the error when retries are exhausted)."""
@@ -191,10 +201,9 @@ class OutputCheck:
         )
 
     @staticmethod
-    def event(ctx: Any, value: Any) -> AgentEvent:
+    def event(ctx: RunContext, value: Any) -> AgentEvent:
         """The event that carries the validated answer (`output.custom`)."""
-        event: AgentEvent = ctx.event(output=AgentOutput(custom=value))
-        return event
+        return ctx.event(output=AgentOutput(custom=value))
 
 
 def _hoisted(schema: dict[str, Any]) -> dict[str, Any]:
