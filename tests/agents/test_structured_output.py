@@ -181,6 +181,33 @@ def test_an_answer_still_invalid_after_the_retries_ends_the_run_with_output_vali
         result.raise_for_error()
 
 
+def test_an_after_model_hook_sees_the_reply_before_it_is_validated() -> None:
+    class Repair(Hooks):
+        async def after_model(
+            self, ctx: RunContext, request: ModelRequest, reply: Message
+        ) -> Message | None:
+            return Message.assistant(reply.content.removeprefix("Answer: "))
+
+    model = ScriptedModel([reply(f"Answer: {PARIS_JSON}")], supports_output_schema=True)
+    agent = ChatModelAgent("geo", model, output_type=City, hooks=[Repair()])
+    assert Runner(agent).query_sync("Paris?").final_output == City(**PARIS)
+
+
+def test_a_run_that_pauses_before_its_answer_is_validated_after_resume(streaming: bool) -> None:
+    model = ScriptedModel(
+        [call("approve", {"item": "x"}), reply("not json"), reply(PARIS_JSON)],
+        supports_output_schema=True,
+    )
+    agent = ChatModelAgent("geo", model, tools=[approve], output_type=City)
+    runner = Runner(agent, enable_streaming=streaming)
+    paused = runner.query_sync("Paris?")
+    assert paused.checkpoint_id is not None and paused.final_output is None
+    done = runner.resume_sync(paused.checkpoint_id, value="yes")
+    assert done.error is None
+    assert done.final_output == City(**PARIS)
+    assert isinstance(model.requests[-1].options["output_schema"], OutputSchema)
+
+
 def test_output_retries_zero_fails_at_the_first_invalid_answer() -> None:
     model = ScriptedModel([reply("no"), reply(PARIS_JSON)], supports_output_schema=True)
     agent = ChatModelAgent("geo", model, output_type=City, output_retries=0)
@@ -620,7 +647,10 @@ class Report(pydantic.BaseModel):
     sunny: bool
 
 
-def test_local_model_answers_with_json_decoded_under_the_schemas_grammar() -> None:
+@pytest.mark.parametrize("steer", [True, False], ids=["steered", "one-grammar"])
+def test_local_model_answers_with_json_decoded_under_the_schemas_grammar(
+    steer: bool, streaming: bool
+) -> None:
     from plait.models import LocalModel
     from plait.models.local import answer_schema
 
@@ -630,17 +660,19 @@ def test_local_model_answers_with_json_decoded_under_the_schemas_grammar() -> No
     assert inlined["properties"]["place"]["properties"] == {
         "city": {"title": "City", "type": "string"}
     }
-    model = LocalModel(max_tokens=64)
+    model = LocalModel(max_tokens=64, steer=steer)
     agent = ChatModelAgent(
         "weather", model, instruction="Tell the weather in a city.", output_type=Report
     )
-    result = Runner(agent).query_sync("Is it sunny in Paris?")
+    result = Runner(agent, enable_streaming=streaming).query_sync("Is it sunny in Paris?")
     assert result.error is None, result.error
     assert isinstance(result.final_output, Report)
     assert isinstance(result.final_output.place.city, str)
-    text = [e for e in result.events if e.message is not None][-1].message
-    assert text is not None and text.message is not None
-    assert Report.model_validate_json(text.message.content) == result.final_output
+    variant = [e for e in result.events if e.message is not None][-1].message
+    assert variant is not None
+    text = variant.message if variant.stream is None else variant.stream.merged()
+    assert text is not None
+    assert Report.model_validate_json(text.content) == result.final_output
 
 
 def test_local_model_refuses_a_recursive_output_schema() -> None:
