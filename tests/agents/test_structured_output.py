@@ -23,6 +23,7 @@ from plait import (
     ModelRequest,
     RunContext,
     Runner,
+    RunOption,
     SequentialAgent,
     interrupt,
     tool,
@@ -319,6 +320,20 @@ def test_a_final_result_of_a_reply_that_pauses_is_the_answer_after_resume() -> N
     done = runner.resume_sync(paused.checkpoint_id, value="yes")
     assert done.error is None
     assert done.final_output == City(**PARIS)
+
+
+def test_a_run_option_model_decides_the_path_for_that_run() -> None:
+    plain = ScriptedModel([_final(PARIS)])
+    schema = ScriptedModel([reply(PARIS_JSON)], supports_output_schema=True)
+    agent = ChatModelAgent("geo", schema, output_type=City)
+    runner = Runner(agent)
+    swapped = runner.query_sync("Paris?", options=[RunOption(agent="geo", model=plain)])
+    assert swapped.final_output == City(**PARIS)
+    assert [t.name for t in plain.requests[0].tools] == ["final_result"]
+    assert "output_schema" not in plain.requests[0].options
+    assert runner.query_sync("Paris?").final_output == City(**PARIS)
+    assert schema.requests[0].tools == () and "output_schema" in schema.requests[0].options
+    assert [t.name for t in agent.tools] == []  # the agent itself is unchanged
 
 
 def test_a_user_tool_named_final_result_clashes_with_the_answer_tool() -> None:
