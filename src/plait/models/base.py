@@ -21,6 +21,9 @@ class ChatModel(Protocol):
     by index, usage summed). Any object with these two methods is accepted as a model. One
     whose `generate` returns anything but a `Message`, or whose `stream` is not an async
     iterator of `Message`s, ends the run with a `ModelError` naming the type it gave.
+
+    A model may also declare `supports_output_schema = True`: it is then passed an
+    `output_schema` option (an `OutputSchema`) by agents with an `output_type`.
     """
 
     async def generate(
