@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from plait._json import to_json
+from plait._typed import restore_types, value_types
 from plait.errors import (
     CheckpointCorrupt,
     CheckpointVersionError,
@@ -260,6 +261,7 @@ class _Document(_Record):
     root_authors: list[str] | None = None
     history: Pairs
     session_values: dict[str, Any]
+    session_value_types: dict[str, str] = {}  # key -> the class of a typed value
     state: dict[str, Any]
     local: dict[str, dict[str, Any]]
     interrupts: list[_Interrupt]
@@ -364,7 +366,7 @@ class Checkpoint:
             root_input=list(snapshot.root_input),
             root_authors=None if snapshot.root_authors is None else list(snapshot.root_authors),
             history=whole_messages(snapshot.history),
-            session_values=snapshot.session_values,
+            **_session_values(snapshot.session_values),
             state=snapshot.state,
             local=snapshot.local,
             interrupts=[
@@ -469,7 +471,7 @@ class Checkpoint:
             root_input=tuple(doc.root_input),
             root_authors=None if doc.root_authors is None else tuple(doc.root_authors),
             history=as_records(doc.history),
-            session_values=dict(doc.session_values),
+            session_values=restore_types(dict(doc.session_values), doc.session_value_types),
             state=dict(doc.state),
             local={k: dict(v) for k, v in doc.local.items()},
             enable_streaming=doc.streaming,
@@ -504,6 +506,11 @@ def _budgets(snapshot: RunSnapshot) -> list[_Budget]:
         _Budget.model_construct(key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk)
         for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
     ]
+
+
+def _session_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The session values of a document, with the classes of the typed ones."""
+    return {"session_values": values, "session_value_types": value_types(values)}
 
 
 def _short(value: object) -> str:

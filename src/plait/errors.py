@@ -11,6 +11,7 @@ PlaitError
 │   ├── InvalidToolArguments    the arguments were not JSON or did not match the schema
 │   └── ToolTimeout             a tool call ran past its timeout (also a TimeoutError)
 ├── MaxIterationsExceeded       a ChatModelAgent reached max_iterations model calls
+├── OutputValidationError       a structured answer stayed invalid after output_retries
 ├── LimitExceeded               a run-wide limit; ends the whole run from any depth
 │   ├── MaxHandoffsExceeded
 │   ├── RepetitiveHandoffError
@@ -61,6 +62,7 @@ __all__ = [
     "MaxStepsExceeded",
     "ModelError",
     "NodeTimeout",
+    "OutputValidationError",
     "PlaitError",
     "RepetitiveHandoffError",
     "ResumeError",
@@ -254,6 +256,21 @@ class MaxIterationsExceeded(PlaitError):
             agent_name=agent_name,
             limit=limit,
         )
+
+
+class OutputValidationError(PlaitError):
+    """The answer of an agent with an `output_type` was still invalid (not JSON, or not
+    valid for the type) after `output_retries` retries: `errors` are the validation errors
+    of the last answer (pydantic's, as JSON) and `output` is that answer as the model gave it."""
+
+    agent_name: str
+    errors: list[dict[str, Any]]
+    output: str
+
+    def __init__(
+        self, message: str, *, agent_name: str, errors: list[dict[str, Any]], output: str
+    ) -> None:
+        super().__init__(message, agent_name=agent_name, errors=errors, output=output)
 
 
 class LimitExceeded(PlaitError):
