@@ -81,9 +81,11 @@ class RunContext:
         "_teams",
         "address",
         "agent_name",
+        "chat_model",
         "depth",
         "run_path",
         "tool_call_id",
+        "tool_error",
         "tool_name",
     )
 
@@ -110,6 +112,8 @@ class RunContext:
         self._root_authors: tuple[str, ...] | None = None  # None: all the caller's
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
+        self.tool_error: Exception | None = None  # what the tool call raised (told the model)
+        self.chat_model: object = None  # the model of the ChatModelAgent running here
         self._actions: list[AgentAction] | None = None
         self._emit: Emit | None = None
         self._call_guard: CallGuard | None = None
@@ -236,6 +240,8 @@ class RunContext:
         ctx.address = f"{self.address};tool:{name}:{call_id}"
         ctx.tool_name = name
         ctx.tool_call_id = call_id
+        ctx.tool_error = None
+        ctx.chat_model = None
         ctx._actions = []
         ctx._emit = self._emit
         ctx._call_guard = None
@@ -394,6 +400,25 @@ class RunContext:
     def metadata(self) -> Mapping[str, Any]:
         """Return the run's metadata, read-only (the runner's, saved with every checkpoint)."""
         return MappingProxyType(self._run.metadata)
+
+    def set_metadata(self, key: str, value: Any) -> None:
+        """Set one key of the run's metadata (JSON data; saved with every checkpoint)."""
+        self._run.metadata[key] = value
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """Return what plait's process-wide hooks keep for this run while it lives (never
+        saved), by hook."""
+        run = self._run
+        if run.extras is None:
+            run.extras = {}
+        return run.extras
+
+    def paused_within(self) -> bool:
+        """Whether an `interrupt()` here or below this place has paused the run."""
+        address = self.address
+        below = address + ";"
+        return any(a == address or a.startswith(below) for a in self._run.paused.user_states)
 
     # --- budgets ----------------------------------------------------------------------------
 

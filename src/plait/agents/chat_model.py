@@ -320,6 +320,7 @@ class _Loop:
         self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
         self.hooks = ctx.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
+        ctx.chat_model = agent.model  # what the hooks see of the model (tracing names it)
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
