@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import httpx
 import pytest
@@ -36,7 +36,7 @@ from plait import (
     tracing,
 )
 from plait.errors import UsageError
-from plait.graph import END, START
+from plait.graph import END, START, append
 from plait.hooks import HookChain, with_global
 from plait.stores import SqliteStore
 from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
@@ -176,10 +176,13 @@ def test_a_react_agent_with_a_tool_gives_agent_chat_and_tool_spans(
         "gen_ai.tool.call.id": "c1",
     }
     assert all(s.status.status_code != StatusCode.ERROR for s in tree.spans)
-    assert all(s.context.trace_id == root.context.trace_id for s in tree.spans)  # type: ignore[union-attr]
+    assert all(s.context.trace_id == root.context.trace_id for s in tree.spans)
     # the root span's traceparent is kept with the run (its checkpoints carry it)
     traceparent = result.metadata[tracing.TRACEPARENT]
-    assert traceparent == f"00-{root.context.trace_id:032x}-{root.context.span_id:016x}-01"  # type: ignore[union-attr]
+    context = root.context
+    assert traceparent == (
+        f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    )
 
 
 def test_a_model_without_usage_has_zero_tokens_and_a_model_attribute_names_it(
@@ -194,9 +197,7 @@ def test_a_model_without_usage_has_zero_tokens_and_a_model_attribute_names_it(
     assert _attrs(chat)["gen_ai.usage.input_tokens"] == 0
 
 
-def test_the_chat_span_is_current_during_the_model_call_and_an_http_call_nests_under_it() -> (
-    None
-):
+def test_the_chat_span_is_current_during_the_model_call_and_an_http_call_nests_under_it() -> None:
     provider, exporter = _provider()
     seen: list[trace.Span] = []
 
@@ -231,7 +232,7 @@ def test_the_chat_span_is_current_during_the_model_call_and_an_http_call_nests_u
         HTTPXClientInstrumentor().uninstrument()
     tree = Tree(exporter)
     chat = tree.one("chat FunctionModel")
-    assert seen[0].get_span_context().span_id == chat.context.span_id  # type: ignore[union-attr]
+    assert seen[0].get_span_context().span_id == chat.context.span_id
     http = [s for s in tree.spans if s.kind == trace.SpanKind.CLIENT and s is not chat]
     assert [tree.parent(s) for s in http] == ["chat FunctionModel"]
 
@@ -309,7 +310,7 @@ def test_a_coordinator_named_as_its_team_nests_under_the_team_span(
     tree = Tree(spans)
     outer, inner = sorted(tree.named("invoke_agent lead"), key=lambda s: s.start_time or 0)
     assert outer.parent is None
-    assert inner.parent is not None and inner.parent.span_id == outer.context.span_id  # type: ignore[union-attr]
+    assert inner.parent is not None and inner.parent.span_id == outer.context.span_id
 
 
 def test_two_concurrent_calls_of_one_agent_tool_nest_under_their_own_tool_spans(
@@ -334,20 +335,21 @@ def test_two_concurrent_calls_of_one_agent_tool_nest_under_their_own_tool_spans(
     tools = {_attrs(s)["gen_ai.tool.call.id"]: s for s in tree.named("execute_tool helper")}
     helpers = tree.named("invoke_agent helper")
     assert len(helpers) == 2
-    under = {tools_id for s in helpers for tools_id, t in tools.items()
-             if s.parent is not None and s.parent.span_id == t.context.span_id}  # type: ignore[union-attr]
+    under = {
+        tools_id
+        for s in helpers
+        for tools_id, t in tools.items()
+        if s.parent is not None and s.parent.span_id == t.context.span_id
+    }
     assert under == {"t1", "t2"}
     assert {tree.parent(t) for t in tools.values()} == {"invoke_agent boss"}
 
 
+class State(TypedDict, total=False):
+    messages: Annotated[list[Any], append]
+
+
 def test_a_graph_nodes_agent_nests_under_the_graph(spans: InMemorySpanExporter) -> None:
-    from typing import Annotated, TypedDict
-
-    from plait.graph import append
-
-    class State(TypedDict, total=False):
-        messages: Annotated[list[Any], append]
-
     writer = ChatModelAgent("writer", ScriptedModel([reply("the report")]))
     graph = StateGraph(State)
     graph.add_node("write", writer).add_edge(START, "write").add_edge("write", END)
@@ -387,11 +389,12 @@ def test_a_parallel_agents_branches_nest_under_it_each_with_its_own_calls(
 def test_an_interrupt_is_an_event_and_the_resumed_run_links_to_the_paused_one(
     spans: InMemorySpanExporter, tmp_path: Path
 ) -> None:
-    def agent() -> ChatModelAgent:
-        model = ScriptedModel([call("approve", {"item": "x"}), reply("approved")])
-        return ChatModelAgent("cashier", model, tools=[approve])
+    def agent(*script: Message) -> ChatModelAgent:
+        return ChatModelAgent("cashier", ScriptedModel(list(script)), tools=[approve])
 
-    paused = Runner(agent(), store=SqliteStore(tmp_path / "plait.db")).query_sync("buy")
+    paused = Runner(
+        agent(call("approve", {"item": "x"})), store=SqliteStore(tmp_path / "plait.db")
+    ).query_sync("buy")
     assert paused.checkpoint_id is not None and len(paused.interrupts) == 1
     first = Tree(spans).one("invoke_agent cashier")
     [event] = first.events
@@ -403,16 +406,16 @@ def test_an_interrupt_is_an_event_and_the_resumed_run_links_to_the_paused_one(
     }
     spans.clear()
     # another runner, another store object: only the checkpoint carries the paused span
-    resumed = Runner(agent(), store=SqliteStore(tmp_path / "plait.db")).resume_sync(
-        paused.checkpoint_id, value="yes"
-    )
+    resumed = Runner(
+        agent(reply("approved")), store=SqliteStore(tmp_path / "plait.db")
+    ).resume_sync(paused.checkpoint_id, value="yes")
     assert resumed.error is None and resumed.final_output == "approved"
     again = Tree(spans).one("invoke_agent cashier")
     assert again.parent is None
-    assert again.context.trace_id != first.context.trace_id  # type: ignore[union-attr]
+    assert again.context.trace_id != first.context.trace_id
     [link] = again.links
-    assert link.context.trace_id == first.context.trace_id  # type: ignore[union-attr]
-    assert link.context.span_id == first.context.span_id  # type: ignore[union-attr]
+    assert link.context.trace_id == first.context.trace_id
+    assert link.context.span_id == first.context.span_id
     assert dict(link.attributes or {}) == {"plait.checkpoint.id": paused.checkpoint_id}
 
 

@@ -191,6 +191,7 @@ def with_global(chain: HookChain) -> HookChain:
     outer = _GLOBAL_CHAIN
     return chain if outer.empty else outer.around(chain)
 
+
 _ENDS_RUN = "_plait_hook_refusal"  # set on an error a hook raised
 
 

@@ -47,6 +47,7 @@ from plait.tools.base import TRANSFER_TOOL
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from contextvars import Token
 
     from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer, TracerProvider
@@ -84,9 +85,7 @@ def instrument(
     try:
         from opentelemetry import trace
     except ImportError:
-        raise UsageError(
-            "plait.tracing needs OpenTelemetry: pip install 'plait[otel]'"
-        ) from None
+        raise UsageError("plait.tracing needs OpenTelemetry: pip install 'plait[otel]'") from None
     from plait import __version__
 
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
@@ -106,16 +105,18 @@ def uninstrument() -> None:
 class _Node:
     """One agent or tool span of a run, at its place (address) in the run."""
 
-    __slots__ = ("address", "context", "open", "outer", "path", "root", "span")
+    __slots__ = ("address", "base", "context", "model", "open", "outer", "path", "root", "span")
 
-    def __init__(self, address: str, path: tuple[str, ...], span: Span, context: Context) -> None:
+    def __init__(self, address: str, path: tuple[str, ...], span: Span, base: Context) -> None:
         self.address = address
         self.path = path
         self.span = span
-        self.context = context  # what its children start in
+        self.base = base  # the context the run started in
+        self.context: Context | None = None  # what its children start in (made when needed)
         self.open = True
         self.outer: _Node | None = None  # an open agent at the same place it runs inside
         self.root = False  # a root span of the run (nothing of the run above it)
+        self.model: tuple[object, str] | None = None  # an agent's model and its name
 
 
 class _Run:
@@ -128,7 +129,7 @@ class _Run:
         self.spans: dict[str, _Node] = {}  # agents (the latest at each place) and tools
         self.paths: dict[tuple[str, ...], _Node] = {}  # agents by run path (the latest)
         self.tools: dict[str, _Node] = {}  # the open tool spans, by address
-        self.chats: dict[str, tuple[Span, object]] = {}  # open chat spans and their tokens
+        self.chats: dict[str, tuple[Span, Token[Context]]] = {}  # open chat spans and their tokens
         self.pending: list[tuple[Span, int]] = []  # paused agents' spans: ended at on_pause
         self.link: Link | None = None  # the paused run's root span, when this run resumes it
         self.root: Span | None = None
@@ -194,6 +195,13 @@ class _Tracing(Hooks):
             if found is not None:
                 return found
 
+    def _context(self, node: _Node) -> Context:
+        """The context the children of `node` start in."""
+        context = node.context
+        if context is None:
+            context = node.context = self._in_context(node.span, node.base)
+        return context
+
     def _fail(self, span: Span, error: BaseException) -> None:
         span.set_status(self._status(self._error, f"{type(error).__name__}: {error}"))
         span.set_attribute("error.type", type(error).__name__)
@@ -244,12 +252,12 @@ class _Tracing(Hooks):
         else:
             span = self._tracer.start_span(
                 f"invoke_agent {name}",
-                context=parent.context,
+                context=self._context(parent),
                 kind=self._internal,
                 attributes=attributes,
             )
         address, path = rctx.address, rctx.run_path
-        node = _Node(address, path, span, self._in_context(span, run.parent))
+        node = _Node(address, path, span, run.parent)
         node.root = parent is None
         if parent is not None and parent.address == address:
             node.outer = parent  # restored when this one ends
@@ -258,7 +266,7 @@ class _Tracing(Hooks):
 
     async def after_agent(self, ctx: AgentContext, error: PlaitError | None) -> None:
         rctx = inside(ctx)
-        run = rctx.extras.get(self._key)
+        run: _Run | None = rctx.extras.get(self._key)
         if run is None:
             return
         address = rctx.address
@@ -270,7 +278,7 @@ class _Tracing(Hooks):
             span, token = chat
             if error is not None:
                 self._fail(span, error)
-            self._detach(token)  # type: ignore[arg-type]
+            self._detach(token)
             span.end()
         if run.tools:  # tool calls that failed the run, paused or were stopped
             below = address + ";"
@@ -301,20 +309,23 @@ class _Tracing(Hooks):
         run = self._run(rctx)
         address = rctx.address
         node = run.spans.get(address)
-        model = _model_name(rctx.chat_model, request.options)
+        if node is None:
+            model = _model_name(rctx.chat_model, request.options)
+            context = run.parent
+        else:
+            model = _cached_name(node, rctx.chat_model, request.options)
+            context = self._context(node)
         span = self._tracer.start_span(
             f"chat {model}",
-            context=node.context if node is not None else run.parent,
+            context=context,
             kind=self._client,
             attributes={_OP: "chat", "gen_ai.request.model": model},
         )
         run.chats[address] = (span, self._attach(self._in_context(span)))
 
-    async def after_model(
-        self, ctx: AgentContext, request: ModelRequest, reply: Message
-    ) -> None:
+    async def after_model(self, ctx: AgentContext, request: ModelRequest, reply: Message) -> None:
         rctx = inside(ctx)
-        run = rctx.extras.get(self._key)
+        run: _Run | None = rctx.extras.get(self._key)
         chat = None if run is None else run.chats.pop(rctx.address, None)
         if chat is None:
             return
@@ -332,7 +343,7 @@ class _Tracing(Hooks):
             span.set_attribute("gen_ai.input.messages", _messages_json(request.messages))
             output = [{**_message(reply), "finish_reason": finish}]
             span.set_attribute("gen_ai.output.messages", _dumps(output))
-        self._detach(token)  # type: ignore[arg-type]
+        self._detach(token)
         span.end()
 
     async def before_tool(self, ctx: AgentContext, call: ToolCall) -> None:
@@ -347,17 +358,19 @@ class _Tracing(Hooks):
             attributes["gen_ai.tool.call.arguments"] = call.arguments
         span = self._tracer.start_span(
             f"execute_tool {call.name}",
-            context=agent.context if agent is not None else run.parent,
+            context=self._context(agent) if agent is not None else run.parent,
             kind=self._internal,
             attributes=attributes,
         )
-        node = _Node(address, rctx.run_path, span, self._in_context(span, run.parent))
+        node = _Node(address, rctx.run_path, span, run.parent)
         run.spans[address] = run.tools[address] = node
 
     async def after_tool(self, ctx: AgentContext, call: ToolCall, result: str) -> None:
         rctx = inside(ctx)
-        run = rctx.extras.get(self._key)
-        node = None if run is None else run.tools.pop(rctx.address, None)
+        run: _Run | None = rctx.extras.get(self._key)
+        if run is None:
+            return
+        node = run.tools.pop(rctx.address, None)
         if node is None:
             return
         node.open = False
@@ -383,7 +396,7 @@ class _Tracing(Hooks):
         self, ctx: AgentContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
     ) -> None:
         rctx = inside(ctx)
-        run = rctx.extras.get(self._key)
+        run: _Run | None = rctx.extras.get(self._key)
         if run is None:
             return
         for interrupt in interrupts:
@@ -414,11 +427,11 @@ class _Tracing(Hooks):
 
     async def after_run(self, ctx: AgentContext, result: RunResult) -> None:
         rctx = inside(ctx)
-        run = rctx.extras.get(self._key)
+        run: _Run | None = rctx.extras.get(self._key)
         if run is None:
             return
         for span, token in run.chats.values():  # left open by a run that was stopped
-            self._detach(token)  # type: ignore[arg-type]
+            self._detach(token)
             span.end()
         run.chats.clear()
         for node in run.tools.values():
@@ -462,6 +475,16 @@ def _model_name(model: object, options: Mapping[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return type(model).__name__ if model is not None else "unknown"
+
+
+def _cached_name(node: _Node, model: object, options: Mapping[str, Any]) -> str:
+    """The model's name, kept with the agent's span while the agent keeps its model."""
+    if "model" in options:
+        return _model_name(model, options)
+    cached = node.model
+    if cached is None or cached[0] is not model:
+        cached = node.model = (model, _model_name(model, options))
+    return cached[1]
 
 
 def _target(arguments: str) -> str:
