@@ -477,14 +477,16 @@ def test_without_capture_content_no_contents_are_recorded(spans: InMemorySpanExp
         assert "secret" not in json.dumps(attributes, default=str)
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
 def test_a_failing_model_call_ends_its_span_with_an_error_and_detaches_it(
-    spans: InMemorySpanExporter,
+    spans: InMemorySpanExporter, streaming: bool
 ) -> None:
     def fail(messages: list[Message], tools: list[Any]) -> str:
         raise RuntimeError("provider down")
 
     async def main() -> Any:
-        result = await Runner(ChatModelAgent("a", ScriptedModel([fail]))).query("hi").collect()
+        agent = ChatModelAgent("a", ScriptedModel([fail]))
+        result = await Runner(agent, enable_streaming=streaming).query("hi").collect()
         return result, trace.get_current_span()
 
     result, current = asyncio.run(main())
@@ -637,3 +639,29 @@ def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
         tracing.uninstrument()
     printed = capsys.readouterr().out
     assert "invoke_agent weather" in printed and "execute_tool forecast" in printed
+
+
+def test_a_model_call_a_hook_refuses_ends_its_span_with_the_refusal(
+    spans: InMemorySpanExporter,
+) -> None:
+    from plait import Hooks
+    from plait.errors import PlaitError
+
+    class Refused(PlaitError):
+        """A policy said no."""
+
+    class Policy(Hooks):
+        async def before_model(self, ctx: Any, request: Any) -> None:
+            raise Refused("not today")
+
+    async def main() -> Any:
+        agent = ChatModelAgent("a", FunctionModel(lambda m, t: "never"))
+        result = await Runner(agent, hooks=[Policy()]).query("hi").collect()
+        return result, trace.get_current_span()
+
+    result, current = asyncio.run(main())
+    assert isinstance(result.error, PlaitError)
+    assert current is trace.INVALID_SPAN
+    chat = Tree(spans).one("chat FunctionModel")
+    assert chat.status.status_code == StatusCode.ERROR
+    assert _attrs(chat)["error.type"] == "Refused"

@@ -284,8 +284,10 @@ class _Tracing(Hooks):
             below = address + ";"
             for key in [k for k in run.tools if k.startswith(below)]:
                 tool = run.tools.pop(key)
+                run.spans.pop(key, None)
                 tool.open = False
-                if error is not None:
+                failed = getattr(error, "call_id", None)  # a tool error names its call
+                if error is not None and (failed is None or key.endswith(f":{failed}")):
                     self._fail(tool.span, error)
                 tool.span.end()
         node.open = False
@@ -370,10 +372,12 @@ class _Tracing(Hooks):
         run: _Run | None = rctx.extras.get(self._key)
         if run is None:
             return
-        node = run.tools.pop(rctx.address, None)
+        address = rctx.address
+        node = run.tools.pop(address, None)
         if node is None:
             return
         node.open = False
+        run.spans.pop(address, None)  # nothing nests under a finished tool call
         span = node.span
         failure = rctx.tool_error
         if failure is not None:
@@ -382,7 +386,7 @@ class _Tracing(Hooks):
             span.set_attribute("gen_ai.tool.call.result", result)
         span.end()
         if call.name == TRANSFER_TOOL and failure is None:
-            agent = self._above(run, rctx.address)
+            agent = self._above(run, address)
             if agent is not None:
                 agent.span.add_event(
                     "handoff",
@@ -438,6 +442,7 @@ class _Tracing(Hooks):
             node.span.end()
         run.tools.clear()
         self._flush(run)
+        del rctx.extras[self._key]  # the run is over: let its spans go
 
 
 def _is_tool(node: _Node) -> bool:
