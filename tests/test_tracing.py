@@ -5,6 +5,7 @@ interrupt events, the resumed run's link, contents, errors, and turning tracing 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -177,12 +178,7 @@ def test_a_react_agent_with_a_tool_gives_agent_chat_and_tool_spans(
     }
     assert all(s.status.status_code != StatusCode.ERROR for s in tree.spans)
     assert all(s.context.trace_id == root.context.trace_id for s in tree.spans)
-    # the root span's traceparent is kept with the run (its checkpoints carry it)
-    traceparent = result.metadata[tracing.TRACEPARENT]
-    context = root.context
-    assert traceparent == (
-        f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
-    )
+    assert result.metadata == {}  # the run's metadata is the runner's alone
 
 
 def test_a_model_without_usage_has_zero_tokens_and_a_model_attribute_names_it(
@@ -417,6 +413,28 @@ def test_an_interrupt_is_an_event_and_the_resumed_run_links_to_the_paused_one(
     assert link.context.trace_id == first.context.trace_id
     assert link.context.span_id == first.context.span_id
     assert dict(link.attributes or {}) == {"plait.checkpoint.id": paused.checkpoint_id}
+
+
+def test_a_run_that_pauses_again_links_each_resume_to_the_run_before(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    model = ScriptedModel(
+        [call("approve", {"item": "x"}), call("approve", {"item": "y"}), reply("both")]
+    )
+    runner = Runner(
+        ChatModelAgent("cashier", model, tools=[approve]), store=SqliteStore(tmp_path / "db")
+    )
+    first = runner.query_sync("buy")
+    second = runner.resume_sync(first.checkpoint_id or "", value="yes")
+    assert second.checkpoint_id is not None and second.checkpoint_id != first.checkpoint_id
+    third = runner.resume_sync(second.checkpoint_id, value="yes")
+    assert third.final_output == "both"
+    roots = sorted(Tree(spans).named("invoke_agent cashier"), key=lambda s: s.start_time or 0)
+    assert len(roots) == 3
+    assert roots[0].links == ()
+    for before, after in itertools.pairwise(roots):
+        [link] = after.links
+        assert link.context.span_id == before.context.span_id
 
 
 def test_an_interrupt_inside_an_agent_run_as_a_tool_is_an_event_of_that_agent(

@@ -54,6 +54,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 _UNREAD = object()  # a context's `resume_info`, not yet looked up
+_RUN_VALUES = "run"  # where `keep_run_value` keeps its values: the address of no agent
 
 Emit = Callable[[AgentEvent], None]
 
@@ -401,9 +402,16 @@ class RunContext:
         """Return the run's metadata, read-only (the runner's, saved with every checkpoint)."""
         return MappingProxyType(self._run.metadata)
 
-    def set_metadata(self, key: str, value: Any) -> None:
-        """Set one key of the run's metadata (JSON data; saved with every checkpoint)."""
-        self._run.metadata[key] = value
+    def keep_run_value(self, key: str, value: Any) -> None:
+        """Keep a JSON value for the whole run: saved with every checkpoint and seen again
+        (`run_value`) by the run that resumes it. No agent sees it (plait's own
+        process-wide hooks keep theirs here)."""
+        save_custom(custom_record(self._run, _RUN_VALUES), key, value)
+
+    def run_value(self, key: str) -> Any:
+        """Return the value kept under `key` with `keep_run_value` (by this run, or by the run
+        it resumes), or None."""
+        return load_custom(custom_record(self._run, _RUN_VALUES), key)
 
     @property
     def extras(self) -> dict[str, Any]:

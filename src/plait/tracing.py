@@ -28,9 +28,9 @@ With `capture_content=True` the contents are recorded too, as JSON strings:
 and `gen_ai.tool.call.result` on `execute_tool`, `plait.interrupt.info` on `interrupt`. A
 failing agent, model call or tool has status ERROR and `error.type` (the error's class name).
 The run's root span is its outermost agent's `invoke_agent` span, a child of the span current
-where the run started; its W3C `traceparent` is kept in the run's metadata
-(`"plait.traceparent"`), so a resumed run's root span links to the paused run's, in any
-process. It is all a `plait.Hooks`, added to every run outside its own hooks.
+where the run started; its W3C `traceparent` is saved with the run's checkpoints, so a
+resumed run's root span links to the paused run's, in any process. It is all a
+`plait.Hooks`, added to every run outside its own hooks.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TRACEPARENT", "instrument", "uninstrument"]
 
-#: The metadata key that keeps the W3C `traceparent` of a run's root span.
+#: The key under which a run keeps the W3C `traceparent` of its root span (saved with its
+#: checkpoints, for the link of the run that resumes it).
 TRACEPARENT = "plait.traceparent"
 
 _OP = "gen_ai.operation.name"
@@ -222,7 +223,7 @@ class _Tracing(Hooks):
     async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
         rctx = inside(ctx)
         run = self._run(rctx)
-        run.link = _link(rctx.metadata.get(TRACEPARENT), checkpoint_id)
+        run.link = _link(rctx.run_value(TRACEPARENT), checkpoint_id)
 
     async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
         rctx = inside(ctx)
@@ -244,7 +245,7 @@ class _Tracing(Hooks):
                 run.root = span
                 context = span.get_span_context()
                 if context.is_valid:
-                    rctx.set_metadata(
+                    rctx.keep_run_value(
                         TRACEPARENT,
                         f"00-{context.trace_id:032x}-{context.span_id:016x}-"
                         f"{context.trace_flags:02x}",
