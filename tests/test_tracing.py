@@ -683,3 +683,19 @@ def test_a_model_call_a_hook_refuses_ends_its_span_with_the_refusal(
     chat = Tree(spans).one("chat FunctionModel")
     assert chat.status.status_code == StatusCode.ERROR
     assert _attrs(chat)["error.type"] == "Refused"
+
+
+def test_a_parallel_branch_that_pauses_has_the_interrupt_event(
+    spans: InMemorySpanExporter,
+) -> None:
+    left = ChatModelAgent("left", ScriptedModel([call("approve", {"item": "x"})]), tools=[approve])
+    right = ChatModelAgent("right", ScriptedModel([reply("R")]))
+    paused = Runner(ParallelAgent("both", [left, right])).query_sync("go")
+    assert len(paused.interrupts) == 1
+    tree = Tree(spans)
+    assert [e.name for e in tree.one("invoke_agent left").events] == ["interrupt"]
+    assert tree.one("invoke_agent right").events == ()
+    assert tree.one("invoke_agent both").events == ()
+    left_span = tree.one("invoke_agent left")
+    assert left_span.end_time is not None and left_span.start_time is not None
+    assert all(s.end_time is not None for s in tree.spans)

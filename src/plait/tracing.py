@@ -56,11 +56,11 @@ if TYPE_CHECKING:
     from plait.agent_context import AgentContext
     from plait.events import InterruptCtx, RunResult
 
-__all__ = ["TRACEPARENT", "instrument", "uninstrument"]
+__all__ = ["instrument", "uninstrument"]
 
-#: The key under which a run keeps the W3C `traceparent` of its root span (saved with its
-#: checkpoints, for the link of the run that resumes it).
-TRACEPARENT = "plait.traceparent"
+# The run value (`RunContext.keep_run_value`) holding the W3C `traceparent` of the run's root
+# span: saved with its checkpoints, for the link of the run that resumes it.
+_TRACEPARENT = "plait.traceparent"
 
 _OP = "gen_ai.operation.name"
 _ACTIVE: _Tracing | None = None
@@ -223,7 +223,7 @@ class _Tracing(Hooks):
     async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
         rctx = inside(ctx)
         run = self._run(rctx)
-        run.link = _link(rctx.run_value(TRACEPARENT), checkpoint_id)
+        run.link = _link(rctx.run_value(_TRACEPARENT), checkpoint_id)
 
     async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
         rctx = inside(ctx)
@@ -246,7 +246,7 @@ class _Tracing(Hooks):
                 context = span.get_span_context()
                 if context.is_valid:
                     rctx.keep_run_value(
-                        TRACEPARENT,
+                        _TRACEPARENT,
                         f"00-{context.trace_id:032x}-{context.span_id:016x}-"
                         f"{context.trace_flags:02x}",
                     )
