@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -439,9 +439,29 @@ def test_the_documented_example_runs() -> None:
     assert isinstance(namespace["result"].error, UsageLimitExceeded)
 
 
-async def test_the_input_estimate_sees_the_request_an_agents_compaction_leaves() -> None:
+@pytest.fixture(params=[False, True], ids=["untraced", "traced"])
+def traced(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Run the test as it is, and with tracing on (its hook wraps the runner's)."""
+    if not request.param:
+        yield False
+        return
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from plait import tracing
+
+    tracing.instrument(TracerProvider())
+    try:
+        yield True
+    finally:
+        tracing.uninstrument()
+
+
+async def test_the_input_estimate_sees_the_request_an_agents_compaction_leaves(
+    traced: bool,
+) -> None:
     """The limits run innermost: an agent's compaction shrinks the prompt before the
-    estimate, so a call that fits once compacted is sent; without compaction it is not."""
+    estimate, so a call that fits once compacted is sent; without compaction it is not
+    (with tracing on too, whose hook wraps every runner's)."""
     conversation = [
         (Message.user if i % 2 == 0 else Message.assistant)(f"{i}".ljust(400, "x"))
         for i in range(9)

@@ -13,8 +13,8 @@ print(Runner(agent).query_sync("What is 2 + 3?").final_output)
 ```
 
 Every name is imported on first use (so `import plait` stays fast); the submodules
-`plait.errors`, `plait.hooks`, `plait.models`, `plait.prebuilt` and `plait.testing` are
-attributes too.
+`plait.errors`, `plait.hooks`, `plait.models`, `plait.prebuilt`, `plait.testing` and
+`plait.tracing` are attributes too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from plait import errors
 
 if TYPE_CHECKING:
-    from plait import graph, hooks, models, prebuilt, testing
+    from plait import graph, hooks, models, prebuilt, testing, tracing
     from plait.agent import Agent, AgentInput
     from plait.agent_context import AgentContext, RunContext
     from plait.agents import (
@@ -129,6 +129,7 @@ __all__ = [
     "set_sub_agents",
     "testing",
     "tool",
+    "tracing",
 ]
 
 _EXPORTS = {
@@ -185,7 +186,7 @@ _EXPORTS = {
     "set_sub_agents": "plait.agents",
     "tool": "plait.tools",
 }
-_LAZY_MODULES = frozenset({"graph", "hooks", "models", "prebuilt", "testing"})
+_LAZY_MODULES = frozenset({"graph", "hooks", "models", "prebuilt", "testing", "tracing"})
 
 
 def __getattr__(name: str) -> Any:

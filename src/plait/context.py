@@ -54,6 +54,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 _UNREAD = object()  # a context's `resume_info`, not yet looked up
+_RUN_VALUES = "run"  # where `keep_run_value` keeps its values: the address of no agent
 
 Emit = Callable[[AgentEvent], None]
 
@@ -82,9 +83,11 @@ class RunContext:
         "_teams",
         "address",
         "agent_name",
+        "chat_model",
         "depth",
         "run_path",
         "tool_call_id",
+        "tool_error",
         "tool_name",
     )
 
@@ -111,6 +114,8 @@ class RunContext:
         self._root_authors: tuple[str, ...] | None = None  # None: all the caller's
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
+        self.tool_error: Exception | None = None  # what the tool call raised (told the model)
+        self.chat_model: object = None  # the model of the ChatModelAgent running here
         self._actions: list[AgentAction] | None = None
         self._emit: Emit | None = None
         self._call_guard: CallGuard | None = None
@@ -238,6 +243,8 @@ class RunContext:
         ctx.address = f"{self.address};tool:{name}:{call_id}"
         ctx.tool_name = name
         ctx.tool_call_id = call_id
+        ctx.tool_error = None
+        ctx.chat_model = None
         ctx._actions = []
         ctx._emit = self._emit
         ctx._call_guard = None
@@ -427,6 +434,32 @@ class RunContext:
     def metadata(self) -> Mapping[str, Any]:
         """Return the run's metadata, read-only (the runner's, saved with every checkpoint)."""
         return MappingProxyType(self._run.metadata)
+
+    def keep_run_value(self, key: str, value: Any) -> None:
+        """Keep a JSON value for the whole run: saved with every checkpoint and seen again
+        (`run_value`) by the run that resumes it. No agent sees it (plait's own
+        process-wide hooks keep theirs here)."""
+        save_custom(custom_record(self._run, _RUN_VALUES), key, value)
+
+    def run_value(self, key: str) -> Any:
+        """Return the value kept under `key` with `keep_run_value` (by this run, or by the run
+        it resumes), or None."""
+        return load_custom(custom_record(self._run, _RUN_VALUES), key)
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """Return what plait's process-wide hooks keep for this run while it lives (never
+        saved), by hook."""
+        run = self._run
+        if run.extras is None:
+            run.extras = {}
+        return run.extras
+
+    def paused_within(self) -> bool:
+        """Whether an `interrupt()` here or below this place has paused the run."""
+        address = self.address
+        below = address + ";"
+        return any(a == address or a.startswith(below) for a in self._run.paused.user_states)
 
     # --- budgets ----------------------------------------------------------------------------
 

@@ -36,10 +36,13 @@ __all__ = [
     "HookChain",
     "Hooks",
     "ModelRequest",
+    "add_global",
     "call_hook",
     "concurrently",
     "ends_run",
     "notify",
+    "remove_global",
+    "with_global",
 ]
 
 
@@ -176,7 +179,9 @@ class HookChain:
             else:
                 cut = len(outer) - len(last)
                 setattr(joined, seam, outer[:cut] + own + outer[cut:])
-        joined.last = self.last
+        # the innermost stay innermost when this chain is wrapped again
+        for seam in set(self.last) | set(inner.last):
+            joined.last[seam] = inner.last.get(seam, ()) + self.last.get(seam, ())
         joined.empty = False
         return joined
 
@@ -188,6 +193,34 @@ def _overriding(hooks: Sequence[Hooks], seam: str) -> tuple[Seam, ...]:
 
 
 NO_HOOKS = HookChain()
+
+# Hooks on every run of the process, outside every runner's own (`plait.tracing` adds its
+# hook here); `_GLOBAL_CHAIN` is their chain, NO_HOOKS while there are none.
+_GLOBAL: list[Hooks] = []
+_GLOBAL_CHAIN = NO_HOOKS
+
+
+def add_global(hook: Hooks) -> None:
+    """Hook every run of the process, outermost (around the runner's and agents' hooks),
+    from the next run on."""
+    global _GLOBAL_CHAIN
+    _GLOBAL.append(hook)
+    _GLOBAL_CHAIN = HookChain(_GLOBAL)
+
+
+def remove_global(hook: Hooks) -> None:
+    """Stop hooking runs with `hook` (runs under way keep it); no error if it is not there."""
+    global _GLOBAL_CHAIN
+    if hook in _GLOBAL:
+        _GLOBAL.remove(hook)
+        _GLOBAL_CHAIN = HookChain(_GLOBAL) if _GLOBAL else NO_HOOKS
+
+
+def with_global(chain: HookChain) -> HookChain:
+    """Return `chain` wrapped in the process-wide hooks (`chain` itself when there are none)."""
+    outer = _GLOBAL_CHAIN
+    return chain if outer.empty else outer.around(chain)
+
 
 _ENDS_RUN = "_plait_hook_refusal"  # set on an error a hook raised
 

@@ -103,6 +103,7 @@ class RunState:
         "cancel_requested",
         "durability",
         "enable_streaming",
+        "extras",
         "frames",
         "guards",
         "hooks",
@@ -158,6 +159,7 @@ class RunState:
         self.guards: set[CallGuard] = set()  # the tool calls in flight
         self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
         self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
+        self.extras: dict[str, Any] | None = None  # kept by process-wide hooks, never saved
 
     def snapshot(self) -> RunSnapshot:
         """Return what a checkpoint holds of the run state (the root context adds its input

@@ -29,7 +29,7 @@ from plait.events import (
     AgentEvent,
     RunResult,
 )
-from plait.hooks import HookChain, Hooks
+from plait.hooks import HookChain, Hooks, with_global
 from plait.kernel import run_agent
 from plait.limits import UsageLimits
 from plait.messages import Message
@@ -235,7 +235,7 @@ class Runner:
             event_filter=self.event_filter,
             durability=self.durability,
             ids=self.ids,
-            hooks=self._hooks,
+            hooks=with_global(self._hooks),  # the process-wide hooks outermost
             max_transfers=self.max_transfers,
             lease=self.lease,
             keep_steps=self.keep_steps,
@@ -264,7 +264,8 @@ class Runner:
         )
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        ctx.configure(hooks=self._hooks)  # read by the door into the root agent, made here
+        # read by the door into the root agent, made here
+        ctx.configure(hooks=with_global(self._hooks))
         return run_agent(self.agent, ctx)
 
     async def _prepare_run(

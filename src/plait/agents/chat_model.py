@@ -396,6 +396,7 @@ class _Loop:
         output = agent._output
         self.check = None if output is None else OutputCheck(output, agent.name, agent._final_tool)
         self.answer: list[AgentEvent] = []  # the events of a structured answer, to yield
+        ctx.chat_model = agent.model  # what the hooks see of the model (tracing names it)
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""

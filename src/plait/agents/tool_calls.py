@@ -168,6 +168,7 @@ class ToolCalls:
             try:
                 result = await self._guarded(tool, call, tctx)
             except Exception as exc:
+                tctx.tool_error = exc  # seen by the `after_tool` hooks
                 content, fatal = self._tool_failure(call, exc)
             else:
                 if result is None:
