@@ -26,7 +26,7 @@ from plait.server import create_app
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply
 from plait.tools.base import ToolInfo
-from tests.server.support import parse_sse
+from tests.server.support import WAIT, BackgroundStream, Controls, parse_sse
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
@@ -281,7 +281,9 @@ def test_state_snapshots_follow_the_session_values(local: TestClient) -> None:
     assert snapshots[0] == {"units": "C"}  # the state the run starts from
     # the tool's change is sent before the answer's text
     changed = next(
-        i for i, e in enumerate(events) if e.type == EventType.STATE_SNAPSHOT and e.snapshot != snapshots[0]
+        i
+        for i, e in enumerate(events)
+        if e.type == EventType.STATE_SNAPSHOT and e.snapshot != snapshots[0]
     )
     assert events[changed].snapshot == {"units": "C", "last_city": "Paris"}
     first_text = next(i for i, e in enumerate(events) if e.type == EventType.TEXT_MESSAGE_START)
@@ -411,6 +413,7 @@ def test_a_resume_on_another_agent_is_refused(local: TestClient) -> None:
 def test_an_unknown_agent_is_404(local: TestClient) -> None:
     response, events = agui(local, "nobody", body("t-404", "hi"))
     assert response.status_code == 404
+    assert events == []
     assert "nobody" in response.json()["error"]["message"]
 
 
@@ -420,8 +423,17 @@ def test_an_unknown_agent_is_404(local: TestClient) -> None:
         {"runId": "r", "messages": []},  # no threadId
         {"threadId": "t", "runId": "r", "messages": "hi"},
         {"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "robot"}]},
-        {"threadId": "a/b", "runId": "r", "messages": [{"id": "1", "role": "user", "content": "x"}]},
-        {"threadId": "t", "runId": "r", "state": [1], "messages": [{"id": "1", "role": "user", "content": "x"}]},
+        {
+            "threadId": "a/b",
+            "runId": "r",
+            "messages": [{"id": "1", "role": "user", "content": "x"}],
+        },
+        {
+            "threadId": "t",
+            "runId": "r",
+            "state": [1],
+            "messages": [{"id": "1", "role": "user", "content": "x"}],
+        },
     ],
 )
 def test_a_malformed_body_is_422(local: TestClient, data: dict[str, Any]) -> None:
@@ -431,7 +443,11 @@ def test_a_malformed_body_is_422(local: TestClient, data: dict[str, Any]) -> Non
 
 
 def test_no_user_message_to_answer_is_400(local: TestClient) -> None:
-    data = {"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "assistant", "content": "x"}]}
+    data = {
+        "threadId": "t",
+        "runId": "r",
+        "messages": [{"id": "1", "role": "assistant", "content": "x"}],
+    }
     response, _ = agui(local, "echo", data)
     assert response.status_code == 400
 
@@ -489,6 +505,23 @@ def test_threads_and_pauses_are_per_user(alice: httpx.Client, bob: httpx.Client)
     entries = [{"interruptId": interrupt_id, "status": "resolved", "payload": "ok"}]
     _, resumed = agui(alice, "helper", body("t-shared", run="r2", resume=entries))
     assert resumed[-1].result == "done: deploy=ok"  # type: ignore[attr-defined]
+
+
+def test_a_cancelled_run_finishes_cancelled_and_resumes_by_checkpoint_id(
+    alice: httpx.Client, controls: Controls
+) -> None:
+    data = body("t-slow", "slow")
+    run = BackgroundStream(alice, "/agui/helper", data)
+    assert run.started.wait(WAIT) and controls.slow_started.wait(WAIT)
+    assert alice.post(f"/v1/runs/{run.checkpoint_id}/cancel").status_code == 202
+    events = [_validated(item) for _, item in run.join()]
+    check_order(events, data)
+    finished = events[-1]
+    assert finished.outcome.type == "cancelled"  # type: ignore[attr-defined]
+    checkpoint_id = finished.result["checkpoint_id"]  # type: ignore[attr-defined]
+    props = {"resume": {"checkpoint_id": checkpoint_id}}
+    _, resumed = agui(alice, "helper", body("t-slow", run="run-2", forwardedProps=props))
+    assert resumed[-1].result == "done: slow work done"  # type: ignore[attr-defined]
 
 
 def test_without_a_key_the_route_is_401(base_url: str) -> None:
