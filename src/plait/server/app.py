@@ -354,6 +354,7 @@ def create_app(
     app.state.plait = server
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(_openai_router())
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
@@ -428,6 +429,13 @@ def _named_agents(agents: Any) -> dict[str, Agent]:
             raise UsageError(f"two agents are named '{name}'; pass a mapping to rename one")
         named[name] = agent
     return named
+
+
+def _openai_router() -> APIRouter:
+    """Return the OpenAI-compatible routes (`plait.server.openai_api`)."""
+    from plait.server.openai_api import openai_router
+
+    return openai_router()
 
 
 def _mount_page(app: FastAPI) -> None:
