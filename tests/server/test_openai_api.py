@@ -72,9 +72,13 @@ async def _drain(stream: AsyncIterator[Any]) -> None:
 
 
 @contextmanager
-def _server(*agents: Agent, keys: dict[str, str] | None = KEYS) -> Iterator[str]:
+def _server(
+    *agents: Agent, keys: dict[str, str] | None = KEYS, limit: int = 1_048_576
+) -> Iterator[str]:
     """Serve `agents` on a free port (in-memory store); yield the base URL."""
-    app = create_app(list(agents), store=from_url("memory://"), api_keys=keys)
+    app = create_app(
+        list(agents), store=from_url("memory://"), api_keys=keys, max_request_bytes=limit
+    )
     with ServerThread(app) as running:
         yield running.url
 
@@ -331,6 +335,17 @@ async def test_bad_bodies_raise_the_clients_errors(openai_for: Any) -> None:
                 extra_headers={"x-plait-session-id": "a/b"},
             )
     assert "x-plait-session-id" in raised.value.message
+
+
+async def test_a_body_over_the_limit_is_413(openai_for: Any) -> None:
+    model = ScriptedModel([])
+    agent = ChatModelAgent("desk", model, description="d")
+    with _server(agent, limit=2048) as url, pytest.raises(openai.APIStatusError) as raised:
+        await openai_for(url).chat.completions.create(
+            model="desk", messages=[{"role": "user", "content": "x" * 4096}]
+        )
+    assert raised.value.status_code == 413
+    assert model.requests == []
 
 
 async def test_a_failed_run_is_an_error_that_is_not_retried(openai_for: Any) -> None:
