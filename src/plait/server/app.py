@@ -38,6 +38,7 @@ from plait.server.bodies import (
 )
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
+from plait.server.openai_api import openai_router
 from plait.server.runs import LiveRun, Runs
 from plait.server.sse import EventStream, server_exiting
 from plait.server.summary import session_detail
@@ -354,7 +355,7 @@ def create_app(
     app.state.plait = server
     install_error_handlers(app)
     app.include_router(router)
-    app.include_router(_openai_router())
+    app.include_router(openai_router(_caller))
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
@@ -429,13 +430,6 @@ def _named_agents(agents: Any) -> dict[str, Agent]:
             raise UsageError(f"two agents are named '{name}'; pass a mapping to rename one")
         named[name] = agent
     return named
-
-
-def _openai_router() -> APIRouter:
-    """Return the OpenAI-compatible routes (`plait.server.openai_api`)."""
-    from plait.server.openai_api import openai_router
-
-    return openai_router()
 
 
 def _mount_page(app: FastAPI) -> None:

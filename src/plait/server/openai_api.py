@@ -23,24 +23,27 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, Literal, Protocol
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Depends, Header
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from starlette.types import Receive, Scope, Send
 
+from plait.agent import Agent
 from plait.messages import Message, ToolCall
-from plait.server.app import CHECKPOINT_HEADER, CallerDep
 from plait.server.bodies import ErrorResponse, RunSummary
 from plait.server.limits import ApiError
-from plait.server.runs import LiveRun, Nudge
+from plait.server.runs import LiveRun, Nudge, Runs
 from plait.server.sse import PING_INTERVAL
-from plait.server.users import id_problem
+from plait.server.users import UserStore, id_problem
 
 __all__ = [
+    "CHECKPOINT_HEADER",
     "SESSION_HEADER",
+    "Caller",
+    "CallerSource",
     "ChatCompletion",
     "ChatCompletionRequest",
     "ChatMessage",
@@ -48,6 +51,8 @@ __all__ = [
     "openai_router",
 ]
 
+#: The response header with the run's checkpoint id (as on the app's other run routes).
+CHECKPOINT_HEADER = "x-plait-checkpoint-id"
 #: The request header that runs a completion in a plait session.
 SESSION_HEADER = "x-plait-session-id"
 
@@ -371,82 +376,117 @@ def _not_found(model: str) -> JSONResponse:
     return JSONResponse(body, status_code=404)
 
 
-def openai_router() -> APIRouter:
-    """Return the OpenAI-compatible routes, for the app of `create_app` (they use its
-    caller dependency: the same API keys and per-user store)."""
+class Service(Protocol):
+    """What the routes use of the app: its agents and its runs."""
+
+    @property
+    def agents(self) -> Mapping[str, Agent]:
+        """Return the agents by public name."""
+        ...
+
+    @property
+    def runs(self) -> Runs:
+        """Return the app's runs."""
+        ...
+
+
+class Caller(Protocol):
+    """Who calls: the app's service and the caller's own view of the store."""
+
+    @property
+    def server(self) -> Service:
+        """Return the app's service."""
+        ...
+
+    @property
+    def store(self) -> UserStore:
+        """Return the caller's view of the store."""
+        ...
+
+
+#: The app's dependency that authenticates a request and returns its `Caller`.
+CallerSource = Callable[..., Awaitable[Caller]]
+
+_ERRORS = {
+    400: f"A bad `{SESSION_HEADER}` header.",
+    401: "No valid API key.",
+    404: "No agent of that name (`code`: model_not_found).",
+    413: "The request body is over the server's limit.",
+    422: "The body does not match the schema.",
+    424: "The run failed (`type`: the plait error class, `code`: run_failed).",
+}
+_MODELS_ROUTE: dict[str, Any] = {
+    "summary": "List the agents as OpenAI models",
+    "response_model": ModelList,
+    "responses": {401: {"model": ErrorResponse, "description": _ERRORS[401]}},
+}
+_COMPLETIONS_ROUTE: dict[str, Any] = {
+    "summary": "Run an agent as an OpenAI chat completion",
+    "response_model": ChatCompletion,
+    "responses": {
+        200: {
+            "description": (
+                "A `chat.completion`, or with `stream` true `chat.completion.chunk` events "
+                f"ending in `data: [DONE]`. The `{CHECKPOINT_HEADER}` header holds the run's "
+                "checkpoint id."
+            ),
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **{
+            status: {"model": ErrorResponse, "description": text}
+            for status, text in _ERRORS.items()
+        },
+    },
+}
+
+
+def openai_router(caller: CallerSource) -> APIRouter:
+    """Return the OpenAI-compatible routes; `caller` is the app's dependency that checks
+    the API key and returns the caller (so the routes share the app's keys, users and runs)."""
     router = APIRouter(tags=["openai"])
     created = int(time.time())
+    # a default, not an annotation: annotations are strings here, read from the module's names
+    caller_dep: Any = Depends(caller)
 
-    @router.get(
-        "/v1/models",
-        summary="List the agents as OpenAI models",
-        response_model=ModelList,
-        responses={401: {"model": ErrorResponse, "description": "No valid API key."}},
-    )
-    async def list_models(caller: CallerDep) -> ModelList:
+    @router.get("/v1/models", **_MODELS_ROUTE)
+    async def list_models(who: Caller = caller_dep) -> ModelList:
         """Return every agent this server runs as an OpenAI model (`id`: its name)."""
-        return ModelList(
-            data=[ModelCard(id=name, created=created) for name in caller.server.agents]
-        )
+        return ModelList(data=[ModelCard(id=name, created=created) for name in who.server.agents])
 
-    @router.post(
-        "/v1/chat/completions",
-        summary="Run an agent as an OpenAI chat completion",
-        response_model=ChatCompletion,
-        responses={
-            200: {
-                "description": (
-                    "A `chat.completion`, or with `stream` true `chat.completion.chunk` "
-                    f"events ending in `data: [DONE]`. The `{CHECKPOINT_HEADER}` header "
-                    "holds the run's checkpoint id."
-                ),
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            },
-            **{
-                status: {"model": ErrorResponse, "description": text}
-                for status, text in {
-                    400: f"A bad `{SESSION_HEADER}` header.",
-                    401: "No valid API key.",
-                    404: "No agent of that name (`code`: model_not_found).",
-                    413: "The request body is over the server's limit.",
-                    422: "The body does not match the schema.",
-                    424: "The run failed (`type`: the plait error class, `code`: run_failed).",
-                }.items()
-            },
-        },
-    )
+    @router.post("/v1/chat/completions", **_COMPLETIONS_ROUTE)
     async def chat_completions(
         body: ChatCompletionRequest,
-        caller: CallerDep,
         session_id: Annotated[
-            str | None,
-            Header(alias=SESSION_HEADER, description="Run in this plait session."),
+            str | None, Header(alias=SESSION_HEADER, description="Run in this plait session.")
         ] = None,
+        who: Caller = caller_dep,
     ) -> Response:
         """Run agent `model` on `messages` and answer with its final output. A run that
         pauses answers with what it waits for; resume it at
         `POST /v1/runs/{checkpoint_id}/resume` (the id is in the `x-plait-checkpoint-id`
         header)."""
-        if body.model not in caller.server.agents:
-            return _not_found(body.model)
-        if session_id is not None and (problem := id_problem(session_id)) is not None:
-            raise ApiError(400, f"{SESSION_HEADER}: {problem}")
-        run = await caller.server.runs.start(
-            caller.store,
-            body.model,
-            [m.to_message() for m in body.messages],
-            session_id=session_id,
-            session_values=None,
-        )
-        stamp = int(time.time())
-        headers = {CHECKPOINT_HEADER: run.checkpoint_id}
-        if body.stream:
-            include_usage = body.stream_options is not None and body.stream_options.include_usage
-            return ChunkStream(run, stamp, include_usage, headers)
-        summary, _ = await run.outcome()
-        if summary.status == "failed":
-            return JSONResponse(_run_error(summary), status_code=424, headers=headers)
-        completion = _completion(summary, run, stamp)
-        return JSONResponse(completion.model_dump(mode="json"), headers=headers)
+        return await _complete(who, body, session_id)
 
     return router
+
+
+async def _complete(who: Caller, body: ChatCompletionRequest, session_id: str | None) -> Response:
+    """Start the run of a completion; answer with its chunks, its completion or its error."""
+    if body.model not in who.server.agents:
+        return _not_found(body.model)
+    if session_id is not None and (problem := id_problem(session_id)) is not None:
+        raise ApiError(400, f"{SESSION_HEADER}: {problem}")
+    messages = [m.to_message() for m in body.messages]
+    run = await who.server.runs.start(
+        who.store, body.model, messages, session_id=session_id, session_values=None
+    )
+    stamp = int(time.time())
+    headers = {CHECKPOINT_HEADER: run.checkpoint_id}
+    if body.stream:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        return ChunkStream(run, stamp, include_usage, headers)
+    summary, _ = await run.outcome()
+    if summary.status == "failed":
+        return JSONResponse(_run_error(summary), status_code=424, headers=headers)
+    completion = _completion(summary, run, stamp)
+    return JSONResponse(completion.model_dump(mode="json"), headers=headers)
