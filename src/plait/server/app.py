@@ -38,6 +38,7 @@ from plait.server.bodies import (
 )
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
+from plait.server.openai_api import openai_router
 from plait.server.runs import LiveRun, Runs
 from plait.server.sse import EventStream, server_exiting
 from plait.server.summary import session_detail
@@ -354,6 +355,7 @@ def create_app(
     app.state.plait = server
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(openai_router(_caller))
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
