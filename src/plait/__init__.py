@@ -13,8 +13,8 @@ print(Runner(agent).query_sync("What is 2 + 3?").final_output)
 ```
 
 Every name is imported on first use (so `import plait` stays fast); the submodules
-`plait.errors`, `plait.hooks`, `plait.models`, `plait.prebuilt` and `plait.testing` are
-attributes too.
+`plait.errors`, `plait.hooks`, `plait.models`, `plait.prebuilt`, `plait.testing` and
+`plait.tracing` are attributes too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from plait import errors
 
 if TYPE_CHECKING:
-    from plait import graph, hooks, models, prebuilt, testing
+    from plait import graph, hooks, models, prebuilt, testing, tracing
     from plait.agent import Agent, AgentInput
     from plait.agent_context import AgentContext, RunContext
     from plait.agents import (
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from plait.guardrails import GuardrailResult
     from plait.hooks import Hooks, ModelRequest
     from plait.interrupt import interrupt, interrupt_state
+    from plait.limits import UsageLimits
+    from plait.loop_guard import LoopGuard
     from plait.messages import Message, ToolCall, Usage
     from plait.options import RunOption
     from plait.resume import ResumeInfo
@@ -89,6 +91,7 @@ __all__ = [
     "InterruptCtx",
     "InterruptInfo",
     "LoopAgent",
+    "LoopGuard",
     "Message",
     "MessageStream",
     "MessageVariant",
@@ -114,6 +117,7 @@ __all__ = [
     "ToolResult",
     "TransferToAgentAction",
     "Usage",
+    "UsageLimits",
     "errors",
     "graph",
     "hooks",
@@ -125,6 +129,7 @@ __all__ = [
     "set_sub_agents",
     "testing",
     "tool",
+    "tracing",
 ]
 
 _EXPORTS = {
@@ -146,6 +151,7 @@ _EXPORTS = {
     "InterruptCtx": "plait.events",
     "InterruptInfo": "plait.events",
     "LoopAgent": "plait.agents",
+    "LoopGuard": "plait.loop_guard",
     "Message": "plait.messages",
     "MessageStream": "plait.events",
     "MessageVariant": "plait.events",
@@ -173,13 +179,14 @@ _EXPORTS = {
     "ToolResult": "plait.tools",
     "TransferToAgentAction": "plait.events",
     "Usage": "plait.messages",
+    "UsageLimits": "plait.limits",
     "interrupt": "plait.interrupt",
     "interrupt_state": "plait.interrupt",
     "run_context": "plait.current",
     "set_sub_agents": "plait.agents",
     "tool": "plait.tools",
 }
-_LAZY_MODULES = frozenset({"graph", "hooks", "models", "prebuilt", "testing"})
+_LAZY_MODULES = frozenset({"graph", "hooks", "models", "prebuilt", "testing", "tracing"})
 
 
 def __getattr__(name: str) -> Any:

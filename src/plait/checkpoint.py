@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from plait._json import to_json
+from plait._typed import restore_types, value_types
 from plait.errors import (
     CheckpointCorrupt,
     CheckpointVersionError,
@@ -260,6 +261,7 @@ class _Document(_Record):
     root_authors: list[str] | None = None
     history: Pairs
     session_values: dict[str, Any]
+    session_value_types: dict[str, str] = {}  # key -> the class of a typed value
     state: dict[str, Any]
     local: dict[str, dict[str, Any]]
     interrupts: list[_Interrupt]
@@ -268,6 +270,8 @@ class _Document(_Record):
     answers: dict[str, list[Any]]
     budgets: list[_Budget] = []
     model_calls: int = 0
+    requests: int | None = None  # None (written before it was kept): model_calls
+    tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     transfers: int = 0
@@ -362,7 +366,7 @@ class Checkpoint:
             root_input=list(snapshot.root_input),
             root_authors=None if snapshot.root_authors is None else list(snapshot.root_authors),
             history=whole_messages(snapshot.history),
-            session_values=snapshot.session_values,
+            **_session_values(snapshot.session_values),
             state=snapshot.state,
             local=snapshot.local,
             interrupts=[
@@ -375,13 +379,10 @@ class Checkpoint:
             ],
             user_states=snapshot.user_states,
             answers=snapshot.answers,
-            budgets=[
-                _Budget.model_construct(
-                    key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk
-                )
-                for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
-            ],
+            budgets=_budgets(snapshot),
             model_calls=snapshot.model_calls,
+            requests=snapshot.requests,
+            tool_calls=snapshot.tool_calls,
             input_tokens=snapshot.tokens[0],
             output_tokens=snapshot.tokens[1],
             transfers=snapshot.transfers,
@@ -470,7 +471,7 @@ class Checkpoint:
             root_input=tuple(doc.root_input),
             root_authors=None if doc.root_authors is None else tuple(doc.root_authors),
             history=as_records(doc.history),
-            session_values=dict(doc.session_values),
+            session_values=restore_types(dict(doc.session_values), doc.session_value_types),
             state=dict(doc.state),
             local={k: dict(v) for k, v in doc.local.items()},
             enable_streaming=doc.streaming,
@@ -481,6 +482,8 @@ class Checkpoint:
                 b.key: (b.team, b.max_steps, b.max_tokens, b.steps, b.tokens) for b in doc.budgets
             },
             model_calls=doc.model_calls,
+            requests=doc.model_calls if doc.requests is None else doc.requests,
+            tool_calls=doc.tool_calls,
             tokens=(doc.input_tokens, doc.output_tokens),
             transfers=doc.transfers,
             metadata=dict(doc.metadata),
@@ -495,6 +498,19 @@ class Checkpoint:
             if interrupt.id in targets:
                 answers.setdefault(interrupt.address, []).append(targets[interrupt.id])
         return answers
+
+
+def _budgets(snapshot: RunSnapshot) -> list[_Budget]:
+    """Return the team budgets of a saved run, as a checkpoint holds them."""
+    return [
+        _Budget.model_construct(key=k, team=t, max_steps=ms, max_tokens=mt, steps=s, tokens=tk)
+        for k, (t, ms, mt, s, tk) in snapshot.budgets.items()
+    ]
+
+
+def _session_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The session values of a document, with the classes of the typed ones."""
+    return {"session_values": values, "session_value_types": value_types(values)}
 
 
 def _short(value: object) -> str:

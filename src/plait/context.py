@@ -54,6 +54,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 _UNREAD = object()  # a context's `resume_info`, not yet looked up
+_RUN_VALUES = "run"  # where `keep_run_value` keeps its values: the address of no agent
 
 Emit = Callable[[AgentEvent], None]
 
@@ -73,6 +74,7 @@ class RunContext:
         "_call_guard",
         "_emit",
         "_history",
+        "_model",
         "_model_messages",
         "_resume_info",
         "_root_authors",
@@ -81,9 +83,11 @@ class RunContext:
         "_teams",
         "address",
         "agent_name",
+        "chat_model",
         "depth",
         "run_path",
         "tool_call_id",
+        "tool_error",
         "tool_name",
     )
 
@@ -110,10 +114,13 @@ class RunContext:
         self._root_authors: tuple[str, ...] | None = None  # None: all the caller's
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
+        self.tool_error: Exception | None = None  # what the tool call raised (told the model)
+        self.chat_model: object = None  # the model of the ChatModelAgent running here
         self._actions: list[AgentAction] | None = None
         self._emit: Emit | None = None
         self._call_guard: CallGuard | None = None
         self._model_messages: list[Message] | None = None
+        self._model: object = None
         self._answered: list[Any] | None = None
         self._budgets: tuple[str, ...] = ()  # addresses of the teams whose budgets apply
         self._teams: tuple[tuple[str, int, int | None], ...] = ()  # (name, level, max_depth)
@@ -236,10 +243,13 @@ class RunContext:
         ctx.address = f"{self.address};tool:{name}:{call_id}"
         ctx.tool_name = name
         ctx.tool_call_id = call_id
+        ctx.tool_error = None
+        ctx.chat_model = None
         ctx._actions = []
         ctx._emit = self._emit
         ctx._call_guard = None
         ctx._model_messages = self._model_messages
+        ctx._model = self._model
         ctx._answered = None
         ctx._budgets = self._budgets
         ctx._teams = self._teams
@@ -327,6 +337,17 @@ class RunContext:
         return self._run.model_calls
 
     @property
+    def requests(self) -> int:
+        """Return how many model calls agents of the run have sent so far."""
+        return self._run.requests
+
+    @property
+    def tool_calls(self) -> int:
+        """Return how many tool calls of the run have run or are running (one that paused
+        counts when it runs again)."""
+        return self._run.tool_calls
+
+    @property
     def local_state(self) -> dict[str, Any]:
         """Return this agent's own state: kept across its turns, not shared with others."""
         return self._run.local.setdefault(self.agent_name, {})
@@ -376,6 +397,25 @@ class RunContext:
         self._model_messages = messages
 
     @property
+    def model(self) -> object:
+        """Return the model the agent of this context calls (None: not a model's agent)."""
+        return self._model
+
+    def set_model(self, model: object) -> None:
+        """Name the model the agent of this context calls (hooks may ask it to count)."""
+        self._model = model
+
+    def owner(self) -> RunContext:
+        """Return the context of the agent at this place: this one, or for a tool call its
+        agent's (whose `save_state` values the tool call's seams can share)."""
+        if self.tool_name is None:
+            return self
+        suffix = f";tool:{self.tool_name}:{self.tool_call_id}"
+        ctx = self._copy(self.agent_name, self.run_path, self.address.removesuffix(suffix))
+        ctx._model_messages, ctx._model = self._model_messages, self._model
+        return ctx
+
+    @property
     def ids(self) -> IdSource:
         """Return the run's source of ids and timestamps."""
         return self._run.ids
@@ -395,6 +435,32 @@ class RunContext:
         """Return the run's metadata, read-only (the runner's, saved with every checkpoint)."""
         return MappingProxyType(self._run.metadata)
 
+    def keep_run_value(self, key: str, value: Any) -> None:
+        """Keep a JSON value for the whole run: saved with every checkpoint and seen again
+        (`run_value`) by the run that resumes it. No agent sees it (plait's own
+        process-wide hooks keep theirs here)."""
+        save_custom(custom_record(self._run, _RUN_VALUES), key, value)
+
+    def run_value(self, key: str) -> Any:
+        """Return the value kept under `key` with `keep_run_value` (by this run, or by the run
+        it resumes), or None."""
+        return load_custom(custom_record(self._run, _RUN_VALUES), key)
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """Return what plait's process-wide hooks keep for this run while it lives (never
+        saved), by hook."""
+        run = self._run
+        if run.extras is None:
+            run.extras = {}
+        return run.extras
+
+    def paused_within(self) -> bool:
+        """Whether an `interrupt()` here or below this place has paused the run."""
+        address = self.address
+        below = address + ";"
+        return any(a == address or a.startswith(below) for a in self._run.paused.user_states)
+
     # --- budgets ----------------------------------------------------------------------------
 
     def record_model_call(self, usage: Usage | None) -> None:
@@ -403,6 +469,14 @@ class RunContext:
         Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
         """
         self._run.charge(self._budgets, usage)
+
+    def count_request(self) -> None:
+        """Count one model call an agent sends now."""
+        self._run.requests += 1
+
+    def count_tool_call(self, delta: int = 1) -> None:
+        """Count one tool call that starts now (`delta=-1`: one that paused, uncounted)."""
+        self._run.tool_calls += delta
 
     def check_steps(self) -> None:
         """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""

@@ -11,13 +11,16 @@ PlaitError
 │   ├── InvalidToolArguments    the arguments were not JSON or did not match the schema
 │   └── ToolTimeout             a tool call ran past its timeout (also a TimeoutError)
 ├── MaxIterationsExceeded       a ChatModelAgent reached max_iterations model calls
+├── OutputValidationError       a structured answer stayed invalid after output_retries
 ├── LimitExceeded               a run-wide limit; ends the whole run from any depth
 │   ├── MaxHandoffsExceeded
 │   ├── RepetitiveHandoffError
 │   ├── MaxDepthExceeded
 │   ├── MaxStepsExceeded
 │   ├── TokenBudgetExceeded
-│   └── NodeTimeout             (also a TimeoutError)
+│   ├── NodeTimeout             (also a TimeoutError)
+│   ├── UsageLimitExceeded      a `Runner(limits=UsageLimits(...))` limit (names it)
+│   └── LoopDetected            a `ChatModelAgent(loop_guard=...)` stopped a repeating agent
 ├── StoreError                  the store failed (a server gone away, a full disk)
 ├── SessionConflict             another turn wrote the session first; this turn was not saved
 ├── CheckpointNotFound
@@ -52,12 +55,14 @@ __all__ = [
     "HookError",
     "InvalidToolArguments",
     "LimitExceeded",
+    "LoopDetected",
     "MaxDepthExceeded",
     "MaxHandoffsExceeded",
     "MaxIterationsExceeded",
     "MaxStepsExceeded",
     "ModelError",
     "NodeTimeout",
+    "OutputValidationError",
     "PlaitError",
     "RepetitiveHandoffError",
     "ResumeError",
@@ -70,6 +75,7 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "UsageError",
+    "UsageLimitExceeded",
 ]
 
 
@@ -252,6 +258,21 @@ class MaxIterationsExceeded(PlaitError):
         )
 
 
+class OutputValidationError(PlaitError):
+    """The answer of an agent with an `output_type` was still invalid (not JSON, or not
+    valid for the type) after `output_retries` retries: `errors` are the validation errors
+    of the last answer (pydantic's, as JSON) and `output` is that answer as the model gave it."""
+
+    agent_name: str
+    errors: list[dict[str, Any]]
+    output: str
+
+    def __init__(
+        self, message: str, *, agent_name: str, errors: list[dict[str, Any]], output: str
+    ) -> None:
+        super().__init__(message, agent_name=agent_name, errors=errors, output=output)
+
+
 class LimitExceeded(PlaitError):
     """A run-wide limit was hit; these end the whole run and cross every agent boundary."""
 
@@ -278,6 +299,50 @@ class TokenBudgetExceeded(LimitExceeded):
 
 class NodeTimeout(LimitExceeded, TimeoutError):
     """A team member or graph node ran longer than its timeout."""
+
+
+class UsageLimitExceeded(LimitExceeded):
+    """A call would take the run past one of the runner's `UsageLimits`: `limit_name` is
+    the limit (`"max_requests"`, `"max_input_tokens"`, `"max_output_tokens"` or
+    `"max_tool_calls"`), `limit` its value, `count` what the run would reach."""
+
+    limit_name: str
+    limit: int
+    count: int
+
+    def __init__(self, message: str, *, limit_name: str, limit: int, count: int) -> None:
+        super().__init__(message, limit_name=limit_name, limit=limit, count=count)
+
+
+class LoopDetected(LimitExceeded):
+    """An agent's `LoopGuard` stopped it: it asked for the same tool call `count` times in
+    a row (`reason="repeat"`), or its last `count` turns brought no new tool result
+    (`reason="idle"`); `tool_name` and `arguments` are the call it asked for last."""
+
+    agent_name: str
+    tool_name: str
+    arguments: Any
+    count: int
+    reason: str
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        agent_name: str,
+        tool_name: str,
+        arguments: Any,
+        count: int,
+        reason: str,
+    ) -> None:
+        super().__init__(
+            message,
+            agent_name=agent_name,
+            tool_name=tool_name,
+            arguments=arguments,
+            count=count,
+            reason=reason,
+        )
 
 
 class StoreError(PlaitError):

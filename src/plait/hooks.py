@@ -36,10 +36,13 @@ __all__ = [
     "HookChain",
     "Hooks",
     "ModelRequest",
+    "add_global",
     "call_hook",
     "concurrently",
     "ends_run",
     "notify",
+    "remove_global",
+    "with_global",
 ]
 
 
@@ -130,7 +133,7 @@ class HookChain:
     """The hooks of a run or an agent, per seam: the bound methods that override it, in the
     order they run (`after_*` reversed)."""
 
-    __slots__ = (*_SEAMS, "empty")
+    __slots__ = (*_SEAMS, "empty", "last")
 
     before_run: tuple[Seam, ...]
     after_run: tuple[Seam, ...]
@@ -145,19 +148,23 @@ class HookChain:
     on_resume: tuple[Seam, ...]
     on_step_saved: tuple[Seam, ...]
 
-    def __init__(self, hooks: Sequence[Hooks] = ()) -> None:
-        for hook in hooks:
+    def __init__(self, hooks: Sequence[Hooks] = (), innermost: Sequence[Hooks] = ()) -> None:
+        for hook in (*hooks, *innermost):
             if not isinstance(hook, Hooks):
                 raise UsageError(f"hooks must subclass plait.Hooks, got {hook!r}")
+        self.last: dict[str, tuple[Seam, ...]] = {}  # per seam, the innermost hooks' methods
         for seam in _SEAMS:
-            base = getattr(Hooks, seam)
-            found = tuple(getattr(h, seam) for h in hooks if getattr(type(h), seam) is not base)
-            setattr(self, seam, found[::-1] if seam.startswith("after") else found)
+            both = _overriding(hooks, seam) + _overriding(innermost, seam)
+            setattr(self, seam, both[::-1] if seam.startswith("after") else both)
+            last = _overriding(innermost, seam)
+            if last:
+                self.last[seam] = last
         self.empty = not any(getattr(self, seam) for seam in _SEAMS)
 
     def around(self, inner: HookChain) -> HookChain:
         """Return this chain wrapped around `inner`: this one's `before_*` first, its
-        `after_*` last."""
+        `after_*` last — except its innermost hooks, which run inside `inner`'s (they see
+        the request as the agent's hooks leave it)."""
         if inner.empty:
             return self
         if self.empty:
@@ -165,12 +172,55 @@ class HookChain:
         joined = HookChain()
         for seam in _SEAMS:
             outer, own = getattr(self, seam), getattr(inner, seam)
-            setattr(joined, seam, own + outer if seam.startswith("after") else outer + own)
+            last = self.last.get(seam, ())
+            if seam.startswith("after"):  # outer is (innermost reversed) + (others reversed)
+                cut = len(last)
+                setattr(joined, seam, outer[:cut] + own + outer[cut:])
+            else:
+                cut = len(outer) - len(last)
+                setattr(joined, seam, outer[:cut] + own + outer[cut:])
+        # the innermost stay innermost when this chain is wrapped again
+        for seam in set(self.last) | set(inner.last):
+            joined.last[seam] = inner.last.get(seam, ()) + self.last.get(seam, ())
         joined.empty = False
         return joined
 
 
+def _overriding(hooks: Sequence[Hooks], seam: str) -> tuple[Seam, ...]:
+    """The bound `seam` methods of the hooks that override it, in order."""
+    base = getattr(Hooks, seam)
+    return tuple(getattr(h, seam) for h in hooks if getattr(type(h), seam) is not base)
+
+
 NO_HOOKS = HookChain()
+
+# Hooks on every run of the process, outside every runner's own (`plait.tracing` adds its
+# hook here); `_GLOBAL_CHAIN` is their chain, NO_HOOKS while there are none.
+_GLOBAL: list[Hooks] = []
+_GLOBAL_CHAIN = NO_HOOKS
+
+
+def add_global(hook: Hooks) -> None:
+    """Hook every run of the process, outermost (around the runner's and agents' hooks),
+    from the next run on."""
+    global _GLOBAL_CHAIN
+    _GLOBAL.append(hook)
+    _GLOBAL_CHAIN = HookChain(_GLOBAL)
+
+
+def remove_global(hook: Hooks) -> None:
+    """Stop hooking runs with `hook` (runs under way keep it); no error if it is not there."""
+    global _GLOBAL_CHAIN
+    if hook in _GLOBAL:
+        _GLOBAL.remove(hook)
+        _GLOBAL_CHAIN = HookChain(_GLOBAL) if _GLOBAL else NO_HOOKS
+
+
+def with_global(chain: HookChain) -> HookChain:
+    """Return `chain` wrapped in the process-wide hooks (`chain` itself when there are none)."""
+    outer = _GLOBAL_CHAIN
+    return chain if outer.empty else outer.around(chain)
+
 
 _ENDS_RUN = "_plait_hook_refusal"  # set on an error a hook raised
 

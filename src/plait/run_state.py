@@ -103,6 +103,7 @@ class RunState:
         "cancel_requested",
         "durability",
         "enable_streaming",
+        "extras",
         "frames",
         "guards",
         "hooks",
@@ -115,6 +116,7 @@ class RunState:
         "options",
         "output_tokens",
         "paused",
+        "requests",
         "restored",
         "resume_answers",
         "resume_user_states",
@@ -124,6 +126,7 @@ class RunState:
         "session_id",
         "session_values",
         "state",
+        "tool_calls",
         "transfers",
     )
 
@@ -137,6 +140,8 @@ class RunState:
         self.durability = "exit"
         self.cancel_requested = False
         self.model_calls = 0
+        self.requests = 0  # model calls sent by agents (counted as each is sent)
+        self.tool_calls = 0  # tool calls running or done (one that paused is not counted)
         self.input_tokens = 0
         self.output_tokens = 0
         self.transfers = 0
@@ -154,6 +159,7 @@ class RunState:
         self.guards: set[CallGuard] = set()  # the tool calls in flight
         self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
         self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
+        self.extras: dict[str, Any] | None = None  # kept by process-wide hooks, never saved
 
     def snapshot(self) -> RunSnapshot:
         """Return what a checkpoint holds of the run state (the root context adds its input
@@ -173,6 +179,8 @@ class RunState:
             answers={k: list(v) for k, v in self.paused.answers.items()},
             budgets=budgets,
             model_calls=self.model_calls,
+            requests=self.requests,
+            tool_calls=self.tool_calls,
             tokens=(self.input_tokens, self.output_tokens),
             transfers=self.transfers,
             metadata=self.metadata,
@@ -193,6 +201,8 @@ class RunState:
             budget = self.budgets[key] = Budget(team, max_steps, max_tokens)
             budget.steps, budget.tokens = steps, tokens
         self.model_calls = snapshot.model_calls
+        self.requests = snapshot.requests
+        self.tool_calls = snapshot.tool_calls
         self.input_tokens, self.output_tokens = snapshot.tokens
         self.transfers = snapshot.transfers
         self.metadata.update(snapshot.metadata)
@@ -286,12 +296,14 @@ class RunSnapshot:
         "model_calls",
         "options",
         "records",
+        "requests",
         "root_authors",
         "root_id",
         "root_input",
         "session_values",
         "state",
         "tokens",
+        "tool_calls",
         "transfers",
         "user_states",
     )
@@ -311,6 +323,8 @@ class RunSnapshot:
         # team key -> (team, max_steps, max_tokens, steps, tokens)
         self.budgets: dict[str, tuple[str, int | None, int | None, int, int]] = {}
         self.model_calls = 0
+        self.requests = 0
+        self.tool_calls = 0
         self.tokens = (0, 0)  # (input, output)
         self.transfers = 0
         self.metadata: dict[str, Any] = {}

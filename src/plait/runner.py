@@ -29,8 +29,9 @@ from plait.events import (
     AgentEvent,
     RunResult,
 )
-from plait.hooks import HookChain, Hooks
+from plait.hooks import HookChain, Hooks, with_global
 from plait.kernel import run_agent
+from plait.limits import UsageLimits
 from plait.messages import Message
 from plait.options import RunOption, RunOptions, check_options
 from plait.resume import ResumePoints
@@ -58,7 +59,10 @@ class Runner:
     checkpoint stays held after its last step. `ids` replaces the source of ids and timestamps;
     `hooks` (`plait.Hooks`) act at the run's seams, around every agent's own. With
     `keep_steps=True` every step checkpoint is also kept as a snapshot, `"<checkpoint
-    id>.step-<n>"` (done: readable with `read_checkpoint`, not resumable). `metadata` (str keys,
+    id>.step-<n>"` (done: readable with `read_checkpoint`, not resumable). `limits`
+    (`plait.UsageLimits`) bound the model calls, tokens and tool calls of each run, counted
+    across every agent and across pauses (a resume is bounded by the resuming runner's
+    limits); past one the run ends with `UsageLimitExceeded`. `metadata` (str keys,
     JSON values) is saved with every checkpoint and seen read-only as `ctx.metadata` and in
     `RunResult.metadata`; a resume adds it over the metadata the checkpoint holds.
     `checkpoint_ttl` and `session_ttl` are the seconds checkpoints and sessions are kept (None:
@@ -86,6 +90,7 @@ class Runner:
         hooks: Sequence[Hooks] = (),
         keep_steps: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        limits: UsageLimits | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -108,8 +113,12 @@ class Runner:
         self.max_transfers = max_transfers
         self.lease = lease
         self.ids = ids if ids is not None else IdSource()
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise UsageError(f"limits must be a plait.UsageLimits, got {limits!r}")
+        self.limits = limits
         self.hooks = tuple(hooks)
-        self._hooks = HookChain(self.hooks)
+        enforce = (limits.hooks(),) if limits is not None and limits.active else ()
+        self._hooks = HookChain(self.hooks, innermost=enforce)  # the limits see it all
         self.keep_steps = keep_steps
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
@@ -226,7 +235,7 @@ class Runner:
             event_filter=self.event_filter,
             durability=self.durability,
             ids=self.ids,
-            hooks=self._hooks,
+            hooks=with_global(self._hooks),  # the process-wide hooks outermost
             max_transfers=self.max_transfers,
             lease=self.lease,
             keep_steps=self.keep_steps,
@@ -255,7 +264,8 @@ class Runner:
         )
 
     def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        ctx.configure(hooks=self._hooks)  # read by the door into the root agent, made here
+        # read by the door into the root agent, made here
+        ctx.configure(hooks=with_global(self._hooks))
         return run_agent(self.agent, ctx)
 
     async def _prepare_run(

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from plait._json import dump_plain, load_plain, to_json
+from plait._typed import restore_types, value_types
 from plait.errors import CheckpointCorrupt, SessionConflict
 from plait.events import AgentEvent, HandoffLog
 from plait.history import USER
@@ -39,7 +40,9 @@ class SessionDocument:
         self.messages: list[tuple[str, Message]] = [
             (a, load_plain(Message, m)) for a, m in data.get("messages", [])
         ]
-        self.values: dict[str, Any] = dict(data.get("values") or {})
+        self.values: dict[str, Any] = restore_types(
+            dict(data.get("values") or {}), data.get("value_types") or {}
+        )
         self.state: dict[str, Any] = dict(data.get("state") or {})
         self.local: dict[str, Any] = dict(data.get("local") or {})
         self.handoffs: list[HandoffLog] = load_plain(list[HandoffLog], data.get("handoffs", []))
@@ -174,6 +177,7 @@ class SessionTurn:
             "version": VERSION,
             "messages": messages,
             "values": merged,
+            "value_types": value_types(merged),
             "state": {**saved.state, **(state or {})},
             "local": {**saved.local, **(local or {})},
             "handoffs": [dump_plain(h, HandoffLog) for h in [*saved.handoffs, *handoffs]],

@@ -66,11 +66,17 @@ class FunctionModel:
 
     In streaming mode the reply is split into several chunks: the text word by word, then
     each tool call in two chunks (merged by index). `requests` records every request.
+    With `supports_output_schema=True` it declares structured-output support, so a
+    structured-output agent passes it the `output_schema` option (recorded with the
+    request's options) instead of offering a `final_result` tool.
     """
 
-    def __init__(self, fn: ReplyFn, *, chunk_words: int = 1) -> None:
+    def __init__(
+        self, fn: ReplyFn, *, chunk_words: int = 1, supports_output_schema: bool = False
+    ) -> None:
         self._fn = fn
         self._chunk_words = max(1, chunk_words)
+        self.supports_output_schema = supports_output_schema
         self.requests: list[ModelRequest] = []
 
     async def generate(
@@ -106,8 +112,16 @@ class ScriptedModel(FunctionModel):
     Running past the end of the script raises a `ModelError`.
     """
 
-    def __init__(self, script: Sequence[ScriptEntry], *, chunk_words: int = 1) -> None:
-        super().__init__(self._next, chunk_words=chunk_words)
+    def __init__(
+        self,
+        script: Sequence[ScriptEntry],
+        *,
+        chunk_words: int = 1,
+        supports_output_schema: bool = False,
+    ) -> None:
+        super().__init__(
+            self._next, chunk_words=chunk_words, supports_output_schema=supports_output_schema
+        )
         self.script = list(script)
         self._position = 0
 

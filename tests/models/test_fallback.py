@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import plait
 from plait import ChatModelAgent, Message, Runner
 from plait.errors import ModelError, UsageError
 from plait.models import FallbackModel, OpenAIModel
-from plait.testing import FunctionModel, ScriptedModel, reply
+from plait.testing import FunctionModel, ScriptedModel, call, reply
 from plait.tools import ToolInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,3 +183,36 @@ def test_the_documented_example_runs() -> None:
     namespace: dict[str, Any] = {"__name__": "fallback_example"}
     exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
     assert namespace["result"].final_output == "Paris."
+
+
+async def test_a_structured_answer_goes_by_schema_only_when_every_model_takes_one() -> None:
+    class Answer(BaseModel):
+        city: str
+
+    def schema_reply(messages: list[Message], tools: list[ToolInfo]) -> str:
+        return '{"city": "Paris"}'
+
+    both = FallbackModel(
+        FunctionModel(schema_reply, supports_output_schema=True),
+        FunctionModel(schema_reply, supports_output_schema=True),
+    )
+    assert both.supports_output_schema is True
+    agent = ChatModelAgent("a", both, output_type=Answer)
+    result = await Runner(agent).run([Message.user("where?")]).collect()
+    assert result.final_output == Answer(city="Paris")
+    assert "output_schema" in both.models[0].requests[0].options  # type: ignore[attr-defined]
+
+    def down(messages: list[Message], tools: list[ToolInfo]) -> str:
+        raise ModelError("down")
+
+    mixed = FallbackModel(
+        FunctionModel(down, supports_output_schema=True),
+        ScriptedModel([call("final_result", {"city": "Rome"})]),
+    )
+    assert mixed.supports_output_schema is False
+    result = (
+        await Runner(ChatModelAgent("b", mixed, output_type=Answer))
+        .run([Message.user("where?")])
+        .collect()
+    )
+    assert result.final_output == Answer(city="Rome")

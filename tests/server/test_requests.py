@@ -229,6 +229,9 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
         ("get", "/v1/sessions"): {"200", "401"},
         ("get", "/v1/sessions/{session_id}"): {"200", "401", "404"},
         ("delete", "/v1/sessions/{session_id}"): {"204", "401", "404"},
+        ("post", "/agui/{agent}"): {"200", "400", "401", "404", "409", "422"},
+        ("get", "/v1/models"): {"200", "401"},
+        ("post", "/v1/chat/completions"): {"200", "400", "401", "404", "413", "422", "424"},
     }
     documented = {
         (method, path): operation

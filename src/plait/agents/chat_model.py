@@ -19,6 +19,7 @@ from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, trans
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware
 from plait.agents.model_call import Reply, model_error, stream_reply, wrong_output
+from plait.agents.structured import FINAL_RESULT, FinalResultTool, OutputCheck, StructuredOutput
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
 from plait.checkpoint import DoneCall, ReactRecord
 from plait.context import Emit, RunContext, inside
@@ -34,8 +35,10 @@ from plait.events import AgentAction, AgentEvent
 from plait.guardrails import Guardrail, guardrail_hooks
 from plait.handoff import can_transfer
 from plait.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
+from plait.kernel import Interrupted, call_in
+from plait.loop_guard import LoopGuard
 from plait.messages import Message, ToolCall
-from plait.models.base import ChatModel
+from plait.models.base import ChatModel, supports_output_schema
 from plait.models.spec import resolve_model
 from plait.options import RunOptions
 from plait.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
@@ -76,6 +79,37 @@ def _split_tools(
     return toolsets, tools
 
 
+def _check(name: str, max_iterations: int, tool_errors: str) -> None:
+    if not name:
+        raise UsageError("an agent needs a non-empty name")
+    if max_iterations < 1:
+        raise UsageError(f"agent '{name}': max_iterations must be at least 1")
+    if tool_errors not in ("model", "raise"):
+        raise UsageError(f"agent '{name}': tool_errors must be 'model' or 'raise'")
+
+
+def _own_hooks(
+    agent: ChatModelAgent,
+    hooks: Sequence[Hooks],
+    input_guardrails: Sequence[Guardrail],
+    output_guardrails: Sequence[Guardrail],
+) -> tuple[tuple[Hooks, ...], tuple[Hooks, ...]]:
+    """An agent's hooks, in order: its guardrails, `hooks` and `middlewares` (the first
+    part, its `hooks` attribute), then its loop guard and compaction (last: the model sees
+    the compacted request)."""
+    name, loop_guard, compaction = agent.name, agent.loop_guard, agent.compaction
+    if loop_guard is not None and not isinstance(loop_guard, LoopGuard):
+        raise UsageError(f"agent '{name}': loop_guard must be a LoopGuard")
+    if compaction is not None and not isinstance(compaction, Compaction):
+        raise UsageError(f"agent '{name}': compaction must be a plait.Compaction")
+    guards = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
+    given: tuple[Hooks, ...] = (*guards, *hooks, *agent.middlewares)
+    own: tuple[Hooks, ...] = () if loop_guard is None else (loop_guard.hooks(),)
+    if compaction is not None:
+        own = (*own, compaction.bound_to(agent.model))
+    return given, own
+
+
 class ChatModelAgent:
     """A ReAct agent: it calls its model, runs the tools the model asks for, and repeats
     until the model answers without tool calls.
@@ -91,7 +125,13 @@ class ChatModelAgent:
             the others, in that run only.
         return_directly: names of tools whose result ends the run as the final output.
         exit_tool: add an `exit(final_result)` tool that ends the run with an exit action.
-        output_key: store the final text in `session_values[output_key]`.
+        output_key: store the final text in `session_values[output_key]` (the validated
+            object, with `output_type`).
+        output_type: a pydantic model, dataclass or `TypedDict`: the answer must be JSON
+            valid for it, and the run's `final_output` is the validated object (see
+            `plait.agents.structured`).
+        output_retries: how many invalid answers the model is told about and asked again
+            for before the run ends with `OutputValidationError`.
         max_iterations: the most model calls in one run (`MaxIterationsExceeded` before more).
         gen_model_input: `(instruction, input, ctx) -> messages` builds the first model input.
         hooks: `plait.Hooks` of this agent (inside the runner's): its model and tool calls,
@@ -111,6 +151,8 @@ class ChatModelAgent:
             transfer back unless they were built with `disallow_transfer_to_parent=True`.
         compaction: a `Compaction` that replaces older messages by a summary when the prompt
             grows past its `max_tokens` (a `before_model` hook after the agent's others).
+        loop_guard: a `LoopGuard` that tells, pauses or stops the agent when it repeats the
+            same tool call or its turns bring nothing new (its hook comes after `hooks`).
     """
 
     _run_tools: list[Tool] | None = None  # the toolsets' tools, in a run (a copy's)
@@ -138,30 +180,27 @@ class ChatModelAgent:
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
         compaction: Compaction | None = None,
+        loop_guard: LoopGuard | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
-        if not name:
-            raise UsageError("an agent needs a non-empty name")
-        if max_iterations < 1:
-            raise UsageError(f"agent '{name}': max_iterations must be at least 1")
-        if tool_errors not in ("model", "raise"):
-            raise UsageError(f"agent '{name}': tool_errors must be 'model' or 'raise'")
+        _check(name, max_iterations, tool_errors)
         self.name = name
         self.model = resolve_model(model, owner=f"agent '{name}'")
         self.description = description
         self.instruction = instruction
         self.output_key = output_key
+        self.output_type = output_type
+        self._output = StructuredOutput.of(output_type, output_retries, f"agent '{name}'")
         self.max_iterations = max_iterations
         self.gen_model_input = gen_model_input
         self.tool_errors = tool_errors
         self.tool_timeout = check_timeout(tool_timeout, f"agent '{name}': tool_timeout")
         self.model_options = dict(model_options or {})
         self.middlewares = tuple(middlewares)
-        guards = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
-        self.hooks: tuple[Hooks, ...] = (*guards, *hooks, *self.middlewares)
-        if compaction is not None and not isinstance(compaction, Compaction):
-            raise UsageError(f"agent '{name}': compaction must be a plait.Compaction")
+        self.loop_guard = loop_guard
         self.compaction = compaction
-        own = () if compaction is None else (compaction.bound_to(self.model),)
+        self.hooks, own = _own_hooks(self, hooks, input_guardrails, output_guardrails)
         self.agent_hooks = HookChain((*self.hooks, *own))  # read by the kernel and the loop
         self._toolsets, self._user_tools = _split_tools(tools)
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
@@ -210,6 +249,10 @@ class ChatModelAgent:
         """Order the tools: the user's, then transfer_to_agent, then exit."""
         given = [*self._user_tools, *(self._run_tools or ()), *self._added_tools]
         tools = [t for t in given if t.info().name != "exit"]
+        self._final_tool = self._output is not None and not supports_output_schema(self.model)
+        if self._final_tool:
+            assert self._output is not None
+            tools.append(FinalResultTool(self._output))
         if self._transfer is not None or self._transfer_visible():
             tools.append(self._transfer or TransferTool(self))
         tools += [t for t in given if t.info().name == "exit"]
@@ -258,6 +301,8 @@ class ChatModelAgent:
             names = {t.info().name for t in [*clone._user_tools, *self._added_tools]}
             clone._user_return_directly = self._user_return_directly & names
             clone._build_tools()
+        elif self._output is not None and clone.model is not self.model:
+            clone._build_tools()  # whether `final_result` is offered depends on the model
         return clone
 
     async def _open_toolsets(self, stack: AsyncExitStack, ctx: RunContext) -> ChatModelAgent:
@@ -273,6 +318,14 @@ class ChatModelAgent:
         clone._run_tools = tools
         clone._build_tools()
         return clone
+
+    def _call_options(self) -> dict[str, Any]:
+        """The keyword options of each model call (with the output schema, when the model
+        takes one)."""
+        output = self._output
+        if output is None or self._final_tool:
+            return self.model_options
+        return {**self.model_options, "output_schema": output.schema}
 
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
@@ -352,9 +405,9 @@ class ChatModelAgent:
             if toolsets is not None:
                 await toolsets.aclose()
 
-    def _store_output(self, ctx: RunContext, text: str) -> None:
+    def _store_output(self, ctx: RunContext, value: Any) -> None:
         if self.output_key is not None:
-            ctx.session_values[self.output_key] = text
+            ctx.session_values[self.output_key] = value
 
 
 class _Loop:
@@ -362,12 +415,15 @@ class _Loop:
 
     __slots__ = (
         "agent",
+        "answer",
         "calls_made",
+        "check",
         "ctx",
         "done",
         "hooks",
         "input",
         "messages",
+        "options",
         "reply",
         "round",
     )
@@ -382,6 +438,11 @@ class _Loop:
         self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
         self.hooks = ctx.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
+        self.options = agent._call_options()
+        output = agent._output
+        self.check = None if output is None else OutputCheck(output, agent.name, agent._final_tool)
+        self.answer: list[AgentEvent] = []  # the events of a structured answer, to yield
+        ctx.chat_model = agent.model  # what the hooks see of the model (tracing names it)
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
@@ -396,6 +457,7 @@ class _Loop:
                 self.done = self._restore_done(record)
                 step = RunTools(self.messages[-1].tool_calls)
         self.ctx.set_model_messages(self.messages)
+        self.ctx.set_model(self.agent.model)
         return step
 
     def _restore_done(self, record: ReactRecord) -> dict[int, Outcome]:
@@ -440,20 +502,28 @@ class _Loop:
 
     async def _open_call(self, box: Reply) -> PlaitError | None:
         """Count the call against the limits and run the `before_model` hooks; `box`
-        becomes the reply to take (empty when the call cannot happen)."""
+        becomes the reply to take (empty when the call cannot happen, or a hook paused the
+        run before it: then it is made on the resume)."""
         self.reply = box
         error = self._before_call()
         if error is None and self.hooks.before_model:
             try:
-                await self._before_model(box)
+                paused = await call_in(self.ctx, self._before_model, box)
             except PlaitError as exc:
                 error = exc
+            else:
+                if isinstance(paused, Interrupted):
+                    self.calls_made -= 1  # not made: it is made on the resume
+                    box.paused = paused.contexts
+                    return None
+        if error is None:
+            self.ctx.count_request()
         box.refused = error
         return error
 
     def _request(self) -> ModelRequest:
         agent = self.agent
-        options = MappingProxyType(agent.model_options)
+        options = MappingProxyType(self.options)
         return ModelRequest(tuple(self.messages), agent._tool_infos, options)
 
     async def _before_model(self, box: Reply) -> None:
@@ -480,6 +550,8 @@ class _Loop:
         error = await self._open_call(box)
         if error is not None:
             return [*box.events, ctx.event(error=error)]
+        if box.paused:
+            return list(box.events)
         await self._generate(box)
         if box.message is None:
             return list(box.events)
@@ -493,6 +565,8 @@ class _Loop:
             yield event
         if error is not None:
             yield ctx.event(error=error)
+            return
+        if box.paused:
             return
         request = box.request or self._request()
         fns = self.hooks.during_model
@@ -508,6 +582,9 @@ class _Loop:
         ctx, box = self.ctx, self.reply
         if box.refused is not None:
             return [], Fail(box.refused)  # the call never happened (a limit ended the run)
+        if box.paused:  # a `before_model` hook paused the run: the call is made on resume
+            self._save("model")
+            return [ctx.pause_event(box.paused)], Pause(box.paused)
         if box.message is None:
             error = box.error or ModelError("the model gave no reply", agent_name=ctx.agent_name)
             return [ctx.event(error=error)], Fail(error)
@@ -519,6 +596,9 @@ class _Loop:
             stop = await ctx.safe_point()
             if stop is not None:
                 return [stop], Fail()
+        if self.answer:
+            events, self.answer = self.answer, []
+            return events, step
         return [], step
 
     async def _generate(self, box: Reply) -> None:
@@ -533,7 +613,7 @@ class _Loop:
                 reply = await alongside(call, during)
             elif request is None:
                 reply = await agent.model.generate(
-                    self.messages, tools=agent._tool_infos, **agent.model_options
+                    self.messages, tools=agent._tool_infos, **self.options
                 )
             else:
                 reply = await agent.model.generate(
@@ -565,8 +645,47 @@ class _Loop:
         self.messages.append(reply)
         if reply.tool_calls:
             return RunTools(reply.tool_calls)
+        if self.check is not None:
+            return self._structured(reply)
         agent._store_output(ctx, reply.content)
         return Final(reply)
+
+    def _structured(self, reply: Message) -> Step:
+        """Validate a text answer of a structured-output agent: the answer, a retry (the
+        model is told what is wrong), or the error when retries are exhausted."""
+        assert self.check is not None
+        events, value, error = self.check.answer(self.ctx, reply, self.messages)
+        if error is not None:
+            return Fail(error)
+        if not events:
+            return CALL_MODEL
+        self.agent._store_output(self.ctx, value)
+        self.answer = events
+        return Final(reply)
+
+    def _final_result(self, rnd: Round) -> tuple[list[AgentEvent], Step] | None:
+        """Take the round's `final_result` call: a valid answer ends the run (unless a later
+        call of the reply ends the turn), an invalid one is a failure (the model saw the
+        errors as the tool's result); None when the round goes on as usual."""
+        assert self.check is not None
+        found = [
+            (o.index, o.call.arguments)
+            for o in rnd.outcomes
+            if o.call.name == FINAL_RESULT and o.fatal is None
+        ]
+        if not found:
+            return None
+        ctx = self.ctx
+        events, value, index, error = self.check.tool_answer(ctx, found)
+        if error is not None:
+            return [ctx.event(error=error)], Fail(error)
+        direct = rnd.direct
+        if index is None or (direct is not None and direct.index > index):
+            return None
+        held = [] if direct is None else [ctx.event(message=direct.message, action=direct.action)]
+        answer = next(o.message for o in rnd.outcomes if o.index == index)
+        self.agent._store_output(ctx, value)
+        return [*held, *events], Final(answer)
 
     async def _after_model(self, box: Reply, reply: Message) -> Message:
         """Pass the reply through the `after_model` hooks; calls a hook adds get unique ids."""
@@ -609,6 +728,10 @@ class _Loop:
             self._save("tools", rnd.outcomes)
             return [ctx.pause_event(rnd.interrupts)], Pause(tuple(rnd.interrupts))
         self.messages.extend(rnd.messages())
+        if self.check is not None and self.check.use_tool:
+            found = self._final_result(rnd)
+            if found is not None:
+                return found
         direct = rnd.direct
         if direct is not None:  # held back until every tool of the round finished
             agent._store_output(ctx, direct.message.content)

@@ -11,7 +11,7 @@ from plait.agents._chunks import CheckedChunks, streaming_output
 from plait.agents.call_ids import CallIds
 from plait.context import RunContext
 from plait.errors import ModelError, PlaitError
-from plait.events import AgentEvent, MessageStream
+from plait.events import AgentEvent, InterruptCtx, MessageStream
 from plait.hooks import ModelRequest
 from plait.messages import Message
 from plait.models.base import ChatModel
@@ -23,7 +23,7 @@ class Reply:
     """The model's reply to one call, or why there is none (and, when hooks see the call,
     its request)."""
 
-    __slots__ = ("error", "events", "message", "refused", "request")
+    __slots__ = ("error", "events", "message", "paused", "refused", "request")
 
     def __init__(self) -> None:
         self.request: ModelRequest | None = None
@@ -31,6 +31,7 @@ class Reply:
         self.message: Message | None = None
         self.error: PlaitError | None = None
         self.refused: PlaitError | None = None  # the call could not be made (a limit)
+        self.paused: tuple[InterruptCtx, ...] = ()  # a hook paused the run before the call
 
 
 async def stream_reply(

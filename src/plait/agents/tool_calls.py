@@ -131,19 +131,27 @@ class ToolCalls:
         emit: Emit | None = None,
     ) -> Outcome:
         """Run one tool call through the tool hooks; failures become an outcome (a hook's
-        error ends the run)."""
+        error ends the run). A `before_tool` hook runs in the call's context: it may pause
+        the run there (`ctx.interrupt`) before the tool runs.
+
+        The run counts the call while it runs (`RunContext.tool_calls`); one that paused is
+        uncounted, to be counted when it runs again on the resume."""
         tctx = ctx.for_tool(call.name, call.id)
         if emit is not None:
             tctx.set_emit(emit)
         if hooks.before_tool:
             try:
-                for fn in hooks.before_tool:
-                    replaced = await call_hook(fn, "before_tool", tctx, call)
-                    if replaced is not None:
-                        call = replaced
+                checked = await call_in(tctx, _before_tool, hooks, tctx, call)
             except PlaitError as exc:
                 return Outcome(index, call, Message.tool("", call.id, name=call.name), fatal=exc)
+            if isinstance(checked, Interrupted):
+                message = Message.tool("", call.id, name=call.name)
+                return Outcome(index, call, message, interrupts=checked.contexts)
+            call = checked
+        tctx.count_tool_call()
         outcome = await self._call(call, tctx, index)
+        if outcome.interrupts or outcome.stopped:
+            tctx.count_tool_call(-1)  # it runs again on the resume, and counts then
         if hooks.after_tool and outcome.fatal is None and not outcome.interrupts:
             if not outcome.stopped:
                 return await _after_tool(hooks, tctx, outcome)
@@ -160,6 +168,7 @@ class ToolCalls:
             try:
                 result = await self._guarded(tool, call, tctx)
             except Exception as exc:
+                tctx.tool_error = exc  # seen by the `after_tool` hooks
                 content, fatal = self._tool_failure(call, exc)
             else:
                 if result is None:
@@ -229,6 +238,15 @@ class ToolCalls:
         err = ToolError(text, tool_name=call.name, call_id=call.id, agent_name=self.name)
         err.__cause__ = exc
         return "", err
+
+
+async def _before_tool(hooks: HookChain, tctx: RunContext, call: ToolCall) -> ToolCall:
+    """Pass a tool call through the `before_tool` hooks."""
+    for fn in hooks.before_tool:
+        replaced = await call_hook(fn, "before_tool", tctx, call)
+        if replaced is not None:
+            call = replaced
+    return call
 
 
 async def _after_tool(hooks: HookChain, tctx: RunContext, outcome: Outcome) -> Outcome:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from plait.models.base import ChatModel
+from plait.models.base import ChatModel, OutputSchema, supports_output_schema
 
 if TYPE_CHECKING:
     from plait.models.anthropic import AnthropicModel
@@ -31,8 +31,10 @@ __all__ = [
     "LiteLLMModel",
     "LocalModel",
     "OpenAIModel",
+    "OutputSchema",
     "infer",
     "resolve_model",
+    "supports_output_schema",
 ]
 
 _LAZY = {

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from plait.errors import UsageError
 from plait.messages import Message, ToolCall, Usage
 from plait.models._sdk import SdkChatModel
+from plait.models.base import OutputSchema
 from plait.tools.base import ToolInfo
 
 if TYPE_CHECKING:
@@ -64,6 +65,13 @@ class AnthropicModel(SdkChatModel):
     are defaults for every call; per-call options override them and `None` removes one.
     Reported input tokens include cache reads and writes.
 
+    It supports structured output (Claude's structured outputs): an `output_schema` option
+    (an `OutputSchema`, which a `ChatModelAgent` with an `output_type` passes) is sent as
+    `output_config={"format": {"type": "json_schema", "schema": ...}}`, the schema made
+    the way the API takes it (`anthropic.transform_schema`, where the SDK has it). For a
+    Claude model without structured outputs, pass `structured_outputs=False`: the agent
+    then offers its `final_result` tool instead.
+
     The API key is `api_key`, else `ANTHROPIC_API_KEY` (or `ANTHROPIC_AUTH_TOKEN`). Without
     one the constructor raises a `UsageError` naming `ANTHROPIC_API_KEY`, unless a base URL is
     set (`base_url` or `ANTHROPIC_BASE_URL`): a compatible server may need no key, so it is
@@ -81,6 +89,7 @@ class AnthropicModel(SdkChatModel):
         max_retries: int = 2,
         retry_base_delay: float = 0.5,
         retry_max_delay: float = 8.0,
+        structured_outputs: bool = True,
         **options: Any,
     ) -> None:
         """Configure the model; no connection is made until the first call.
@@ -94,8 +103,10 @@ class AnthropicModel(SdkChatModel):
             max_retries: How many times a retryable failure is retried.
             retry_base_delay: The backoff of the first retry, doubled on every retry.
             retry_max_delay: The longest wait between two attempts.
+            structured_outputs: Whether the model takes an output schema (see above).
             **options: Default request options, overridden by per-call options.
         """
+        self.supports_output_schema = structured_outputs
         if max_tokens <= 0:
             raise UsageError("AnthropicModel: max_tokens must be positive")
         super().__init__(
@@ -167,6 +178,11 @@ class AnthropicModel(SdkChatModel):
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
     ) -> dict[str, Any]:
         request = self._merged(options)
+        output = request.pop("output_schema", None)
+        if isinstance(output, OutputSchema):
+            config = dict(request.get("output_config") or {})
+            config["format"] = {"type": "json_schema", "schema": _output_schema(output.schema)}
+            request["output_config"] = config
         system, request["messages"] = _to_anthropic(messages)
         if system:
             prefix = request.get("system")
@@ -270,6 +286,17 @@ def _tool_input(call: ToolCall) -> dict[str, Any]:
             f"AnthropicModel: the arguments of tool call {call.id!r} are not a JSON object"
         )
     return value
+
+
+def _output_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return an output schema as the Messages API takes it (the SDK's `transform_schema`
+    closes every object and moves unsupported constraints into descriptions)."""
+    try:
+        from anthropic import transform_schema
+    except ImportError:  # an SDK from before structured outputs: send it as it is
+        return schema
+    transformed: dict[str, Any] = transform_schema(schema)
+    return transformed
 
 
 def _tool_schema(info: ToolInfo) -> dict[str, Any]:

@@ -1,14 +1,16 @@
-"""The `ChatModel` protocol every model provider implements."""
+"""The `ChatModel` protocol every model provider implements, and the optional
+structured-output capability (`OutputSchema`, `supports_output_schema`)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from plait.messages import Message
 from plait.tools.base import ToolInfo
 
-__all__ = ["ChatModel"]
+__all__ = ["ChatModel", "OutputSchema", "supports_output_schema"]
 
 
 @runtime_checkable
@@ -19,6 +21,9 @@ class ChatModel(Protocol):
     by index, usage summed). Any object with these two methods is accepted as a model. One
     whose `generate` returns anything but a `Message`, or whose `stream` is not an async
     iterator of `Message`s, ends the run with a `ModelError` naming the type it gave.
+
+    A model may also declare `supports_output_schema = True`: it is then passed an
+    `output_schema` option (an `OutputSchema`) by agents with an `output_type`.
     """
 
     async def generate(
@@ -32,3 +37,31 @@ class ChatModel(Protocol):
     ) -> AsyncIterator[Message]:
         """Yield the model's reply to `messages` in chunks."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The JSON schema the model's final answer must match (a structured-output agent's).
+
+    A model that declares `supports_output_schema = True` is passed one as the keyword
+    option `output_schema` of `generate` and `stream`, and makes its answer (the reply's
+    text, when it calls no tool) JSON that matches `schema`: OpenAI sends it as the
+    `json_schema` response format, `LocalModel` decodes under a grammar built from it.
+    Models that do not declare support are never passed it.
+    """
+
+    name: str
+    """A name for the schema (letters, digits, `_` and `-`; at most 64 characters)."""
+    schema: dict[str, Any] = field(hash=False)
+    """The JSON schema of the answer (an object)."""
+    strict: bool = False
+    """Whether the schema meets OpenAI's strict mode (every object closed, every property
+    required), so a provider may enforce it exactly."""
+    description: str = ""
+    """What the answer is, for the model."""
+
+
+def supports_output_schema(model: object) -> bool:
+    """Return whether `model` takes the `output_schema` option (it declares
+    `supports_output_schema = True`)."""
+    return getattr(model, "supports_output_schema", False) is True

@@ -11,7 +11,9 @@ back only when it fails before its first chunk; once a chunk has been passed on,
 stands (the chunks already seen cannot be taken back). When every model fails, the error is
 a `ModelError` whose message names each model and what it raised; its `failures` lists them
 (`{"model", "error"}`, in order) and it is raised from an `ExceptionGroup` of the
-exceptions themselves.
+exceptions themselves. It takes a structured-output JSON schema (`supports_output_schema`)
+only when every one of its models does; otherwise an agent's `output_type` goes by the
+`final_result` tool, which any model can call.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from plait.errors import ModelError, UsageError
 from plait.messages import Message
-from plait.models.base import ChatModel
+from plait.models.base import ChatModel, supports_output_schema
 from plait.models.spec import resolve_model
 from plait.tools.base import ToolInfo
 
@@ -51,6 +53,8 @@ class FallbackModel:
             for i, m in enumerate((primary, *fallbacks))
         )
         self.on: tuple[type[Exception], ...] = on
+        # a structured answer goes by JSON schema only when every model takes one
+        self.supports_output_schema = all(supports_output_schema(m) for m in self.models)
 
     @property
     def model_name(self) -> str:

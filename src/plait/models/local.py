@@ -22,7 +22,10 @@ agent's instruction, its tools and the history, then
 - with `steer=True` (the default) the step before any tool result calls a tool, and the step
   after one gives the final answer; an agent whose only tool is `transfer_to_agent`
   transfers. With `steer=False` (for a capable GGUF) one grammar admits every tool and a
-  final answer, and the model chooses.
+  final answer, and the model chooses;
+- a structured-output agent's answer (the `output_schema` option) is decoded under a grammar
+  built from its schema, strings bounded and every property required, so it is valid JSON
+  for the schema by construction.
 
 It is a demonstration model that shows plait working end to end offline, not an assistant.
 """
@@ -44,6 +47,7 @@ from typing import Any
 from plait.errors import ModelError, PlaitError, UsageError
 from plait.messages import Message, ToolCall, Usage, merge_chunks
 from plait.models._engine import EngineProcess, EngineStats, engine_for
+from plait.models.base import OutputSchema
 from plait.tools.base import TRANSFER_TOOL, ToolInfo
 
 __all__ = ["LocalModel", "default_threads", "default_weights"]
@@ -163,9 +167,13 @@ class LocalModel:
     The model file is loaded once per process (per path, context size and thread count) and
     shared by every `LocalModel` on it; calls run one at a time in a worker thread, so the
     event loop stays free, and tokens are streamed as they are decoded. Per-call options:
-    `max_tokens`, `temperature`, and `tool_choice` ("auto", "none", "required" or a tool
-    name), which narrows the grammar.
+    `max_tokens`, `temperature`, `tool_choice` ("auto", "none", "required" or a tool
+    name), which narrows the grammar, and `output_schema` (an `OutputSchema`): the answer is
+    then JSON decoded under a grammar built from it, and its text comes whole, in the last
+    chunk.
     """
+
+    supports_output_schema = True
 
     def __init__(
         self,
@@ -255,7 +263,13 @@ class LocalModel:
         prompt is evaluated), as a provider's first delta does; a tool call is one chunk.
         The last chunk carries the usage (prompt and decoded tokens).
         """
-        step = self._step(messages, tools, options.get("tool_choice"))
+        output = options.get("output_schema")
+        step = self._step(
+            messages,
+            tools,
+            options.get("tool_choice"),
+            output if isinstance(output, OutputSchema) else None,
+        )
         max_tokens = int(options.get("max_tokens") or self.max_tokens)
         temperature = float(options.get("temperature", self.temperature))
         engine = await asyncio.to_thread(self._engine)  # assembles the weights off the loop
@@ -294,7 +308,8 @@ class LocalModel:
             raise ModelError(f"LocalModel: the step is not [name, value]: {decoded[:120]!r}")
         name, body = value
         if name == _ANSWER and _ANSWER in step.options:
-            return Message(role="assistant", content=answer.rest(str(body)), usage=usage)
+            text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+            return Message(role="assistant", content=answer.rest(text), usage=usage)
         if name == _ANSWER or name not in step.options:  # the grammar forbids it
             raise ModelError(f"LocalModel: the model called a tool not offered: {name!r}")
         arguments = json.dumps(body, ensure_ascii=False)
@@ -302,16 +317,25 @@ class LocalModel:
         return Message(role="assistant", content="", tool_calls=(call,), usage=usage)
 
     def _step(
-        self, messages: Sequence[Message], tools: Sequence[ToolInfo], tool_choice: Any
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolInfo],
+        tool_choice: Any,
+        output: OutputSchema | None = None,
     ) -> _Step:
-        """Choose the options of this step and render the prompt."""
+        """Choose the options of this step and render the prompt (the answer is JSON for
+        `output`'s schema when it is given)."""
         offered = {t.name: t for t in tools}
         if _ANSWER in offered:
             raise UsageError(f"LocalModel reserves the tool name {_ANSWER!r} for final answers")
         names, answer = self._choices(messages, offered, tool_choice)
         options = {name: _bounded(offered[name].parameters, self.string_chars) for name in names}
         if answer:
-            options[_ANSWER] = _sentence(self.answer_chars)
+            options[_ANSWER] = (
+                _sentence(self.answer_chars)
+                if output is None
+                else _bounded(answer_schema(output.schema), self.string_chars)
+            )
         labels: dict[str, str | list[str]] = {
             t.name: f"{t.name}: {_one_line(t.description)}" for t in tools
         }
@@ -384,6 +408,33 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> tuple[str
 def _sentence(chars: int) -> dict[str, Any]:
     """The schema of a final answer: one sentence (a "." ends it, but not in "3.5")."""
     return {"type": "string", "pattern": f'^([^."\\\\\\n]|[.][0-9]){{1,{chars}}}[.]$'}
+
+
+def answer_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return an output schema with its `$ref`s to `#/$defs/...` replaced by the definitions
+    (the answer's schema is nested in the step's, where such references would not resolve).
+
+    Raises:
+        UsageError: The schema is recursive (a grammar cannot bound it).
+    """
+    defs = schema.get("$defs", {})
+
+    def inline(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            if name in seen or name not in defs:
+                raise UsageError(f"LocalModel cannot decode the output schema's {ref!r}")
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return inline({**defs[name], **rest}, (*seen, name))
+        return {k: inline(v, seen) for k, v in node.items() if k != "$defs"}
+
+    inlined: dict[str, Any] = inline(schema, ())
+    return inlined
 
 
 def _request(messages: Sequence[Message]) -> str:

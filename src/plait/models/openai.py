@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from plait.errors import ModelError, UsageError
 from plait.messages import Message, ToolCall, Usage
 from plait.models._sdk import SdkChatModel
+from plait.models.base import OutputSchema
 from plait.tools.base import ToolInfo
 
 if TYPE_CHECKING:
@@ -60,6 +61,10 @@ class OpenAIModel(SdkChatModel):
     `tool_choice` and `parallel_tool_calls` are sent only when tools are offered. A
     `tool_choice` of "auto", "none" or "required" passes through; another string names
     the tool to force. Message `name`s are not sent (OpenAI restricts their characters).
+
+    It supports structured output: an `output_schema` option (an `OutputSchema`, which a
+    `ChatModelAgent` with an `output_type` passes) is sent as the response format
+    `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`.
 
     The API key is `api_key`, else `OPENAI_API_KEY`. Without either the constructor raises a
     `UsageError` naming `OPENAI_API_KEY`, unless a base URL is set (`base_url` or
@@ -103,6 +108,7 @@ class OpenAIModel(SdkChatModel):
         )
 
     provider = "OpenAI"
+    supports_output_schema = True
     key_variables = ("OPENAI_API_KEY",)
     base_url_variable = "OPENAI_BASE_URL"
 
@@ -175,8 +181,16 @@ class OpenAIModel(SdkChatModel):
 def _chat_request(
     request: dict[str, Any], messages: Sequence[Message], tools: Sequence[ToolInfo]
 ) -> dict[str, Any]:
-    """Add the messages and tools to `request` (tool-only options only with tools)."""
+    """Add the messages and tools to `request` (tool-only options only with tools) and
+    turn an `output_schema` into the response format."""
     request["messages"] = [_to_openai(m) for m in messages]
+    output = request.pop("output_schema", None)
+    if isinstance(output, OutputSchema):
+        json_schema: dict[str, Any] = {"name": output.name, "schema": output.schema}
+        if output.description:
+            json_schema["description"] = output.description
+        json_schema["strict"] = output.strict
+        request["response_format"] = {"type": "json_schema", "json_schema": json_schema}
     if tools:
         request["tools"] = [_tool_schema(t) for t in tools]
         if "tool_choice" in request:

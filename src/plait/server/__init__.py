@@ -12,7 +12,9 @@ uvicorn.run(app, port=8000)
 Routes (see docs/server.md): `GET /healthz`, `GET /v1/agents`,
 `POST /v1/agents/{name}/runs`, `POST /v1/runs/{checkpoint_id}/resume`,
 `POST /v1/runs/{checkpoint_id}/cancel`, `GET /v1/runs/{checkpoint_id}`, `GET /v1/sessions`,
-`GET /v1/sessions/{session_id}`, `DELETE /v1/sessions/{session_id}`.
+`GET /v1/sessions/{session_id}`, `DELETE /v1/sessions/{session_id}`; OpenAI-compatible
+(see docs/protocols.md): `GET /v1/models`, `POST /v1/chat/completions`; with the `agui`
+extra, `POST /agui/{agent}` (AG-UI).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from plait.server.bodies import (
 )
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
+from plait.server.openai_api import openai_router
 from plait.server.runs import LiveRun, Runs
 from plait.server.sse import EventStream, server_exiting
 from plait.server.summary import session_detail
@@ -354,9 +355,11 @@ def create_app(
     app.state.plait = server
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(openai_router(_caller))
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
+    _mount_agui(app)
     if ui:
         _mount_page(app)
     return app
@@ -428,6 +431,18 @@ def _named_agents(agents: Any) -> dict[str, Agent]:
             raise UsageError(f"two agents are named '{name}'; pass a mapping to rename one")
         named[name] = agent
     return named
+
+
+def _mount_agui(app: FastAPI) -> None:
+    """Add `POST /agui/{agent}` (`plait.server.agui`) when `ag-ui-protocol` is installed;
+    without it the route answers `501`, saying what to install."""
+    if importlib.util.find_spec("ag_ui") is not None:
+        app.include_router(importlib.import_module("plait.server.agui").router)
+        return
+
+    @app.post("/agui/{agent}", include_in_schema=False)
+    async def agui_missing(agent: str) -> None:
+        raise ApiError(501, 'AG-UI needs the ag-ui-protocol package: pip install "plait[agui]"')
 
 
 def _mount_page(app: FastAPI) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import enum
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from plait.agent import Agent
@@ -25,7 +25,7 @@ from plait.errors import (
     ResumeError,
     RunCancelled,
 )
-from plait.events import RunResult
+from plait.events import AgentEvent, RunResult
 from plait.hooks import Hooks
 from plait.messages import Message
 from plait.runner import Runner, RunStream
@@ -33,7 +33,7 @@ from plait.server.bodies import RunSummary
 from plait.server.summary import encode_event, summarize
 from plait.server.users import UserStore
 
-__all__ = ["LiveRun", "Runs"]
+__all__ = ["LiveRun", "Relay", "Runs"]
 
 _log = logging.getLogger("plait.server")
 
@@ -45,9 +45,33 @@ class Nudge(enum.Enum):
     STOP = "stop"
 
 
-#: What a run's queue carries: an event's JSON text, then the run summary last (and
-#: nudges to its reader at any time).
-Item = str | RunSummary | Nudge
+#: What a run's queue carries: an event's JSON text (or bytes the response sends as they
+#: are), then the run summary last (and nudges to its reader at any time).
+Item = str | bytes | RunSummary | Nudge
+
+
+class Relay(Hooks):
+    """How a live run's events reach its response: by default each event's JSON text.
+
+    A protocol served on the same runs subclasses it to send its own events (as `bytes`,
+    sent as they are) and to end the stream its own way (`closing`). It is one of the run's
+    hooks, so it sees the run's seams too.
+    """
+
+    put: Callable[[Item], None]
+    """Queue an item for the response (set by the `LiveRun` the relay serves)."""
+
+    def attach(self, run: LiveRun) -> None:
+        """Serve `run`: queue into its queue."""
+        self.put = run.queue.put_nowait
+
+    async def relay(self, event: AgentEvent) -> None:
+        """Queue what the response sends for `event`."""
+        self.put(await encode_event(event))
+
+    def closing(self, summary: RunSummary) -> bytes | None:
+        """Return the last bytes of the stream for `summary` (None: the `run_end` event)."""
+        return None
 
 
 class _Accepted(Hooks):
@@ -73,6 +97,7 @@ class LiveRun:
         session_id: str | None,
         *,
         resumed: bool,
+        relay: Relay | None = None,
     ) -> None:
         self.runs = runs
         self.store = store
@@ -86,6 +111,8 @@ class LiveRun:
         self._resumed = resumed
         self.registered_at = 0.0
         self._running: asyncio.Future[None] | None = None
+        self.relay = relay if relay is not None else Relay()
+        self.relay.attach(self)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -150,7 +177,7 @@ class LiveRun:
             try:
                 async for event in stream:
                     self.accept()
-                    self.queue.put_nowait(await encode_event(event))
+                    await self.relay.relay(event)
                 result = await stream.collect()
             except asyncio.CancelledError:
                 self._stopped()
@@ -262,16 +289,21 @@ class Runs:
         *,
         session_id: str | None,
         session_values: dict[str, Any] | None,
+        streaming: bool = False,
+        relay: Relay | None = None,
     ) -> LiveRun:
-        """Start a run of agent `name`; it is recorded as running before this returns.
+        """Start a run of agent `name` (`streaming`: its models stream, and `relay` sends
+        its events); it is recorded as running before this returns.
 
         Raises:
             StoreError: The store failed before the run started.
         """
-        run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False)
+        run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False, relay=relay)
         # a new id has no cancel request yet: none can be made before its summary exists
         await run.record_running()  # a store that fails here fails the request, not a run
-        runner = Runner(self.agents[name], store=store)
+        runner = Runner(
+            self.agents[name], store=store, enable_streaming=streaming, hooks=[run.relay]
+        )
         stream = runner.run(
             messages,
             session_id=session_id,
@@ -288,9 +320,11 @@ class Runs:
         checkpoint_id: str,
         targets: dict[str, Any] | None,
         answer: tuple[Any] | None = None,
+        *,
+        relay: Relay | None = None,
     ) -> LiveRun:
         """Resume a paused run with `targets`, or `answer` (the one-tuple of the `value` for
-        its one interrupt); return once the resume is accepted.
+        its one interrupt); return once the resume is accepted (`relay` sends its events).
 
         Raises:
             CheckpointNotFound: No such run of this user.
@@ -307,9 +341,17 @@ class Runs:
                 f"run '{checkpoint_id}' belongs to agent '{previous.agent}', which this "
                 "server does not run"
             )
-        run = LiveRun(self, store, previous.agent, checkpoint_id, previous.session_id, resumed=True)
+        run = LiveRun(
+            self,
+            store,
+            previous.agent,
+            checkpoint_id,
+            previous.session_id,
+            resumed=True,
+            relay=relay,
+        )
         await run.note_cancel_baseline()
-        runner = Runner(self.agents[previous.agent], store=store, hooks=[_Accepted(run)])
+        runner = Runner(self.agents[previous.agent], store=store, hooks=[_Accepted(run), run.relay])
         if answer is None:
             stream = runner.resume(checkpoint_id, targets)
         else:

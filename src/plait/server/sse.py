@@ -80,8 +80,13 @@ class EventStream(Response):
                 while True:  # what is queued already goes out in one write
                     if isinstance(item, str):
                         chunks.append(encode(_AGENT_EVENT, item))
+                    elif isinstance(item, bytes):  # framed by the run's relay
+                        chunks.append(item)
                     elif isinstance(item, RunSummary):
-                        chunks.append(encode(_RUN_END, item.model_dump_json()))
+                        end = run.relay.closing(item)
+                        chunks.append(
+                            encode(_RUN_END, item.model_dump_json()) if end is None else end
+                        )
                         body = b"".join(chunks)
                         await send({"type": "http.response.body", "body": body, "more_body": False})
                         return

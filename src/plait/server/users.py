@@ -4,7 +4,8 @@ A `UserStore` is a `Store` that puts the user id before every id it is given, so
 runs and sessions are out of every other user's reach: someone else's id is simply not
 found. Besides the runner's checkpoints (`<user>/c/<id>`) and sessions (`<user>/s/<id>`),
 the server keeps its own records there, all as session records: run summaries
-(`<user>/r/<checkpoint id>`) and cancel requests (`<user>/x/<checkpoint id>`). The index of
+(`<user>/r/<checkpoint id>`), cancel requests (`<user>/x/<checkpoint id>`) and the latest
+pause of each AG-UI thread (`<user>/t/<thread id>`, see `plait.server.agui`). The index of
 the user's sessions, which the runner updates with every turn, is `<user>/i` (the store's
 `session_catalog`; see `plait.session_index`).
 """
@@ -45,7 +46,7 @@ _USER = re.compile(r"[A-Za-z0-9_.@+=:~-]{1,64}")
 #: The longest session or run id the API takes, in characters.
 MAX_API_ID = 128
 
-RecordKind = Literal["r", "x"]  # a run summary, a cancel request
+RecordKind = Literal["r", "x", "t"]  # a run summary, a cancel request, a thread's pause
 
 
 def id_problem(value: str) -> str | None:
@@ -197,9 +198,9 @@ class UserStore:
     # --- the server's own records ----------------------------------------------------------
 
     async def get_record(self, kind: RecordKind, checkpoint_id: str) -> bytes | None:
-        """Return a run summary (`"r"`) or cancel request (`"x"`) of a run, or None."""
+        """Return a run summary (`"r"`), cancel request (`"x"`) or thread pause (`"t"`), or None."""
         return await self.store.get_session(f"{self.user}/{kind}/{checkpoint_id}")
 
     async def put_record(self, kind: RecordKind, checkpoint_id: str, data: bytes) -> None:
-        """Write a run summary (`"r"`) or cancel request (`"x"`) of a run."""
+        """Write a run summary (`"r"`), cancel request (`"x"`) or thread pause (`"t"`)."""
         await self.store.put_session(f"{self.user}/{kind}/{checkpoint_id}", data)
