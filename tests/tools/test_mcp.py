@@ -4,11 +4,13 @@ servers that cannot start, die, or misbehave, and one session kept across runs."
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -79,7 +81,7 @@ async def test_the_server_tools_are_offered_with_their_json_schemas() -> None:
     assert agent.tools == ()  # known once a run opens the server
     await Runner(agent).query("go").collect()
     offered = {t.name: t for t in model.requests[0].tools}
-    assert set(offered) == {"add", "echo", "fail", "pid", "die", "huge", "hang", "header"}
+    assert set(offered) == {"add", "echo", "fail", "pid", "env", "die", "huge", "hang", "header"}
     add = offered["add"]
     assert add.description == "Add two numbers."
     assert add.parameters["type"] == "object"
@@ -210,6 +212,26 @@ async def test_async_with_starts_a_dead_server_again_for_the_next_run() -> None:
     [pid2] = tool_results(second)
     assert "closed the connection" in died
     assert pid2.isdigit() and pid2 != pid1
+
+
+async def test_async_with_starts_a_server_killed_between_runs_again() -> None:
+    toolset = stdio()
+    async with toolset:
+        [pid1] = tool_results(await run(toolset, call("pid"), reply("a")))
+        os.kill(int(pid1), signal.SIGKILL)
+        for _ in range(1500):  # polling until the process is gone (30 s at most)
+            if not alive(int(pid1)):
+                break
+            await asyncio.sleep(0.02)
+        [pid2] = tool_results(await run(toolset, call("pid"), reply("b")))
+    assert pid2.isdigit() and pid2 != pid1
+
+
+async def test_env_is_given_to_the_server_process() -> None:
+    result = await run(
+        stdio(env={"PLAIT_MCP_FLAG": "on"}), call("env", {"name": "PLAIT_MCP_FLAG"}), reply("x")
+    )
+    assert tool_results(result) == ["on"]
 
 
 async def test_async_with_a_server_that_cannot_start_raises_a_tool_error() -> None:

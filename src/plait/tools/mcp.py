@@ -172,7 +172,7 @@ class MCPToolset:
         lock = self._lock = self._lock or asyncio.Lock()
         async with lock:
             shared = self._shared
-            if shared is None or not shared.alive:
+            if shared is None or not await shared.answers():
                 self._shared = None
                 if shared is not None:
                     await shared.close()
@@ -248,7 +248,7 @@ class _Connection:
             async with asyncio.timeout(limit):
                 await connection._ready.wait()
         except TimeoutError:
-            await connection.close()
+            connection.abandon()  # its shutdown finishes after the run has its error
             raise toolset._error(f"did not start and list its tools within {limit:g} s") from None
         except BaseException:
             await connection.close()
@@ -263,10 +263,19 @@ class _Connection:
             ) from error
         return connection
 
-    @property
-    def alive(self) -> bool:
-        """Whether the session is open and has not broken."""
-        return self.session is not None and self.failure is None
+    async def answers(self) -> bool:
+        """Whether the session is open, has not broken, and the server answers a ping
+        within the connect timeout (else it is marked broken)."""
+        session = self.session
+        if session is None or self.failure is not None:
+            return False
+        try:
+            async with asyncio.timeout(self.toolset.connect_timeout):
+                await session.send_ping()
+        except Exception:
+            self.broke("the server did not answer a ping")
+            return False
+        return True
 
     async def _keep(self) -> None:
         """Open the session, list the tools, and hold the session until `close`."""
@@ -294,6 +303,15 @@ class _Connection:
         """Mark the session broken (the server died or the connection failed)."""
         self.failure = why
 
+    def abandon(self) -> None:
+        """Stop connecting and let the task wind down by itself (the SDK bounds how long
+        stopping a server takes); the task is kept until it is done."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            _winding_down.add(task)
+            task.add_done_callback(_winding_down.discard)
+
     async def close(self) -> None:
         """End the session and stop the server (cancelling the task if it hangs)."""
         task = self._task
@@ -312,6 +330,9 @@ class _Connection:
         except asyncio.CancelledError:
             if not task.done():  # the caller was cancelled: let the task wind down alone
                 raise
+
+
+_winding_down: set[asyncio.Task[None]] = set()  # abandoned connections, until they end
 
 
 class _RemoteTool:

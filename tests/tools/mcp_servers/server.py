@@ -37,6 +37,12 @@ def pid() -> int:
 
 
 @app.tool()
+def env(name: str) -> str:
+    """Return the environment variable `name` of the server process."""
+    return os.environ.get(name, "")
+
+
+@app.tool()
 def die() -> str:
     """Exit the server process at once."""
     os._exit(3)
