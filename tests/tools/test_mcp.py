@@ -403,8 +403,8 @@ async def test_a_toolset_given_as_a_run_option_replaces_the_agent_tools() -> Non
 @pytest.mark.parametrize(
     ("given", "match"),
     [
-        ({}, "either command="),
-        ({"command": "x", "url": "http://h/mcp"}, "either command="),
+        ({}, "exactly one of"),
+        ({"command": "x", "url": "http://h/mcp"}, "exactly one of"),
         ({"url": "ftp://h"}, "http:// or https://"),
         ({"url": "http://h/mcp", "args": ["a"]}, "go with command="),
         ({"command": "x", "headers": {"a": "b"}}, "go with url="),

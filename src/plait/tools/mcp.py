@@ -58,8 +58,8 @@ class MCPToolset:
     Give `command` (with `args`, and `env` added to a minimal environment: PATH, HOME…) to
     start the server on stdio, or `url` (with `headers`) for streamable HTTP — exactly one.
     The session opens when a run of the agent starts and closes when it ends; inside
-    `async with toolset:` one session serves every run (started again by the next run if
-    the server died).
+    `async with toolset:` one session serves every run (each run pings it first, and starts
+    the server again if it is gone).
 
     Options:
         tool_filter: the names of the server's tools to offer, or a predicate on the name.
@@ -90,7 +90,7 @@ class MCPToolset:
         connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         if (command is None) == (url is None):
-            raise UsageError("MCPToolset takes either command= (stdio) or url= (HTTP), not both")
+            raise UsageError("MCPToolset takes exactly one of command= (stdio) and url= (HTTP)")
         if command is not None and (not isinstance(command, str) or not command):
             raise UsageError(f"MCPToolset: command must be a non-empty string, not {command!r}")
         if url is not None and (
