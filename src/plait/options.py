@@ -28,7 +28,7 @@ from typing import Any
 from plait.errors import UsageError
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
-from plait.tools.base import Tool
+from plait.tools.base import Tool, Toolset
 from plait.tools.function import FunctionTool
 
 __all__ = ["AgentOptions", "RunOption", "RunOptions", "check_options"]
@@ -47,7 +47,7 @@ class RunOption:
         model: A `ChatModel`, or a spec string such as "openai:gpt-4o-mini".
         model_options: Options for every model call, over the agent's own.
         max_iterations: The most model calls the agent makes in one run (at least 1).
-        tools: `Tool`s or plain functions, instead of the agent's tools.
+        tools: `Tool`s, `Toolset`s or plain functions, instead of the agent's tools.
     """
 
     agent: str | None = None
@@ -55,7 +55,7 @@ class RunOption:
     model: ChatModel | str | None = None
     model_options: Mapping[str, Any] | None = None
     max_iterations: int | None = None
-    tools: Sequence[Tool | Callable[..., Any]] | None = None
+    tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.agent is not None and (not isinstance(self.agent, str) or not self.agent):
@@ -108,7 +108,7 @@ class AgentOptions:
     model: ChatModel | None = None
     model_options: dict[str, Any] | None = None  # merged over the agent's own
     max_iterations: int | None = None
-    tools: tuple[Tool, ...] | None = None
+    tools: tuple[Tool | Toolset, ...] | None = None
 
     def merged(self, later: AgentOptions) -> AgentOptions:
         """Return these options with `later`'s set fields over them."""
@@ -134,7 +134,7 @@ def _resolve(option: RunOption) -> AgentOptions:
     model = None if option.model is None else resolve_model(option.model, owner=owner)
     tools = None
     if option.tools is not None:
-        tools = tuple(t if isinstance(t, Tool) else FunctionTool(t) for t in option.tools)
+        tools = tuple(t if isinstance(t, Tool | Toolset) else FunctionTool(t) for t in option.tools)
     return AgentOptions(
         instruction=option.instruction,
         model=model,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import AsyncExitStack, aclosing
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -42,7 +42,7 @@ from plait.models.base import ChatModel, supports_output_schema
 from plait.models.spec import resolve_model
 from plait.options import RunOptions
 from plait.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
-from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, check_timeout
+from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, Toolset, check_timeout
 from plait.tools.function import FunctionTool
 
 __all__ = ["ChatModelAgent"]
@@ -61,6 +61,22 @@ def _exit(final_result: str) -> ToolResult:
 
 def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
+
+
+def _split_tools(
+    given: Sequence[Tool | Toolset | Callable[..., Any]],
+) -> tuple[list[Toolset], list[Tool]]:
+    """Return the toolsets among `given`, and the rest as tools (functions wrapped)."""
+    toolsets: list[Toolset] = []
+    tools: list[Tool] = []
+    for t in given:
+        if isinstance(t, Tool):
+            tools.append(t)
+        elif isinstance(t, Toolset):
+            toolsets.append(t)
+        else:
+            tools.append(FunctionTool(t))
+    return toolsets, tools
 
 
 def _check(name: str, max_iterations: int, tool_errors: str) -> None:
@@ -104,7 +120,9 @@ class ChatModelAgent:
     Options:
         instruction: the system message; `{key}` is filled from session values, `{key?}` is
             optional, `{{key}}` is a literal `{key}`; other braces (JSON) are left alone.
-        tools: `Tool`s, or plain functions (wrapped with `@tool`).
+        tools: `Tool`s, plain functions (wrapped with `@tool`), or `Toolset`s (such as
+            `plait.tools.MCPToolset`), opened at the start of each run: their tools come after
+            the others, in that run only.
         return_directly: names of tools whose result ends the run as the final output.
         exit_tool: add an `exit(final_result)` tool that ends the run with an exit action.
         output_key: store the final text in `session_values[output_key]` (the validated
@@ -137,6 +155,8 @@ class ChatModelAgent:
             same tool call or its turns bring nothing new (its hook comes after `hooks`).
     """
 
+    _run_tools: list[Tool] | None = None  # the toolsets' tools, in a run (a copy's)
+
     def __init__(
         self,
         name: str,
@@ -144,7 +164,7 @@ class ChatModelAgent:
         *,
         description: str = "",
         instruction: str = "",
-        tools: Sequence[Tool | Callable[..., Any]] = (),
+        tools: Sequence[Tool | Toolset | Callable[..., Any]] = (),
         return_directly: Sequence[str] = (),
         exit_tool: bool = False,
         output_key: str | None = None,
@@ -182,7 +202,7 @@ class ChatModelAgent:
         self.compaction = compaction
         self.hooks, own = _own_hooks(self, hooks, input_guardrails, output_guardrails)
         self.agent_hooks = HookChain((*self.hooks, *own))  # read by the kernel and the loop
-        self._user_tools = [t if isinstance(t, Tool) else FunctionTool(t) for t in tools]
+        self._toolsets, self._user_tools = _split_tools(tools)
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
             self._user_tools.append(FunctionTool(_exit, name="exit"))
@@ -227,7 +247,7 @@ class ChatModelAgent:
 
     def _build_tools(self) -> None:
         """Order the tools: the user's, then transfer_to_agent, then exit."""
-        given = [*self._user_tools, *self._added_tools]
+        given = [*self._user_tools, *(self._run_tools or ()), *self._added_tools]
         tools = [t for t in given if t.info().name != "exit"]
         self._final_tool = self._output is not None and not supports_output_schema(self.model)
         if self._final_tool:
@@ -250,7 +270,7 @@ class ChatModelAgent:
         )
         rd = self._user_return_directly | ({"exit"} if self.exit_tool else set())
         unknown = sorted(rd - self._tools.keys())
-        if unknown:
+        if unknown and (not self._toolsets or self._run_tools is not None):
             raise UsageError(f"agent '{self.name}': return_directly names unknown tools {unknown}")
         self.return_directly = rd
         self._calls = ToolCalls(
@@ -276,12 +296,27 @@ class ChatModelAgent:
             clone.model_options = {**self.model_options, **given.model_options}
         if given.tools is not None:
             kept = [t for t in self._user_tools if self.exit_tool and t.info().name == "exit"]
-            clone._user_tools = [*given.tools, *kept]
+            clone._toolsets, tools = _split_tools(given.tools)
+            clone._user_tools = [*tools, *kept]
             names = {t.info().name for t in [*clone._user_tools, *self._added_tools]}
             clone._user_return_directly = self._user_return_directly & names
             clone._build_tools()
         elif self._output is not None and clone.model is not self.model:
             clone._build_tools()  # whether `final_result` is offered depends on the model
+        return clone
+
+    async def _open_toolsets(self, stack: AsyncExitStack, ctx: RunContext) -> ChatModelAgent:
+        """Return a copy of this agent offering its toolsets' tools too (opened on `stack`,
+        which closes them)."""
+        tools: list[Tool] = []
+        for toolset in self._toolsets:
+            for t in await stack.enter_async_context(toolset.open_tools(ctx)):
+                if not isinstance(t, Tool):
+                    raise UsageError(f"agent '{self.name}': toolset {toolset!r} gave {t!r}")
+                tools.append(t)
+        clone = copy.copy(self)
+        clone._run_tools = tools
+        clone._build_tools()
         return clone
 
     def _call_options(self) -> dict[str, Any]:
@@ -294,7 +329,8 @@ class ChatModelAgent:
 
     @property
     def tools(self) -> tuple[ToolInfo, ...]:
-        """Return the tools offered to the model, in order."""
+        """Return the tools offered to the model, in order (a toolset's are known only in
+        a run)."""
         return self._tool_infos
 
     def __repr__(self) -> str:
@@ -320,44 +356,54 @@ class ChatModelAgent:
 
     async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the ReAct loop on `input`, yielding model outputs and tool results (as the
-        run's per-run options, if any, change this agent)."""
+        run's per-run options, if any, change this agent; with its toolsets open)."""
         options = ctx.run_options
+        toolsets: AsyncExitStack | None = None
         try:
             agent = self if not isinstance(options, RunOptions) else self._for_run(options)
+            if agent._toolsets:
+                toolsets = AsyncExitStack()
+                agent = await agent._open_toolsets(toolsets, ctx)
             loop = _Loop(agent, input, ctx)
             step = loop.start()
         except PlaitError as exc:
+            if toolsets is not None:
+                await toolsets.aclose()
             yield ctx.event(error=exc)
             return
-        while True:
-            match step:
-                case CallModel():
-                    if not input.enable_streaming:  # the common case: no extra generator
-                        for event in await loop.model_call():
-                            yield event
-                    else:
-                        async with aclosing(loop.model_stream()) as live:
-                            async for event in live:
+        try:
+            while True:
+                match step:
+                    case CallModel():
+                        if not input.enable_streaming:  # the common case: no extra generator
+                            for event in await loop.model_call():
                                 yield event
-                    # decided once the caller has seen the step's events (a stop asked for
-                    # then is honoured at once)
-                    events, step = await loop.after_call()
-                case RunTools(calls):
-                    if loop.is_simple(calls):  # one tool that passes no events up
-                        for event in await loop.one_tool(calls[0]):
-                            yield event
-                    else:
-                        async with aclosing(loop.tool_round(calls)) as live:
-                            async for event in live:
+                        else:
+                            async with aclosing(loop.model_stream()) as live:
+                                async for event in live:
+                                    yield event
+                        # decided once the caller has seen the step's events (a stop asked for
+                        # then is honoured at once)
+                        events, step = await loop.after_call()
+                    case RunTools(calls):
+                        if loop.is_simple(calls):  # one tool that passes no events up
+                            for event in await loop.one_tool(calls[0]):
                                 yield event
-                    events, step = await loop.after_round()
-                case Final() | Transfer():
-                    ctx.drop_record("react")
-                    return
-                case _:  # Pause or Fail: the record stays for the checkpoint
-                    return
-            for event in events:
-                yield event
+                        else:
+                            async with aclosing(loop.tool_round(calls)) as live:
+                                async for event in live:
+                                    yield event
+                        events, step = await loop.after_round()
+                    case Final() | Transfer():
+                        ctx.drop_record("react")
+                        return
+                    case _:  # Pause or Fail: the record stays for the checkpoint
+                        return
+                for event in events:
+                    yield event
+        finally:
+            if toolsets is not None:
+                await toolsets.aclose()
 
     def _store_output(self, ctx: RunContext, value: Any) -> None:
         if self.output_key is not None:

@@ -3,6 +3,7 @@
 - `plait run TARGET [QUERY]`: run an agent live in the terminal (a chat without QUERY).
 - `plait resume CHECKPOINT_ID TARGET`: resume a paused run.
 - `plait serve TARGET...` / `plait web TARGET...`: the HTTP API (and the dev page).
+- `plait mcp TARGET...`: an MCP server on stdio, one tool per agent.
 
 A TARGET is `path/to/file.py:name` or `package.module:name`: an `Agent`, or a function that
 takes no arguments and returns one. Exit codes: 0 completed, 1 failed, 2 usage error,
@@ -190,6 +191,17 @@ def web(
     """Serve agents with the dev page and open it in a browser (`serve --ui`)."""
     options = _serve_options(targets, host, port, store, api_keys, True, allowed_host)
     raise typer.Exit(serve_command(dataclasses.replace(options, open_browser=True)))
+
+
+@_command
+def mcp(
+    targets: list[str] = _TARGETS,
+    store: str = _SERVE_STORE,
+) -> None:
+    """Serve agents as an MCP server on stdio: one tool per agent (`input` -> its answer)."""
+    from plait.cli.mcp import mcp_command
+
+    raise typer.Exit(mcp_command(targets, store))
 
 
 @_command

@@ -1,6 +1,8 @@
-"""Tools: the `Tool` protocol, `@tool` for functions, and agents as tools."""
+"""Tools: the `Tool` protocol, `@tool` for functions, toolsets (an MCP server's tools), and
+agents as tools."""
 
-from plait.tools.base import Tool, ToolInfo, ToolResult
+from plait.tools.base import Tool, ToolInfo, ToolResult, Toolset
 from plait.tools.function import FunctionTool, tool
+from plait.tools.mcp import MCPToolset
 
-__all__ = ["FunctionTool", "Tool", "ToolInfo", "ToolResult", "tool"]
+__all__ = ["FunctionTool", "MCPToolset", "Tool", "ToolInfo", "ToolResult", "Toolset", "tool"]

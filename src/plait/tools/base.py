@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import field
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,6 +21,7 @@ __all__ = [
     "Tool",
     "ToolInfo",
     "ToolResult",
+    "Toolset",
     "check_timeout",
 ]
 
@@ -62,6 +65,21 @@ class Tool(Protocol):
 
     async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
         """Run the tool on the JSON arguments the model sent."""
+        ...
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools known only once a run starts (an MCP server's, `plait.tools.MCPToolset`).
+
+    Given in an agent's `tools`, a toolset is opened when each run of the agent starts: the
+    context's value is the tools offered in that run (after the agent's own), and it is
+    left when the run of the agent ends (finished, paused or failed). A `PlaitError` raised
+    while opening ends the run with it.
+    """
+
+    def open_tools(self, ctx: AgentContext) -> AbstractAsyncContextManager[Sequence[Tool]]:
+        """Open the toolset for one run of an agent; its value is the tools of that run."""
         ...
 
 

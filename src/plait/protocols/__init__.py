@@ -1,0 +1,1 @@
+"""Protocols: plait agents served over standard protocols, and their clients."""
