@@ -1,0 +1,1 @@
+"""Protocols other programs speak with plait agents: `plait.protocols.a2a` (Agent2Agent)."""
