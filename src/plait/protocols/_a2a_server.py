@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -37,7 +36,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT
 from google.protobuf import struct_pb2
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -47,11 +46,12 @@ from plait.agent import Agent
 from plait.errors import PlaitError, ResumeError
 from plait.events import AgentEvent, RunResult
 from plait.messages import Message as PlaitMessage
+from plait.protocols._a2a_parts import data_part, jsonable, part_of, plain, text_of
 from plait.runner import Runner
 from plait.stores.base import Store
 from plait.stream import RunStream
 
-__all__ = ["PlaitExecutor", "build_app", "data_part", "plain", "text_of"]
+__all__ = ["PlaitExecutor", "build_app"]
 
 #: The key of plait's entries in a task's metadata: `{"checkpoint_id", "interrupts"}`.
 META = "plait"
@@ -223,12 +223,11 @@ class PlaitExecutor(AgentExecutor):
             await updater.update_status(
                 TaskState.TASK_STATE_INPUT_REQUIRED,
                 message=updater.new_agent_message(parts),
-                metadata={META: _jsonable(meta)},
+                metadata={META: jsonable(meta)},
             )
         else:
             answer = result.final_output
-            part = Part(text=answer) if isinstance(answer, str) else data_part(answer)
-            await updater.add_artifact([part], name="answer", last_chunk=True)
+            await updater.add_artifact([part_of(answer)], name="answer", last_chunk=True)
             await updater.complete(updater.new_agent_message([Part(text=text_of(answer))]))
 
     async def _fail(self, updater: TaskUpdater, kind: str, message: str) -> None:
@@ -267,36 +266,6 @@ def _asked_parts(metadata: struct_pb2.Struct | None) -> list[Part]:
     if not isinstance(meta, dict):
         return []
     return [data_part({"interrupts": meta.get("interrupts") or []})]
-
-
-def text_of(value: Any) -> str:
-    """Return `value` as a text: itself when a str, else its JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(_jsonable(value), ensure_ascii=False)
-
-
-def data_part(value: Any) -> Part:
-    """Return a data part holding `value` (made JSON-able first)."""
-    return Part(data=ParseDict(_jsonable(value), struct_pb2.Value()))
-
-
-def plain(value: Any) -> Any:
-    """Return a data part's value with whole floats as ints (JSON numbers come back as
-    floats from protobuf), recursively."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {key: plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [plain(item) for item in value]
-    return value
-
-
-def _jsonable(value: Any) -> Any:
-    from pydantic_core import to_jsonable_python
-
-    return to_jsonable_python(value, fallback=str)
 
 
 def _usage(message: str) -> PlaitError:
