@@ -196,9 +196,7 @@ class RemoteAgentError(PlaitError):
         task_id: str | None = None,
         state: str | None = None,
     ) -> None:
-        super().__init__(
-            message, url=url, agent_name=agent_name, task_id=task_id, state=state
-        )
+        super().__init__(message, url=url, agent_name=agent_name, task_id=task_id, state=state)
 
 
 class HookError(PlaitError):

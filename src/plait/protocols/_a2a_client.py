@@ -71,7 +71,9 @@ class Remote:
     def error(self, message: str, name: str | None, **details: Any) -> RemoteAgentError:
         """Return a `RemoteAgentError` about this remote."""
         who = f"remote agent '{name}'" if name else "remote agent"
-        return RemoteAgentError(f"{who} at {self.url}: {message}", url=self.url, agent_name=name, **details)
+        return RemoteAgentError(
+            f"{who} at {self.url}: {message}", url=self.url, agent_name=name, **details
+        )
 
     def fetch_card_sync(self, name: str | None) -> AgentCard:
         """Fetch and keep the agent card, blocking (at most `timeout` seconds)."""
@@ -164,14 +166,18 @@ class Remote:
         ctx.save_state(STATE_KEY, None)
         if exchange.state in _FAILS:
             said = exchange.status_text or "no reason given"
-            raise exchange.failure(f"its task {exchange.task_id} ended {exchange.state_name}: {said}")
+            raise exchange.failure(
+                f"its task {exchange.task_id} ended {exchange.state_name}: {said}"
+            )
         answer = exchange.answer()
         if not streamed or answer != streamed:
             yield ctx.event(output=AgentOutput(message=_whole(answer)))
 
 
 def _whole(text: str) -> MessageVariant:
-    return MessageVariant(is_streaming=False, role="assistant", message=PlaitMessage.assistant(text))
+    return MessageVariant(
+        is_streaming=False, role="assistant", message=PlaitMessage.assistant(text)
+    )
 
 
 class _Exchange:
@@ -182,7 +188,7 @@ class _Exchange:
         self._responses: AsyncIterator[StreamResponse] | None = None
         self.task_id: str | None = None
         self.context_id: str | None = None
-        self.state: TaskState.ValueType | None = None
+        self.state: TaskState | None = None
         self.status_text = ""
         self.status_data: list[Any] = []
         self.deltas: list[str] = []
@@ -196,9 +202,7 @@ class _Exchange:
 
     def failure(self, message: str, exc: BaseException | None = None) -> RemoteAgentError:
         """Return the error of this exchange (with the task's id and state)."""
-        err = self._remote.error(
-            message, self._name, task_id=self.task_id, state=self.state_name
-        )
+        err = self._remote.error(message, self._name, task_id=self.task_id, state=self.state_name)
         err.__cause__ = exc
         return err
 
@@ -270,9 +274,9 @@ class _Exchange:
             self.task_id = self.task_id or reply.task_id or None
             self.context_id = reply.context_id or self.context_id
             return self._status(TaskState.TASK_STATE_COMPLETED, reply, streams=False)
-        raise self.failure(f"an event that is not A2A: {response}")
+        raise self.failure("an event that is no task, status, artifact or message")
 
-    def _status(self, state: TaskState.ValueType, message: Message, *, streams: bool) -> str:
+    def _status(self, state: TaskState, message: Message, *, streams: bool) -> str:
         self.state = state
         text = "\n".join(get_text_parts(message.parts))
         if streams and state == TaskState.TASK_STATE_WORKING:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from typing import Any
 
+from a2a.helpers import new_data_part
 from a2a.types import Part, TaskState
-from google.protobuf import struct_pb2
-from google.protobuf.json_format import ParseDict
 from pydantic_core import to_jsonable_python
 
-__all__ = ["data_part", "jsonable", "part_of", "plain", "state_name", "text_of"]
+__all__ = ["data_part", "jsonable", "part_of", "plain", "state_name", "struct_dict", "text_of"]
 
 
 def jsonable(value: Any) -> Any:
@@ -28,7 +28,7 @@ def text_of(value: Any) -> str:
 
 def data_part(value: Any) -> Part:
     """Return a data part holding `value` (made JSON-able first)."""
-    return Part(data=ParseDict(jsonable(value), struct_pb2.Value()))
+    return new_data_part(jsonable(value))
 
 
 def part_of(value: Any) -> Part:
@@ -48,7 +48,13 @@ def plain(value: Any) -> Any:
     return value
 
 
-def state_name(state: TaskState.ValueType) -> str:
+def state_name(state: TaskState) -> str:
     """Return a task state as A2A writes it on the wire ("input-required", "completed")."""
-    name = TaskState.Name(state).removeprefix("TASK_STATE_")
-    return name.lower().replace("_", "-")
+    name: str = TaskState.Name(state)
+    return name.removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def struct_dict(struct: Any) -> dict[str, Any]:
+    """Return a protobuf `Struct` (a task's metadata) as a dict."""
+    json_format: Any = importlib.import_module("google.protobuf.json_format")
+    return dict(json_format.MessageToDict(struct))

@@ -35,8 +35,6 @@ from a2a.types import (
     TaskStatus,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT
-from google.protobuf import struct_pb2
-from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -46,7 +44,7 @@ from plait.agent import Agent
 from plait.errors import PlaitError, ResumeError
 from plait.events import AgentEvent, RunResult
 from plait.messages import Message as PlaitMessage
-from plait.protocols._a2a_parts import data_part, jsonable, part_of, plain, text_of
+from plait.protocols._a2a_parts import data_part, jsonable, part_of, plain, struct_dict, text_of
 from plait.runner import Runner
 from plait.stores.base import Store
 from plait.stream import RunStream
@@ -163,8 +161,10 @@ class PlaitExecutor(AgentExecutor):
             await updater.update_status(
                 TaskState.TASK_STATE_INPUT_REQUIRED,
                 message=updater.new_agent_message(
-                    [Part(text=f"could not resume: {exc.message}")]
-                    + _asked_parts(task.metadata if task else None)
+                    [
+                        Part(text=f"could not resume: {exc.message}"),
+                        *_asked_parts(task.metadata if task else None),
+                    ]
                 ),
             )
             return
@@ -193,7 +193,7 @@ class PlaitExecutor(AgentExecutor):
         return self._runner.run([PlaitMessage.user(text)], session_id=context_id)
 
     def _resume(self, task: Task, message: Message) -> RunStream:
-        meta = MessageToDict(task.metadata).get(META) or {}
+        meta = struct_dict(task.metadata).get(META) or {}
         checkpoint_id = meta.get("checkpoint_id")
         if not isinstance(checkpoint_id, str):
             raise _usage(f"task {task.id} has no paused run to resume")
@@ -260,9 +260,9 @@ def _ask_text(result: RunResult) -> str:
     return "\n".join(text_of(i.info) for i in result.interrupts)
 
 
-def _asked_parts(metadata: struct_pb2.Struct | None) -> list[Part]:
+def _asked_parts(metadata: Any) -> list[Part]:
     """Return the data part that says which interrupts are still pending."""
-    meta = MessageToDict(metadata).get(META) if metadata is not None else None
+    meta = struct_dict(metadata).get(META) if metadata is not None else None
     if not isinstance(meta, dict):
         return []
     return [data_part({"interrupts": meta.get("interrupts") or []})]

@@ -31,7 +31,7 @@ DEFAULT_TIMEOUT = 10.0
 def _require_sdk() -> None:
     """Raise a `UsageError` naming the extra when the a2a-sdk (or its server) is missing."""
     try:
-        import a2a.client  # noqa: F401
+        import a2a.client
         import a2a.server.routes  # noqa: F401
         import httpx  # noqa: F401
         import starlette  # noqa: F401
