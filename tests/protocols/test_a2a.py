@@ -83,7 +83,8 @@ def serve() -> Iterator[Any]:
     with contextlib.ExitStack() as stack:
 
         def start(app: Any) -> str:
-            return stack.enter_context(_Server(app)).url
+            server: _Server = stack.enter_context(_Server(app))
+            return str(server.url)
 
         yield start
 
@@ -151,11 +152,13 @@ async def test_the_card_describes_the_agent(serve: Any) -> None:
     assert [i.url for i in card.supported_interfaces] == [url + "/"]  # where it was asked
     [skill] = card.skills
     assert (skill.name, skill.description) == ("planner", "Plans trips.")
-    fixed = serve(a2a.app(planner(), url="https://agents.example/planner", streaming=False))
+    fixed = serve(
+        a2a.app(planner(), url="https://agents.example/planner", streaming=False, version="2.1.0")
+    )
     async with httpx.AsyncClient(timeout=WAIT) as http:
         card = await A2ACardResolver(http, fixed).get_agent_card()
     assert [i.url for i in card.supported_interfaces] == ["https://agents.example/planner"]
-    assert card.capabilities.streaming is False
+    assert (card.capabilities.streaming, card.version) == (False, "2.1.0")
 
 
 async def test_a_run_is_a_completed_task_with_the_answer(serve: Any) -> None:
@@ -288,6 +291,13 @@ async def test_a_message_without_text_or_data_fails_its_task(serve: Any) -> None
     task = await final_task(url, message)
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert "no text or data part" in get_text_parts(task.status.message.parts)[0]
+
+
+async def test_a_message_of_data_alone_is_the_input_as_json(serve: Any) -> None:
+    url = serve(a2a.app(planner(questions=())))
+    task = await final_task(url, user_message(data={"order": 7}))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_text_parts(task.artifacts[0].parts) == ['you said {"order": 7}']
 
 
 async def test_tasks_of_one_context_share_the_session(serve: Any) -> None:
@@ -544,6 +554,33 @@ async def test_a_malformed_answer_is_a_typed_error(
     assert remote.name == "odd"
     result = await Runner(remote, enable_streaming=True).query("hi").collect()
     assert isinstance(result.error, RemoteAgentError), result.error
+
+
+async def test_a_remote_that_answers_with_a_message_is_understood(serve: Any) -> None:
+    answer = {"messageId": "r1", "role": "ROLE_AGENT", "parts": [{"text": "hello back"}]}
+    rpc = JSONResponse({"jsonrpc": "2.0", "id": "1", "result": {"message": answer}})
+    url = serve(_odd_app(lambda base: _card_json(base, streaming=False), rpc))
+    result = await Runner(a2a.RemoteAgent(url)).query("hello").collect()
+    assert result.error is None, result.error
+    assert result.final_output == "hello back"
+
+
+async def test_headers_go_with_every_request(serve: Any) -> None:
+    seen: list[str | None] = []
+
+    async def agent_card(request: Request) -> Response:
+        seen.append(request.headers.get("x-api-key"))
+        return JSONResponse(_card_json(str(request.base_url).rstrip("/"), streaming=False))
+
+    async def rpc(request: Request) -> Response:
+        seen.append(request.headers.get("x-api-key"))
+        return JSONResponse({"jsonrpc": "2.0", "id": "1", "result": {}})
+
+    routes = [Route("/.well-known/agent-card.json", agent_card), Route("/", rpc, methods=["POST"])]
+    url = serve(Starlette(routes=routes))
+    remote = a2a.RemoteAgent(url, headers={"x-api-key": "k-1"})
+    await Runner(remote).query("hi").collect()
+    assert seen == ["k-1", "k-1"]  # the card, then the message
 
 
 # --- arguments and the extra -----------------------------------------------------------
