@@ -84,14 +84,15 @@ def serve() -> Iterator[Any]:
 
         def start(app: Any) -> str:
             server: _Server = stack.enter_context(_Server(app))
-            return str(server.url)
+            return server.url
 
         yield start
 
 
 def ask(question: str) -> str:
     """Ask the person a question and return the answer."""
-    return interrupt(question)
+    answer: str = interrupt(question)
+    return answer
 
 
 def trip_model(questions: Sequence[str] = ("Which city?",)) -> FunctionModel:
