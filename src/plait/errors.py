@@ -4,6 +4,7 @@
 PlaitError
 ├── UsageError                  a developer mistake (bad configuration, missing placeholder)
 ├── AgentError                  an unexpected exception escaped a custom agent
+├── RemoteAgentError            a remote agent failed, did not answer, or answered nonsense
 ├── HookError                   an unexpected exception escaped a hook (names hook and seam)
 ├── GuardrailTripped            a guardrail's tripwire ended the run (names it, carries info)
 ├── ModelError                  the model call failed (provider error, exhausted script)
@@ -64,6 +65,7 @@ __all__ = [
     "NodeTimeout",
     "OutputValidationError",
     "PlaitError",
+    "RemoteAgentError",
     "RepetitiveHandoffError",
     "ResumeError",
     "CheckpointAlreadyResumed",
@@ -171,6 +173,30 @@ class AgentError(PlaitError):
         err = cls(f"agent '{agent_name}' raised {type(exc).__name__}: {exc}", agent_name=agent_name)
         err.__cause__ = exc
         return err
+
+
+class RemoteAgentError(PlaitError):
+    """A remote agent (`plait.protocols.a2a.RemoteAgent`) failed: its task ended `failed`,
+    `rejected` or `canceled`, it could not be reached or did not answer within the timeout,
+    or its card or answer was not A2A. `url` is where it was called, `agent_name` the local
+    agent's name (None before it has one), `task_id` and `state` the remote task's id and
+    last state when there was one."""
+
+    agent_name: str | None
+    url: str
+    task_id: str | None
+    state: str | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str,
+        agent_name: str | None = None,
+        task_id: str | None = None,
+        state: str | None = None,
+    ) -> None:
+        super().__init__(message, url=url, agent_name=agent_name, task_id=task_id, state=state)
 
 
 class HookError(PlaitError):
