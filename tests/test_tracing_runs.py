@@ -13,14 +13,12 @@ import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace import export
+from opentelemetry.sdk.trace import TracerProvider, export
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
-from plait import ChatModelAgent, Message, Runner, interrupt, tool, tracing
-from plait import _span_keeper
+from plait import ChatModelAgent, Message, Runner, _span_keeper, interrupt, tool, tracing
 from plait.errors import UsageError
 from plait.stores import SqliteStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply
@@ -114,8 +112,9 @@ def test_a_run_given_no_id_is_known_by_the_id_it_pauses_under(
     again = agent(call("approve", {"item": "y"}))  # the resumed run pauses again
     resumed = Runner(again, store=store).resume_sync(paused.checkpoint_id, value="yes")
     assert resumed.checkpoint_id not in (None, paused.checkpoint_id)
-    by_old, by_new = tracing.run_spans(paused.checkpoint_id), tracing.run_spans(
-        resumed.checkpoint_id
+    by_old, by_new = (
+        tracing.run_spans(paused.checkpoint_id),
+        tracing.run_spans(resumed.checkpoint_id),
     )
     assert by_old == by_new  # the resume, under the id it resumes and the one it paused under
     assert by_new is not None

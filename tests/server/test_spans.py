@@ -145,9 +145,7 @@ def test_tracing_on_a_provider_that_is_not_the_sdks_keeps_no_spans(http: TestCli
     assert body == {"enabled": False, "spans": []}
 
 
-def test_another_users_run_and_an_unknown_run_are_not_found(
-    http: TestClient, traced: None
-) -> None:
+def test_another_users_run_and_an_unknown_run_are_not_found(http: TestClient, traced: None) -> None:
     run = _run(http, "1 + 2?")
     path = f"/v1/runs/{run['run_id']}/spans"
     bob = {"authorization": "Bearer key-bob"}
