@@ -169,11 +169,13 @@ class RunContext:
         saver: Saver | None = None,
         metadata: Mapping[str, Any] | None = None,
         session_id: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> None:
         """Set the run-wide options (the runner does this once, at the start of a run);
         `metadata` is added to the run's (over what a resumed checkpoint held)."""
         run = self._run
         run.session_id = session_id
+        run.checkpoint_id = checkpoint_id
         run.durability = durability
         run.ids = ids if ids is not None else run.ids
         run.hooks = hooks
@@ -445,6 +447,12 @@ class RunContext:
         """Return the value kept under `key` with `keep_run_value` (by this run, or by the run
         it resumes), or None."""
         return load_custom(custom_record(self._run, _RUN_VALUES), key)
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """Return the id the run was started under or resumes (None: it was given none; a
+        first pause then makes one, which `on_pause` tells)."""
+        return self._run.checkpoint_id
 
     @property
     def extras(self) -> dict[str, Any]:

@@ -101,6 +101,7 @@ class RunState:
     __slots__ = (
         "budgets",
         "cancel_requested",
+        "checkpoint_id",
         "durability",
         "enable_streaming",
         "extras",
@@ -133,6 +134,7 @@ class RunState:
     def __init__(self, session_values: dict[str, Any], enable_streaming: bool) -> None:
         self.session_values = session_values
         self.session_id: str | None = None
+        self.checkpoint_id: str | None = None  # the id the run was given, or resumes (never saved)
         self.root_id: str | None = None  # made on first use (idempotency keys), then saved
         self.state: dict[str, Any] = {}
         self.local: dict[str, dict[str, Any]] = {}  # each agent's own state, by agent name

@@ -279,6 +279,7 @@ class RunStream:
             max_transfers=self._setup.max_transfers,
             saver=_weak_saver(self),
             session_id=None if self._turn is None else self._turn.session_id,
+            checkpoint_id=self._checkpoint_id,
             metadata=copy.deepcopy(self._setup.metadata) if self._setup.metadata else None,
         )
         if self._setup.durability == "step":

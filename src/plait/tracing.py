@@ -31,12 +31,16 @@ The run's root span is its outermost agent's `invoke_agent` span, a child of the
 where the run started; its W3C `traceparent` is saved with the run's checkpoints, so a
 resumed run's root span links to the paused run's, in any process. It is all a
 `plait.Hooks`, added to every run outside its own hooks.
+
+With an SDK `TracerProvider`, tracing also keeps the finished spans of the process's last
+`keep_runs` runs, by checkpoint id (`run_spans`): the dev page draws them as a timeline.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from plait.context import RunContext, inside
@@ -52,11 +56,12 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer, TracerProvider
 
+    from plait._span_keeper import RunSpans, SpanKeeper
     from plait.agent import AgentInput
     from plait.agent_context import AgentContext
     from plait.events import InterruptCtx, RunResult
 
-__all__ = ["instrument", "uninstrument"]
+__all__ = ["instrument", "run_spans", "uninstrument"]
 
 # The run value (`RunContext.keep_run_value`) holding the W3C `traceparent` of the run's root
 # span: saved with its checkpoints, for the link of the run that resumes it.
@@ -64,20 +69,31 @@ _TRACEPARENT = "plait.traceparent"
 
 _OP = "gen_ai.operation.name"
 _ACTIVE: _Tracing | None = None
+# The span keeper added to each SDK provider (once: a provider cannot drop a processor).
+_KEEPERS: weakref.WeakKeyDictionary[Any, SpanKeeper] = weakref.WeakKeyDictionary()
 
 
 def instrument(
-    tracer_provider: TracerProvider | None = None, *, capture_content: bool = False
+    tracer_provider: TracerProvider | None = None,
+    *,
+    capture_content: bool = False,
+    keep_runs: int = 100,
 ) -> None:
     """Trace every run of the process from the next run on, with a tracer from
     `tracer_provider` (None: the global provider, `opentelemetry.trace.get_tracer_provider()`,
     read now). The global provider is never replaced.
 
+    When the provider is the SDK's `TracerProvider`, plait adds a span processor to it that
+    keeps the finished spans of the last `keep_runs` runs of this process (0: none), read
+    with `run_spans`.
+
     Raises:
-        UsageError: tracing is on already (call `uninstrument()` first), or OpenTelemetry is
-            not installed.
+        UsageError: tracing is on already (call `uninstrument()` first), OpenTelemetry is
+            not installed, or `keep_runs` is not an int >= 0.
     """
     global _ACTIVE
+    if isinstance(keep_runs, bool) or not isinstance(keep_runs, int) or keep_runs < 0:
+        raise UsageError(f"keep_runs must be an int >= 0, got {keep_runs!r}")
     if _ACTIVE is not None:
         raise UsageError(
             "tracing is on already; call plait.tracing.uninstrument() before instrument() "
@@ -90,17 +106,62 @@ def instrument(
     from plait import __version__
 
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    hook = _Tracing(provider.get_tracer("plait", __version__), capture_content=capture_content)
+    hook = _Tracing(
+        provider.get_tracer("plait", __version__),
+        capture_content=capture_content,
+        keeper=_keeper(provider, keep_runs),
+    )
     add_global(hook)
     _ACTIVE = hook
 
 
 def uninstrument() -> None:
-    """Stop tracing runs that start from now on (no error when tracing is off)."""
+    """Stop tracing runs that start from now on, and forget the kept spans (no error when
+    tracing is off)."""
     global _ACTIVE
     hook, _ACTIVE = _ACTIVE, None
     if hook is not None:
         remove_global(hook)
+        if hook.keeper is not None:
+            hook.keeper.stop()
+
+
+def run_spans(checkpoint_id: str) -> list[dict[str, Any]] | None:
+    """Return the finished spans this process kept of the run known by `checkpoint_id` (the
+    id it was started under or resumes, or the id it paused under), in the order they
+    started, as JSON data: `name`, `trace_id`, `span_id`, `parent_id` (None for a span
+    without a parent), `kind`, `start_ns` and `end_ns` (ns since the epoch), `duration_ms`,
+    `attributes`, `status` (`code` "UNSET", "OK" or "ERROR", and `description`), `events`
+    (`name`, `time_ns`, `attributes`) and `links`. A resumed run's spans replace those of the
+    run it resumes. [] for a run this process did not trace, or has forgotten; None when
+    tracing keeps no spans (it is off, its provider is not the SDK's, or `keep_runs` is 0).
+    """
+    hook = _ACTIVE
+    keeper = None if hook is None else hook.keeper
+    if keeper is None:
+        return None
+    return keeper.spans(checkpoint_id)
+
+
+def _keeper(provider: object, keep_runs: int) -> SpanKeeper | None:
+    """Return the span keeper of an SDK `provider`, added to it on first use (None for any
+    other provider, or when no run is to be kept)."""
+    if keep_runs == 0:
+        return None
+    try:
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+
+        from plait._span_keeper import SpanKeeper
+    except ImportError:
+        return None
+    if not isinstance(provider, SdkTracerProvider):
+        return None
+    keeper = _KEEPERS.get(provider)
+    if keeper is None:
+        keeper = _KEEPERS[provider] = SpanKeeper()
+        provider.add_span_processor(keeper)
+    keeper.start(keep_runs)
+    return keeper
 
 
 class _Node:
@@ -123,10 +184,21 @@ class _Node:
 class _Run:
     """The spans of one run."""
 
-    __slots__ = ("chats", "link", "parent", "paths", "pending", "root", "spans", "tools")
+    __slots__ = (
+        "chats",
+        "kept",
+        "link",
+        "parent",
+        "paths",
+        "pending",
+        "root",
+        "spans",
+        "tools",
+    )
 
     def __init__(self, parent: Context) -> None:
         self.parent = parent  # where root spans start: the context current at the run's start
+        self.kept: RunSpans | None = None  # where the span keeper keeps its finished spans
         self.spans: dict[str, _Node] = {}  # agents (the latest at each place) and tools
         self.paths: dict[tuple[str, ...], _Node] = {}  # agents by run path (the latest)
         self.tools: dict[str, _Node] = {}  # the open tool spans, by address
@@ -139,13 +211,16 @@ class _Run:
 class _Tracing(Hooks):
     """The hook that makes the spans (one per `instrument()`)."""
 
-    def __init__(self, tracer: Tracer, *, capture_content: bool) -> None:
+    def __init__(
+        self, tracer: Tracer, *, capture_content: bool, keeper: SpanKeeper | None = None
+    ) -> None:
         from opentelemetry import context as otel_context
         from opentelemetry import trace
         from opentelemetry.trace import Status, StatusCode
 
         self._tracer = tracer
         self._capture = capture_content
+        self.keeper = keeper
         self._key = f"plait.tracing:{id(self)}"
         self._attach = otel_context.attach
         self._detach = otel_context.detach
@@ -163,6 +238,11 @@ class _Tracing(Hooks):
         run: _Run | None = extras.get(self._key)
         if run is None:
             run = extras[self._key] = _Run(self._current())
+            keeper = self.keeper
+            if keeper is not None:
+                run.parent, run.kept = keeper.mark(run.parent)
+                if ctx.checkpoint_id is not None:
+                    keeper.name(ctx.checkpoint_id, run.kept)
         return run
 
     def _parent(self, run: _Run, ctx: RunContext) -> _Node | None:
@@ -224,6 +304,8 @@ class _Tracing(Hooks):
         rctx = inside(ctx)
         run = self._run(rctx)
         run.link = _link(rctx.run_value(_TRACEPARENT), checkpoint_id)
+        if run.kept is not None and self.keeper is not None:
+            self.keeper.name(checkpoint_id, run.kept)
 
     async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
         rctx = inside(ctx)
@@ -404,6 +486,8 @@ class _Tracing(Hooks):
         run: _Run | None = rctx.extras.get(self._key)
         if run is None:
             return
+        if run.kept is not None and self.keeper is not None:
+            self.keeper.name(checkpoint_id, run.kept)  # a resumed run pauses under a new id
         for interrupt in interrupts:
             span = self._recording_owner(run, interrupt.address)
             if span is None:

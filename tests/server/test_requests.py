@@ -226,6 +226,7 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
         ("post", "/v1/runs/{checkpoint_id}/resume"): {"200", "400", "401", "404", "409", "422"},
         ("post", "/v1/runs/{checkpoint_id}/cancel"): {"202", "401", "404"},
         ("get", "/v1/runs/{checkpoint_id}"): {"200", "401", "404"},
+        ("get", "/v1/runs/{checkpoint_id}/spans"): {"200", "401", "404"},
         ("get", "/v1/sessions"): {"200", "401"},
         ("get", "/v1/sessions/{session_id}"): {"200", "401", "404"},
         ("delete", "/v1/sessions/{session_id}"): {"204", "401", "404"},

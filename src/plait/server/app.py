@@ -40,6 +40,7 @@ from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
 from plait.server.openai_api import openai_router
 from plait.server.runs import LiveRun, Runs
+from plait.server.spans import RunSpans, run_spans
 from plait.server.sse import EventStream, server_exiting
 from plait.server.summary import session_detail
 from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
@@ -228,6 +229,23 @@ async def read_run(checkpoint_id: str, caller: CallerDep) -> RunSummary:
     its status, pending interrupts, output, error, usage and handoffs."""
     _check_id(checkpoint_id)
     return await caller.server.runs.summary(caller.store, checkpoint_id)
+
+
+@router.get(
+    "/v1/runs/{checkpoint_id}/spans",
+    summary="Read a run's spans",
+    response_model=RunSpans,
+    responses=_errors(401, 404),
+    tags=["runs"],
+)
+async def read_run_spans(checkpoint_id: str, caller: CallerDep) -> RunSpans:
+    """Return the OpenTelemetry spans of the run started (or resumed) under `checkpoint_id`,
+    as this process kept them (`enabled` false when it keeps none: tracing is off, or not on
+    an SDK TracerProvider). Spans live in the process that ran the run: behind a load
+    balancer, ask the process that served it."""
+    _check_id(checkpoint_id)
+    await caller.server.runs.summary(caller.store, checkpoint_id)  # the caller's run, or 404
+    return run_spans(checkpoint_id)
 
 
 @router.get(
