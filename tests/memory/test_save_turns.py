@@ -130,11 +130,12 @@ async def test_each_turn_of_a_session_is_added_once(service: SqliteMemoryService
 
 
 async def test_a_run_without_a_user_adds_nothing(service: SqliteMemoryService) -> None:
+    await service.add("someone", "an earlier memory")
     runner = _runner(service, reply("Noted."))
     result = await runner.query("I like tea").collect()
     assert result.error is None and result.final_output == "Noted."
     with sqlite3.connect(service.path) as connection:
-        assert connection.execute("SELECT COUNT(*) FROM plait_memories").fetchone() == (0,)
+        assert connection.execute("SELECT COUNT(*) FROM plait_memories").fetchone() == (1,)
 
 
 async def test_a_user_id_that_is_not_an_id_ends_the_run(service: SqliteMemoryService) -> None:
