@@ -89,7 +89,7 @@ async def test_a_server_out_of_reach_is_a_store_error() -> None:
     # port 1 on localhost refuses at once; no password is shown
     dsn = "postgresql://user:secret@127.0.0.1:1/db"
     async with PostgresMemoryService(dsn, timeout=5) as service:
-        with pytest.raises(StoreError, match="searching memories failed at 127.0.0.1:1") as err:
+        with pytest.raises(StoreError, match=r"searching memories failed at 127\.0\.0\.1:1") as err:
             await service.search("u", "anything")
     assert "secret" not in str(err.value)
     assert err.value.operation == "searching memories"

@@ -234,7 +234,7 @@ async def metadata_round_trips(service: MemoryService) -> None:
         "tags": ["a", "ünïcode", "\u6771\u4eac"],
         "nested": {"deep": {"list": [1, 2.5, False]}},
         "pair": (1, 2),
-        "quote": "it's \"quoted\"\x00",
+        "quote": 'it\'s "quoted"\x00',
     }
     await service.add(user, "first entry", metadata)
     await service.add(user, "second entry", {})

@@ -106,8 +106,7 @@ class RecallTool:
             arguments = None
         if not isinstance(arguments, dict) or not isinstance(arguments.get("query"), str):
             raise InvalidToolArguments(
-                'recall takes {"query": "<words to look for>"}, got '
-                f"{arguments_json[:200]!r}",
+                f'recall takes {{"query": "<words to look for>"}}, got {arguments_json[:200]!r}',
                 tool_name=self.name,
             )
         if set(arguments) - {"query"}:
