@@ -4,7 +4,7 @@ A callable gets the run's root `AgentContext` and its `RunResult`: `fn(ctx, resu
 coroutine function or a plain one. It runs once the run has finished with an answer, after
 its session turn is saved and after the runner's `Hooks.after_run`; never for a run that
 failed, was cancelled or paused (a paused run that is resumed and completes runs it then).
-They are carried by one `Hooks` subclass, outermost in the runner's chain.
+They are carried by one `Hooks` subclass, the outermost of the runner's hooks.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class Runner:
         self.hooks = tuple(hooks)
         enforce = (limits.hooks(),) if limits is not None and limits.active else ()
         self.after_run = check_after_run(after_run)
-        # the after_run callables are outermost: they run after every hook's `after_run`
+        # the after_run callables are the outermost runner hooks: they run after every `after_run`
         first = (AfterRunHooks(self.after_run),) if self.after_run else ()
         self._hooks = HookChain((*first, *self.hooks), innermost=enforce)  # limits see all
         self.keep_steps = keep_steps
