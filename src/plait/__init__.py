@@ -123,6 +123,7 @@ __all__ = [
     "hooks",
     "interrupt",
     "interrupt_state",
+    "memory",
     "models",
     "prebuilt",
     "run_context",
@@ -186,7 +187,7 @@ _EXPORTS = {
     "set_sub_agents": "plait.agents",
     "tool": "plait.tools",
 }
-_LAZY_MODULES = frozenset({"graph", "hooks", "models", "prebuilt", "testing", "tracing"})
+_LAZY_MODULES = frozenset({"graph", "hooks", "memory", "models", "prebuilt", "testing", "tracing"})
 
 
 def __getattr__(name: str) -> Any:

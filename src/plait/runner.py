@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from plait._json import check_plain_json
 from plait._sync import run_in_new_loop
+from plait.after_run import AfterRun, AfterRunHooks, check_after_run
 from plait.agent import Agent
 from plait.checkpoint import UNSET, Checkpoint
 from plait.context import RunContext
@@ -65,6 +66,9 @@ class Runner:
     limits); past one the run ends with `UsageLimitExceeded`. `metadata` (str keys,
     JSON values) is saved with every checkpoint and seen read-only as `ctx.metadata` and in
     `RunResult.metadata`; a resume adds it over the metadata the checkpoint holds.
+    `after_run` callables, `(ctx, result)` (coroutine functions or plain ones), run after
+    each run that completes, not one that fails, is cancelled or pauses (see
+    `plait.after_run`); `plait.memory.save_turns(service)` is one.
     `checkpoint_ttl` and `session_ttl` are the seconds checkpoints and sessions are kept (None:
     no expiry; else 0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the
     runner keeps (`plait.sessions.Sessions`). Ids are checked before any store is touched (rules
@@ -91,6 +95,7 @@ class Runner:
         keep_steps: bool = False,
         metadata: Mapping[str, Any] | None = None,
         limits: UsageLimits | None = None,
+        after_run: Sequence[AfterRun] = (),
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -118,7 +123,10 @@ class Runner:
         self.limits = limits
         self.hooks = tuple(hooks)
         enforce = (limits.hooks(),) if limits is not None and limits.active else ()
-        self._hooks = HookChain(self.hooks, innermost=enforce)  # the limits see it all
+        self.after_run = check_after_run(after_run)
+        # the after_run callables are the outermost runner hooks: they run after every `after_run`
+        first = (AfterRunHooks(self.after_run),) if self.after_run else ()
+        self._hooks = HookChain((*first, *self.hooks), innermost=enforce)  # limits see all
         self.keep_steps = keep_steps
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)

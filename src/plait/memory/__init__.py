@@ -1,0 +1,64 @@
+"""Long-term memory: what users said in earlier sessions, searched by words.
+
+`MemoryService` is the protocol (`add`, `search`, `delete`, all coroutines);
+`SqliteMemoryService(path)` (FTS5) and `PostgresMemoryService(dsn)` (PostgreSQL full-text
+search) are its backends, imported on first use. `RecallTool(service)` is the tool
+`recall(query)` that searches the memories of the run's user (`session_values["user_id"]`);
+`save_turns(service)` is the `Runner(after_run=[...])` callable that remembers each completed
+run's turn. One user never sees another's memories. `plait.memory.conformance` holds the
+checks every backend passes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from plait.memory.base import (
+    MAX_K,
+    MAX_METADATA_BYTES,
+    MAX_QUERY_LENGTH,
+    MAX_TEXT_LENGTH,
+    MAX_USER_ID_LENGTH,
+    MAX_WORD_LENGTH,
+    MemoryItem,
+    MemoryService,
+    words,
+)
+from plait.memory.recall import USER_ID, RecallTool
+from plait.memory.turns import save_turns
+
+if TYPE_CHECKING:
+    from plait.memory.postgres import PostgresMemoryService
+    from plait.memory.sqlite import SqliteMemoryService
+
+__all__ = [
+    "MAX_K",
+    "MAX_METADATA_BYTES",
+    "MAX_QUERY_LENGTH",
+    "MAX_TEXT_LENGTH",
+    "MAX_USER_ID_LENGTH",
+    "MAX_WORD_LENGTH",
+    "USER_ID",
+    "MemoryItem",
+    "MemoryService",
+    "PostgresMemoryService",
+    "RecallTool",
+    "SqliteMemoryService",
+    "save_turns",
+    "words",
+]
+
+_BACKENDS = {
+    "PostgresMemoryService": "plait.memory.postgres",
+    "SqliteMemoryService": "plait.memory.sqlite",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plait.memory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
