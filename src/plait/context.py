@@ -39,6 +39,7 @@ from plait.run_state import (
     Budget,
     CallGuard,
     IdSource,
+    Interceptor,
     RunSnapshot,
     RunState,
     SavedOptions,
@@ -445,6 +446,16 @@ class RunContext:
         """Return the value kept under `key` with `keep_run_value` (by this run, or by the run
         it resumes), or None."""
         return load_custom(custom_record(self._run, _RUN_VALUES), key)
+
+    @property
+    def interceptor(self) -> Interceptor | None:
+        """Return what answers this run's model and tool calls instead of the agents' own
+        models and tools (a cassette), or None."""
+        return self._run.interceptor
+
+    def set_interceptor(self, interceptor: Interceptor | None) -> None:
+        """Make `interceptor` answer the model and tool calls of the whole run."""
+        self._run.interceptor = interceptor
 
     @property
     def extras(self) -> dict[str, Any]:

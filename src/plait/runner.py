@@ -17,6 +17,7 @@ from typing import Any, Literal
 from plait._json import check_plain_json
 from plait._sync import run_in_new_loop
 from plait.agent import Agent
+from plait.cassette import Cassette
 from plait.checkpoint import UNSET, Checkpoint
 from plait.context import RunContext
 from plait.errors import (
@@ -65,6 +66,8 @@ class Runner:
     limits); past one the run ends with `UsageLimitExceeded`. `metadata` (str keys,
     JSON values) is saved with every checkpoint and seen read-only as `ctx.metadata` and in
     `RunResult.metadata`; a resume adds it over the metadata the checkpoint holds.
+    `cassette` (`plait.cassette.Cassette`) records the model and tool calls of the runner's
+    runs into a file, or answers them from one.
     `checkpoint_ttl` and `session_ttl` are the seconds checkpoints and sessions are kept (None:
     no expiry; else 0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the
     runner keeps (`plait.sessions.Sessions`). Ids are checked before any store is touched (rules
@@ -91,6 +94,7 @@ class Runner:
         keep_steps: bool = False,
         metadata: Mapping[str, Any] | None = None,
         limits: UsageLimits | None = None,
+        cassette: Cassette | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -117,8 +121,12 @@ class Runner:
             raise UsageError(f"limits must be a plait.UsageLimits, got {limits!r}")
         self.limits = limits
         self.hooks = tuple(hooks)
+        if cassette is not None and not isinstance(cassette, Cassette):
+            raise UsageError(f"cassette must be a plait.cassette.Cassette, got {cassette!r}")
+        self.cassette = cassette
+        taped = () if cassette is None else (cassette.hooks(),)
         enforce = (limits.hooks(),) if limits is not None and limits.active else ()
-        self._hooks = HookChain(self.hooks, innermost=enforce)  # the limits see it all
+        self._hooks = HookChain((*self.hooks, *taped), innermost=enforce)  # limits see it all
         self.keep_steps = keep_steps
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
