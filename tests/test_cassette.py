@@ -19,8 +19,8 @@ from plait import (
     ChatModelAgent,
     Hooks,
     Message,
-    RunOption,
     Runner,
+    RunOption,
     RunResult,
     ToolCall,
     Usage,
@@ -203,8 +203,11 @@ def test_streaming_records_the_merged_reply_and_replays_it(tmp_path: Path) -> No
         replay_agent, enable_streaming=True, cassette=Cassette(path, mode="replay")
     ).query_sync("Weather?")
     assert replayed.error is None
-    assert all(e.message.is_streaming for e in replayed.events if e.message and e.depth == 0
-               and e.message.role == "assistant")
+    assert all(
+        e.message.is_streaming
+        for e in replayed.events
+        if e.message and e.depth == 0 and e.message.role == "assistant"
+    )
     assert shape(replayed) == shape(recorded)
     assert counter.runs == ["weather"]
 
@@ -215,12 +218,16 @@ def test_model_errors_are_recorded_and_replayed_as_the_same_error(tmp_path: Path
     def down(messages: list[Message], tools: list[Any]) -> Message:
         raise ModelError("provider down", agent_name="bot", status_code=503)
 
-    recorded = Runner(ChatModelAgent("bot", FunctionModel(down)), cassette=Cassette(path, "record")).query_sync("hi")
+    recorded = Runner(
+        ChatModelAgent("bot", FunctionModel(down)), cassette=Cassette(path, "record")
+    ).query_sync("hi")
     assert isinstance(recorded.error, ModelError)
     assert lines(path)[0]["error"]["type"] == "ModelError"
-    replayed = Runner(ChatModelAgent("bot", silent()), cassette=Cassette(path, "replay")).query_sync("hi")
+    replayed = Runner(
+        ChatModelAgent("bot", silent()), cassette=Cassette(path, "replay")
+    ).query_sync("hi")
     assert replayed.error == recorded.error
-    assert replayed.error is not None and replayed.error.status_code == 503
+    assert isinstance(replayed.error, ModelError) and replayed.error.status_code == 503
 
 
 def test_a_tool_that_raised_is_replayed_with_the_same_text_for_the_model(
@@ -342,7 +349,9 @@ def nested_team(counter: Counter, outer_model: Any, inner_model: Any) -> ChatMod
 def test_nested_agents_record_their_steps_in_run_order_and_replay(tmp_path: Path) -> None:
     path = tmp_path / "nested.jsonl"
     counter = Counter()
-    outer_model = ScriptedModel([call("researcher", {"request": "weather in Oslo"}), reply("Sunny.")])
+    outer_model = ScriptedModel(
+        [call("researcher", {"request": "weather in Oslo"}), reply("Sunny.")]
+    )
     inner_model = ScriptedModel([call("weather", {"city": "Oslo"}), reply("sunny in Oslo")])
     recorded = Runner(
         nested_team(counter, outer_model, inner_model), cassette=Cassette(path, "record")
@@ -440,7 +449,9 @@ def test_a_paused_run_goes_on_recording_when_it_is_resumed(tmp_path: Path) -> No
         return ask
 
     model = ScriptedModel([call("ask", {"question": "colour?"}), reply("They like blue.")])
-    runner = Runner(ChatModelAgent("bot", model, tools=[make_tool()]), cassette=Cassette(path, "record"))
+    runner = Runner(
+        ChatModelAgent("bot", model, tools=[make_tool()]), cassette=Cassette(path, "record")
+    )
     paused = runner.query_sync("Ask them.")
     assert paused.interrupts and [s["kind"] for s in lines(path)] == ["model"]
     done = runner.resume_sync(paused.checkpoint_id or "", value="blue")
@@ -506,7 +517,10 @@ def four_steps() -> ScriptedModel:
 def test_fork_replays_up_to_the_step_and_runs_live_after_it(tmp_path: Path) -> None:
     original, forked_path = tmp_path / "original.jsonl", tmp_path / "fork.jsonl"
     counter = Counter()
-    Runner(ChatModelAgent("calc", four_steps(), tools=counter.tools()), cassette=Cassette(original, "record")).query_sync("Add.")
+    Runner(
+        ChatModelAgent("calc", four_steps(), tools=counter.tools()),
+        cassette=Cassette(original, "record"),
+    ).query_sync("Add.")
     assert len(lines(original)) == 5
     before = original.read_bytes()
     counter.runs.clear()
@@ -522,12 +536,19 @@ def test_fork_replays_up_to_the_step_and_runs_live_after_it(tmp_path: Path) -> N
     assert original.read_bytes() == before
     steps = lines(forked_path)
     assert [(s["step"], s["kind"]) for s in steps] == [
-        (1, "model"), (2, "tool"), (3, "model"), (4, "tool"), (5, "model")
+        (1, "model"),
+        (2, "tool"),
+        (3, "model"),
+        (4, "tool"),
+        (5, "model"),
     ]
     assert steps[4]["reply"]["content"] == "a different ending"
     # the fork's file replays on its own
     counter.runs.clear()
-    again = Runner(ChatModelAgent("calc", silent(), tools=counter.tools()), cassette=Cassette(forked_path, "replay")).query_sync("Add.")
+    again = Runner(
+        ChatModelAgent("calc", silent(), tools=counter.tools()),
+        cassette=Cassette(forked_path, "replay"),
+    ).query_sync("Add.")
     assert (again.error, again.final_output) == (None, "a different ending")
     assert counter.runs == []
 
@@ -537,7 +558,9 @@ def test_fork_with_another_instruction_changes_what_follows(tmp_path: Path) -> N
     counter = Counter()
     outer_model = ScriptedModel([call("researcher", {"request": "Oslo?"}), reply("Sunny.")])
     inner_model = ScriptedModel([call("weather", {"city": "Oslo"}), reply("sunny in Oslo")])
-    Runner(nested_team(counter, outer_model, inner_model), cassette=Cassette(original, "record")).query_sync("Oslo?")
+    Runner(
+        nested_team(counter, outer_model, inner_model), cassette=Cassette(original, "record")
+    ).query_sync("Oslo?")
     new_inner = ScriptedModel([reply("Rain, briefly.")])
     new_outer = ScriptedModel([reply("Rain.")])
     team = nested_team(counter, silent(), silent())
@@ -551,7 +574,10 @@ def test_fork_with_another_instruction_changes_what_follows(tmp_path: Path) -> N
     assert (result.error, result.final_output) == (None, "Rain.")
     assert new_inner.requests[0].messages[0] == Message.system("Be brief.")
     assert [(s["kind"], s["agent"]) for s in lines(forked_path)] == [
-        ("model", "lead"), ("model", "researcher"), ("tool", "lead"), ("model", "lead")
+        ("model", "lead"),
+        ("model", "researcher"),
+        ("tool", "lead"),
+        ("model", "lead"),
     ]
 
 
@@ -636,7 +662,9 @@ def test_as_eval_case_gives_the_case_and_its_tools_replay_with_a_live_model(
 
 def test_as_eval_case_keeps_a_conversation_as_message_objects(tmp_path: Path) -> None:
     path = tmp_path / "talk.jsonl"
-    runner = Runner(ChatModelAgent("bot", ScriptedModel([reply("fine")])), cassette=Cassette(path, "record"))
+    runner = Runner(
+        ChatModelAgent("bot", ScriptedModel([reply("fine")])), cassette=Cassette(path, "record")
+    )
     runner.run_sync([Message.user("hi"), Message.assistant("hello"), Message.user("how are you?")])
     case = Cassette(path).as_eval_case()
     assert case["conversation"] == [

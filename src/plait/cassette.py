@@ -415,7 +415,9 @@ class Cassette:
         if isinstance(exc, PlaitError):
             step = step.model_copy(update={"error": _portable(exc)})
         elif exc is not None:
-            step = step.model_copy(update={"raised": _Raised(type=type(exc).__name__, message=str(exc))})
+            step = step.model_copy(
+                update={"raised": _Raised(type=type(exc).__name__, message=str(exc))}
+            )
         elif isinstance(result, ToolResult):
             step = step.model_copy(update={"result": result.content, "action": _action(result)})
         else:
@@ -661,7 +663,9 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 def _tools(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
     """Tools as compared: what a model is told of them."""
-    return [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
+    return [
+        {"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools
+    ]
 
 
 def _parsed(arguments: str) -> Any:
