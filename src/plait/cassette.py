@@ -56,24 +56,41 @@ made outside the ReAct loop (a compaction summary, a judge) are not recorded.
 from __future__ import annotations
 
 import inspect
-import json
 import os
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
-from plait._json import dump_plain, load_plain
+from plait._cassette_file import (
+    STEP,
+    ModelStep,
+    Raised,
+    Request,
+    Step,
+    ToolStep,
+    canonical,
+    compare,
+    expected_tool,
+    first_run,
+    make_request,
+    message_object,
+    parsed,
+    plain_messages,
+    plain_tools,
+    portable,
+    portable_action,
+    read_steps,
+    run_input,
+    show,
+)
 from plait.agent import AgentInput
 from plait.agent_context import AgentContext
 from plait.agents.call_ids import CallIds, unique_ids
 from plait.agents.model_call import model_error, wrong_output
 from plait.context import RunContext, inside
-from plait.errors import CassetteCorrupt, CassetteDivergence, PlaitError, UsageError
-from plait.events import AgentAction
+from plait.errors import CassetteDivergence, PlaitError, UsageError
 from plait.hooks import Hooks, end_run
 from plait.messages import Message, merge_chunks
 from plait.models.base import ChatModel
@@ -83,70 +100,6 @@ __all__ = ["Cassette", "Mode"]
 
 Mode = Literal["record", "replay", "auto"]
 _MODES = ("record", "replay", "auto")
-_SHOWN = 300  # characters of a value shown in a divergence message
-
-
-class _Line(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-
-class _Request(_Line):
-    messages: list[Message]
-    tools: list[ToolInfo] = []
-    options: dict[str, Any] = {}
-
-
-class _Raised(_Line):
-    """An exception a tool raised that is not a plait error: its class name and message."""
-
-    type: str
-    message: str
-
-
-class _ModelStep(_Line):
-    step: int
-    kind: Literal["model"]
-    agent: str
-    address: str
-    request: _Request
-    reply: Message | None = None
-    error: PlaitError | None = None
-    input: list[Message] | None = None
-
-    def answer(self) -> Message:
-        """Return the recorded reply, or raise the recorded error."""
-        if self.error is not None:
-            raise _copy(self.error)
-        assert self.reply is not None
-        return self.reply
-
-
-class _ToolStep(_Line):
-    step: int
-    kind: Literal["tool"]
-    agent: str
-    address: str
-    call_id: str | None = None
-    name: str
-    arguments: str
-    result: str | None = None
-    action: AgentAction | None = None
-    error: PlaitError | None = None
-    raised: _Raised | None = None
-    input: list[Message] | None = None
-
-    def answer(self) -> str | ToolResult:
-        """Return the recorded result, or raise the recorded error."""
-        if self.error is not None:
-            raise _copy(self.error)
-        if self.raised is not None:
-            raise _exception_class(self.raised.type)(self.raised.message)
-        content = self.result or ""
-        return content if self.action is None else ToolResult(content=content, action=self.action)
-
-
-_Step = _ModelStep | _ToolStep
-_STEP: TypeAdapter[_Step] = TypeAdapter(Annotated[_Step, Field(discriminator="kind")])
 
 
 class Cassette:
@@ -171,10 +124,10 @@ class Cassette:
             raise UsageError("tools_only=True answers tool calls from a recording: replay one")
         self.tools_only = tools_only
         self.live_after: int | None = None  # a fork: steps after this one are live
-        self._steps: list[_Step] | None = None  # the recorded steps (read on first use)
+        self._steps: list[Step] | None = None  # the recorded steps (read on first use)
         self._out: Path | None = None if self.replaying else self.path  # where steps go
         self._fresh = True  # the output file has not been started
-        self._index: dict[tuple[str, ...], deque[_Step]] | None = None
+        self._index: dict[tuple[str, ...], deque[Step]] | None = None
         self._count = 0  # steps taken by this cassette's runs so far
         self._input: list[Message] | None = None  # the run's input, written with a step
         self._resuming = False
@@ -197,7 +150,7 @@ class Cassette:
             UsageError: `step` is not between 0 and the number of steps, or `path` is this
                 cassette's own file.
         """
-        steps = _read(self.path)
+        steps = read_steps(self.path)
         if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= len(steps):
             raise UsageError(
                 f"fork takes a step from 0 to {len(steps)} (the steps of '{self.path}'), "
@@ -222,23 +175,23 @@ class Cassette:
         tools_only=True)`: its tools answered from this recording, its models live.
         `id` defaults to the file's name without its suffix.
         """
-        steps = _first_run(_read(self.path))
+        steps = first_run(read_steps(self.path))
         if not steps:
             raise UsageError(f"the cassette '{self.path}' has no steps to make a case of")
         case: dict[str, Any] = {"id": id if id is not None else self.path.stem}
-        given = _run_input(steps)
+        given = run_input(steps)
         if len(given) == 1 and given[0].role == "user":
             case["input"] = given[0].content
         else:
-            case["conversation"] = [_message_object(m) for m in given]
+            case["conversation"] = [message_object(m) for m in given]
         case["expected_tools"] = [
-            _expected_tool(c.name, c.arguments)
+            expected_tool(c.name, c.arguments)
             for s in steps
-            if isinstance(s, _ModelStep) and s.reply is not None
+            if isinstance(s, ModelStep) and s.reply is not None
             for c in s.reply.tool_calls
         ]
         last = steps[-1]
-        if isinstance(last, _ModelStep):
+        if isinstance(last, ModelStep):
             case["expected_response"] = None if last.reply is None else last.reply.content
         else:
             case["expected_response"] = last.result
@@ -262,7 +215,7 @@ class Cassette:
         the run's calls; `given` is a new run's input."""
         if self.replaying and self._index is None:
             if self._steps is None:
-                self._steps = _read(self.path)
+                self._steps = read_steps(self.path)
             self._index = self._build(self._steps)
         if self._out is not None and self._fresh:
             self._out.write_text("", encoding="utf-8")
@@ -270,24 +223,24 @@ class Cassette:
         self._input = None if given is None else list(given)
         ctx.set_interceptor(self)
 
-    def _build(self, steps: list[_Step]) -> dict[tuple[str, ...], deque[_Step]]:
+    def _build(self, steps: list[Step]) -> dict[tuple[str, ...], deque[Step]]:
         """Index the steps to replay by where their calls are made, each key in order."""
-        index: dict[tuple[str, ...], deque[_Step]] = {}
+        index: dict[tuple[str, ...], deque[Step]] = {}
         for step in steps:
             if self.live_after is not None and step.step > self.live_after:
                 break
-            if isinstance(step, _ModelStep):
+            if isinstance(step, ModelStep):
                 if self.tools_only:
                     continue
                 key: tuple[str, ...] = ("model", step.address)
             elif self.tools_only:
-                key = ("tool", step.agent, step.name, _canonical(step.arguments))
+                key = ("tool", step.agent, step.name, canonical(step.arguments))
             else:
                 key = ("tool", step.address)
             index.setdefault(key, deque()).append(step)
         return index
 
-    def _take(self, key: tuple[str, ...]) -> _Step | None:
+    def _take(self, key: tuple[str, ...]) -> Step | None:
         queue = None if self._index is None else self._index.get(key)
         return queue.popleft() if queue else None
 
@@ -301,46 +254,46 @@ class Cassette:
             CassetteDivergence(
                 f"cassette step {step}: {what}, but the cassette '{self.path}' has "
                 f"{'no such call' if recorded is None else 'another'} — recorded: "
-                f"{_show(recorded)}, new: {_show(new)}",
+                f"{show(recorded)}, new: {show(new)}",
                 step=step,
                 recorded=recorded,
                 new=new,
             )
         )
 
-    def _replay_model(self, ctx: RunContext, request: _Request) -> _ModelStep | None:
+    def _replay_model(self, ctx: RunContext, request: Request) -> ModelStep | None:
         """Return the recorded step answering this model call (None: call the model)."""
         found = self._take(("model", ctx.address))
-        new_messages, new_tools = _messages(request.messages), _tools(request.tools)
+        new_messages, new_tools = plain_messages(request.messages), plain_tools(request.tools)
         if found is None:
             what = f"agent '{ctx.agent_name}' made a model call"
             self._missing(what, None, {"messages": new_messages, "tools": new_tools})
             return None
-        assert isinstance(found, _ModelStep)
+        assert isinstance(found, ModelStep)
         what = f"model call of agent '{ctx.agent_name}'"
-        _compare(found.step, what, "messages", _messages(found.request.messages), new_messages)
-        _compare(found.step, what, "tools", _tools(found.request.tools), new_tools)
+        compare(found.step, what, "messages", plain_messages(found.request.messages), new_messages)
+        compare(found.step, what, "tools", plain_tools(found.request.tools), new_tools)
         self._replayed(found)
         return found
 
-    def _replay_tool(self, tctx: RunContext, arguments: str, runs_agent: bool) -> _ToolStep | None:
+    def _replay_tool(self, tctx: RunContext, arguments: str, runs_agent: bool) -> ToolStep | None:
         """Return the recorded step answering this tool call (None: run the tool)."""
         name = tctx.tool_name or ""
         if self.tools_only:
-            key: tuple[str, ...] = ("tool", tctx.agent_name, name, _canonical(arguments))
+            key: tuple[str, ...] = ("tool", tctx.agent_name, name, canonical(arguments))
         else:
             key = ("tool", tctx.address)
         found = self._take(key)
         if found is None:
             if not runs_agent or not self.tools_only:
                 what = f"agent '{tctx.agent_name}' called tool '{name}'"
-                new = {"name": name, "arguments": _parsed(arguments)}
+                new = {"name": name, "arguments": parsed(arguments)}
                 self._missing(what, self._next_tool(tctx.agent_name), new)
             return None
-        assert isinstance(found, _ToolStep)
+        assert isinstance(found, ToolStep)
         what = f"call of tool '{name}' by agent '{tctx.agent_name}'"
-        _compare(found.step, what, "name", found.name, name)
-        _compare(found.step, what, "arguments", _parsed(found.arguments), _parsed(arguments))
+        compare(found.step, what, "name", found.name, name)
+        compare(found.step, what, "arguments", parsed(found.arguments), parsed(arguments))
         return found
 
     def _next_tool(self, agent: str) -> dict[str, Any] | None:
@@ -349,30 +302,30 @@ class Cassette:
             s
             for queue in (self._index or {}).values()
             for s in queue
-            if isinstance(s, _ToolStep) and s.agent == agent
+            if isinstance(s, ToolStep) and s.agent == agent
         ]
         if not waiting:
             return None
         first = min(waiting, key=lambda s: s.step)
-        assert isinstance(first, _ToolStep)
-        return {"name": first.name, "arguments": _parsed(first.arguments)}
+        assert isinstance(first, ToolStep)
+        return {"name": first.name, "arguments": parsed(first.arguments)}
 
-    def _replayed(self, step: _Step) -> None:
+    def _replayed(self, step: Step) -> None:
         """Count a replayed step (and copy it into the output file of a fork)."""
         self._count += 1
         if self._out is not None:
             self._write(step.model_copy(update={"step": self._count, "input": None}))
 
-    def _record(self, step: _Step) -> None:
+    def _record(self, step: Step) -> None:
         """Count a step that ran live (and write it, when recording)."""
         self._count += 1
         if self._out is not None:
             self._write(step.model_copy(update={"step": self._count}))
 
-    def _write(self, step: _Step) -> None:
+    def _write(self, step: Step) -> None:
         if self._input is not None:
             step, self._input = step.model_copy(update={"input": self._input}), None
-        line = _STEP.dump_json(step, exclude_none=True).decode()
+        line = STEP.dump_json(step, exclude_none=True).decode()
         assert self._out is not None
         with self._out.open("a", encoding="utf-8") as out:
             out.write(line + "\n")
@@ -380,19 +333,19 @@ class Cassette:
     def _record_model(
         self,
         ctx: RunContext,
-        request: _Request,
+        request: Request,
         reply: Message | None = None,
         error: PlaitError | None = None,
     ) -> None:
         self._record(
-            _ModelStep(
+            ModelStep(
                 step=0,
                 kind="model",
                 agent=ctx.agent_name,
                 address=ctx.address,
                 request=request,
                 reply=reply,
-                error=None if error is None else _portable(error),
+                error=None if error is None else portable(error),
             )
         )
 
@@ -403,7 +356,7 @@ class Cassette:
         result: str | ToolResult | None = None,
         exc: Exception | None = None,
     ) -> None:
-        step = _ToolStep(
+        step = ToolStep(
             step=0,
             kind="tool",
             agent=tctx.agent_name,
@@ -413,13 +366,15 @@ class Cassette:
             arguments=arguments,
         )
         if isinstance(exc, PlaitError):
-            step = step.model_copy(update={"error": _portable(exc)})
+            step = step.model_copy(update={"error": portable(exc)})
         elif exc is not None:
             step = step.model_copy(
-                update={"raised": _Raised(type=type(exc).__name__, message=str(exc))}
+                update={"raised": Raised(type=type(exc).__name__, message=str(exc))}
             )
         elif isinstance(result, ToolResult):
-            step = step.model_copy(update={"result": result.content, "action": _action(result)})
+            step = step.model_copy(
+                update={"result": result.content, "action": portable_action(result)}
+            )
         else:
             step = step.model_copy(update={"result": result if isinstance(result, str) else ""})
         self._record(step)
@@ -453,7 +408,7 @@ class _TapedModel:
     ) -> Message:
         """Return the recorded reply to this request, or the model's (recorded)."""
         cassette, ctx = self._cassette, self._ctx
-        request = _request(messages, tools, options)
+        request = make_request(messages, tools, options)
         found = cassette._replay_model(ctx, request)
         if found is not None:
             return found.answer()
@@ -478,7 +433,7 @@ class _TapedModel:
         self, messages: list[Message], tools: list[ToolInfo], options: dict[str, Any]
     ) -> AsyncGenerator[Message, None]:
         cassette, ctx = self._cassette, self._ctx
-        request = _request(messages, tools, options)
+        request = make_request(messages, tools, options)
         found = cassette._replay_model(ctx, request)
         if found is not None:
             yield found.answer()
@@ -499,7 +454,7 @@ class _TapedModel:
             yield chunk
 
     async def _recorded(
-        self, source: AsyncIterator[Message], request: _Request
+        self, source: AsyncIterator[Message], request: Request
     ) -> AsyncGenerator[Message, None]:
         """Pass the model's chunks on (their tool calls' ids made unique) and record the
         merged reply when the stream ends."""
@@ -560,213 +515,6 @@ class _TapedTool:
                 result = ToolResult(content=result, action=sent)
         cassette._record_tool(tctx, arguments_json, result=result)
         return result
-
-
-# --- reading --------------------------------------------------------------------------------
-
-
-def _read(path: Path) -> list[_Step]:
-    """Return the steps of the cassette at `path`, each line checked."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read the cassette '{path}': {exc}") from exc
-    steps: list[_Step] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            step = _STEP.validate_json(line)
-        except ValidationError as exc:
-            problem = exc.errors()[0]
-            where = ".".join(str(p) for p in problem["loc"]) or "the line"
-            raise CassetteCorrupt(
-                f"cassette '{path}' line {number} is not a recorded step: {where}: "
-                f"{problem['msg']}",
-                path=str(path),
-                line=number,
-            ) from None
-        if step.step != len(steps) + 1:
-            raise CassetteCorrupt(
-                f"cassette '{path}' line {number} is step {step.step}, expected step "
-                f"{len(steps) + 1} (steps are numbered from 1 in order)",
-                path=str(path),
-                line=number,
-            )
-        steps.append(step)
-    return steps
-
-
-def _first_run(steps: list[_Step]) -> list[_Step]:
-    """The steps of the first run of a cassette (the next run's first step holds its input)."""
-    for at, step in enumerate(steps):
-        if at and step.input is not None:
-            return steps[:at]
-    return steps
-
-
-def _run_input(steps: list[_Step]) -> list[Message]:
-    """The input of a run: as recorded with its first step, else its first model request
-    without the system messages."""
-    if steps[0].input is not None:
-        return list(steps[0].input)
-    first = next((s for s in steps if isinstance(s, _ModelStep)), None)
-    if first is None:
-        return []
-    return [m for m in first.request.messages if m.role != "system"]
-
-
-def _message_object(message: Message) -> dict[str, Any]:
-    """A message as an eval set's conversation (and plait's HTTP API) writes it."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.name is not None:
-        out["name"] = message.name
-    return out
-
-
-def _expected_tool(name: str, arguments: str) -> dict[str, Any]:
-    args = _parsed(arguments)
-    return {"name": name, "args": args} if isinstance(args, dict) else {"name": name}
-
-
-# --- comparing ------------------------------------------------------------------------------
-
-
-def _request(
-    messages: Sequence[Message], tools: Sequence[ToolInfo], options: dict[str, Any]
-) -> _Request:
-    plain = json.loads(json.dumps(options, default=repr)) if options else {}
-    return _Request(messages=list(messages), tools=list(tools), options=plain)
-
-
-def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages as compared: what a model is sent (not the usage of earlier replies)."""
-    return [
-        {
-            "role": m.role,
-            "content": m.content,
-            "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
-            ],
-            "tool_call_id": m.tool_call_id,
-            "name": m.name,
-        }
-        for m in messages
-    ]
-
-
-def _tools(tools: Sequence[ToolInfo]) -> list[dict[str, Any]]:
-    """Tools as compared: what a model is told of them."""
-    return [
-        {"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools
-    ]
-
-
-def _parsed(arguments: str) -> Any:
-    """Tool arguments as data (the text itself when it is not JSON)."""
-    try:
-        return json.loads(arguments or "{}")
-    except ValueError:
-        return arguments
-
-
-def _canonical(arguments: str) -> str:
-    return json.dumps(_parsed(arguments), sort_keys=True, ensure_ascii=False)
-
-
-_ABSENT: Any = object()
-
-
-def _compare(step: int, what: str, path: str, recorded: Any, new: Any) -> None:
-    """Raise `CassetteDivergence` at the first difference between `recorded` and `new`."""
-    found = _difference(path, recorded, new)
-    if found is None:
-        return
-    where, old, now = found
-    old = None if old is _ABSENT else old
-    now = None if now is _ABSENT else now
-    raise end_run(
-        CassetteDivergence(
-            f"cassette step {step} ({what}): {where} differs — recorded: {_show(old)}, "
-            f"new: {_show(now)}",
-            step=step,
-            recorded=old,
-            new=now,
-        )
-    )
-
-
-def _difference(path: str, recorded: Any, new: Any) -> tuple[str, Any, Any] | None:
-    """Return where `recorded` and `new` first differ, and the two values there."""
-    if isinstance(recorded, dict) and isinstance(new, dict):
-        for key in [*recorded, *(k for k in new if k not in recorded)]:
-            step = f"{path}.{key}" if str(key).isidentifier() else f"{path}[{key!r}]"
-            found = _difference(step, recorded.get(key, _ABSENT), new.get(key, _ABSENT))
-            if found is not None:
-                return found
-        return None
-    if isinstance(recorded, list) and isinstance(new, list):
-        for at in range(max(len(recorded), len(new))):
-            old = recorded[at] if at < len(recorded) else _ABSENT
-            now = new[at] if at < len(new) else _ABSENT
-            found = _difference(f"{path}[{at}]", old, now)
-            if found is not None:
-                return found
-        return None
-    if recorded == new and type(recorded) is type(new):
-        return None
-    return path, recorded, new
-
-
-def _show(value: Any) -> str:
-    if value is None or value is _ABSENT:
-        return "(nothing)"
-    text = json.dumps(value, ensure_ascii=False, default=repr)
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
-
-
-# --- values ---------------------------------------------------------------------------------
-
-
-def _portable(error: PlaitError) -> PlaitError:
-    """The error as a cassette keeps it (its details dropped when they are not JSON)."""
-    try:
-        return load_plain(PlaitError, dump_plain(error, PlaitError))  # type: ignore[no-any-return]
-    except Exception:
-        data = {"type": type(error).__name__, "message": error.message, "details": {}}
-        return load_plain(PlaitError, data)  # type: ignore[no-any-return]
-
-
-def _copy(error: PlaitError) -> PlaitError:
-    """A fresh copy of a recorded error, to raise."""
-    return load_plain(PlaitError, dump_plain(error, PlaitError))  # type: ignore[no-any-return]
-
-
-def _action(result: ToolResult) -> AgentAction | None:
-    """A tool result's action as a cassette keeps it (None when it is not JSON)."""
-    if result.action is None:
-        return None
-    try:
-        return load_plain(AgentAction, dump_plain(result.action, AgentAction))  # type: ignore[no-any-return]
-    except Exception:
-        return None
-
-
-_EXCEPTIONS: dict[str, type[Exception]] = {}
-
-
-def _exception_class(name: str) -> type[Exception]:
-    """An exception class named like the one a recorded tool raised."""
-    cls = _EXCEPTIONS.get(name)
-    if cls is None:
-        cls = _EXCEPTIONS[name] = type(name, (Exception,), {"__module__": __name__})
-    return cls
 
 
 def _runs_agent(tool: Tool) -> bool:
