@@ -19,6 +19,7 @@ from plait import (
     ChatModelAgent,
     Hooks,
     Message,
+    ParallelAgent,
     Runner,
     RunOption,
     RunResult,
@@ -433,6 +434,35 @@ def test_parallel_tool_calls_are_matched_by_call_whatever_order_they_finish(
     assert sorted(tool_results) == sorted(
         (m[3][1], m[3][3]) for m in shape(recorded) if m[3][0] == "tool"
     )
+
+
+def test_parallel_agents_find_their_own_steps(tmp_path: Path) -> None:
+    path = tmp_path / "parallel_agents.jsonl"
+    counter = Counter()
+
+    def both(north: Any, south: Any) -> ParallelAgent:
+        return ParallelAgent(
+            "both",
+            [
+                ChatModelAgent("north", north, tools=counter.tools()),
+                ChatModelAgent("south", south, tools=counter.tools()),
+            ],
+        )
+
+    recorded = Runner(
+        both(
+            ScriptedModel([call("weather", {"city": "Oslo"}), reply("Oslo: sunny")]),
+            ScriptedModel([call("weather", {"city": "Rome"}), reply("Rome: sunny")]),
+        ),
+        cassette=Cassette(path, "record"),
+    ).query_sync("Weather?")
+    assert recorded.error is None and len(lines(path)) == 6
+    replayed = Runner(both(silent(), silent()), cassette=Cassette(path, "replay")).query_sync(
+        "Weather?"
+    )
+    assert replayed.error is None
+    assert sorted(shape(replayed), key=repr) == sorted(shape(recorded), key=repr)
+    assert sorted(counter.runs) == ["weather", "weather"]
 
 
 def test_a_paused_run_goes_on_recording_when_it_is_resumed(tmp_path: Path) -> None:
