@@ -39,6 +39,7 @@ from plait.run_state import (
     Budget,
     CallGuard,
     IdSource,
+    Interceptor,
     RunSnapshot,
     RunState,
     SavedOptions,
@@ -453,6 +454,16 @@ class RunContext:
         """Return the id the run was started under or resumes (None: it was given none; a
         first pause then makes one, which `on_pause` tells)."""
         return self._run.checkpoint_id
+
+    @property
+    def interceptor(self) -> Interceptor | None:
+        """Return what answers this run's model and tool calls instead of the agents' own
+        models and tools (a cassette), or None."""
+        return self._run.interceptor
+
+    def set_interceptor(self, interceptor: Interceptor | None) -> None:
+        """Make `interceptor` answer the model and tool calls of the whole run."""
+        self._run.interceptor = interceptor
 
     @property
     def extras(self) -> dict[str, Any]:

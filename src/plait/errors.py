@@ -24,6 +24,8 @@ PlaitError
 │   └── LoopDetected            a `ChatModelAgent(loop_guard=...)` stopped a repeating agent
 ├── StoreError                  the store failed (a server gone away, a full disk)
 ├── SessionConflict             another turn wrote the session first; this turn was not saved
+├── CassetteCorrupt             a cassette line is not a step (names the file and the line)
+├── CassetteDivergence          a replayed request differs from the recorded one (names the step)
 ├── CheckpointNotFound
 ├── CheckpointCorrupt
 │   └── CheckpointVersionError  a format this plait does not read (a newer plait's)
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentError",
+    "CassetteCorrupt",
+    "CassetteDivergence",
     "CheckpointCorrupt",
     "CheckpointNotFound",
     "CheckpointVersionError",
@@ -398,6 +402,24 @@ class SessionConflict(PlaitError):
             version=version,
             expected_version=expected_version,
         )
+
+
+class CassetteCorrupt(PlaitError):
+    """A cassette file cannot be read: `path` is the file and `line` the line (from 1) that
+    is not a recorded step."""
+
+    path: str
+    line: int
+
+
+class CassetteDivergence(PlaitError):
+    """A run replayed from a cassette asked for something the cassette did not record: `step`
+    is the step's number, `recorded` and `new` the first value that differs (None where one
+    side has nothing)."""
+
+    step: int
+    recorded: Any
+    new: Any
 
 
 class CheckpointNotFound(PlaitError):

@@ -39,6 +39,7 @@ __all__ = [
     "add_global",
     "call_hook",
     "concurrently",
+    "end_run",
     "ends_run",
     "notify",
     "remove_global",
@@ -240,6 +241,12 @@ async def call_hook(fn: Seam, seam: str, *args: Any) -> Any:
         )
         setattr(err, _ENDS_RUN, True)
         raise err from exc
+
+
+def end_run(exc: PlaitError) -> PlaitError:
+    """Mark `exc` to end the whole run from any depth, as a hook's refusal does; return it."""
+    setattr(exc, _ENDS_RUN, True)
+    return exc
 
 
 def ends_run(exc: BaseException) -> TypeGuard[PlaitError]:

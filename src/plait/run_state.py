@@ -34,6 +34,7 @@ __all__ = [
     "Budget",
     "CallGuard",
     "IdSource",
+    "Interceptor",
     "Paused",
     "RunSnapshot",
     "RunState",
@@ -53,6 +54,19 @@ class SavedOptions(Protocol):
 
     def saved(self) -> list[dict[str, Any]]:
         """Return the JSON-able fields of the options, to save with the run."""
+        ...
+
+
+class Interceptor(Protocol):
+    """What stands between a run's agents and their models and tools (`plait.cassette`): each
+    model and tool call goes to the object it returns instead of the agent's own."""
+
+    def model(self, ctx: Any, model: Any) -> Any:
+        """Return the model the agent at `ctx` calls instead of `model`."""
+        ...
+
+    def tool(self, ctx: Any, tool: Any) -> Any:
+        """Return the tool the tool call at `ctx` calls instead of `tool`."""
         ...
 
 
@@ -110,6 +124,7 @@ class RunState:
         "hooks",
         "ids",
         "input_tokens",
+        "interceptor",
         "local",
         "max_transfers",
         "metadata",
@@ -162,6 +177,7 @@ class RunState:
         self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
         self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
         self.extras: dict[str, Any] | None = None  # kept by process-wide hooks, never saved
+        self.interceptor: Interceptor | None = None  # answers model and tool calls (a cassette)
 
     def snapshot(self) -> RunSnapshot:
         """Return what a checkpoint holds of the run state (the root context adds its input

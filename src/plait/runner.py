@@ -18,6 +18,7 @@ from plait._json import check_plain_json
 from plait._sync import run_in_new_loop
 from plait.after_run import AfterRun, AfterRunHooks, check_after_run
 from plait.agent import Agent
+from plait.cassette import Cassette
 from plait.checkpoint import UNSET, Checkpoint
 from plait.context import RunContext
 from plait.errors import (
@@ -69,6 +70,8 @@ class Runner:
     `after_run` callables, `(ctx, result)` (coroutine functions or plain ones), run after
     each run that completes, not one that fails, is cancelled or pauses (see
     `plait.after_run`); `plait.memory.save_turns(service)` is one.
+    `cassette` (`plait.cassette.Cassette`) records the model and tool calls of the runner's
+    runs into a file, or answers them from one.
     `checkpoint_ttl` and `session_ttl` are the seconds checkpoints and sessions are kept (None:
     no expiry; else 0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the
     runner keeps (`plait.sessions.Sessions`). Ids are checked before any store is touched (rules
@@ -96,6 +99,7 @@ class Runner:
         metadata: Mapping[str, Any] | None = None,
         limits: UsageLimits | None = None,
         after_run: Sequence[AfterRun] = (),
+        cassette: Cassette | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -122,11 +126,15 @@ class Runner:
             raise UsageError(f"limits must be a plait.UsageLimits, got {limits!r}")
         self.limits = limits
         self.hooks = tuple(hooks)
+        if cassette is not None and not isinstance(cassette, Cassette):
+            raise UsageError(f"cassette must be a plait.cassette.Cassette, got {cassette!r}")
+        self.cassette = cassette
+        taped = () if cassette is None else (cassette.hooks(),)
         enforce = (limits.hooks(),) if limits is not None and limits.active else ()
         self.after_run = check_after_run(after_run)
         # the after_run callables are the outermost runner hooks: they run after every `after_run`
         first = (AfterRunHooks(self.after_run),) if self.after_run else ()
-        self._hooks = HookChain((*first, *self.hooks), innermost=enforce)  # limits see all
+        self._hooks = HookChain((*first, *self.hooks, *taped), innermost=enforce)  # limits see all
         self.keep_steps = keep_steps
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)

@@ -572,7 +572,7 @@ class _Loop:
         fns = self.hooks.during_model
         during = functools.partial(concurrently, fns, "during_model", ctx, request) if fns else None
         async with aclosing(
-            stream_reply(self.agent.model, self.agent.name, request, ctx, box, during)
+            stream_reply(self._model(), self.agent.name, request, ctx, box, during)
         ) as chunks:
             async for event in chunks:
                 yield event
@@ -601,22 +601,23 @@ class _Loop:
             return events, step
         return [], step
 
+    def _model(self) -> ChatModel:
+        """The model to call: the agent's, or what the run's interceptor puts in its place."""
+        tap = self.ctx.interceptor
+        return self.agent.model if tap is None else tap.model(self.ctx, self.agent.model)
+
     async def _generate(self, box: Reply) -> None:
-        agent, request = self.agent, box.request
+        agent, request, model = self.agent, box.request, self._model()
         try:
             if fns := self.hooks.during_model:  # the call runs alongside them, held till done
                 request = request or self._request()
-                call = agent.model.generate(
-                    request.messages, tools=request.tools, **request.options
-                )
+                call = model.generate(request.messages, tools=request.tools, **request.options)
                 during = functools.partial(concurrently, fns, "during_model", self.ctx, request)
                 reply = await alongside(call, during)
             elif request is None:
-                reply = await agent.model.generate(
-                    self.messages, tools=agent._tool_infos, **self.options
-                )
+                reply = await model.generate(self.messages, tools=agent._tool_infos, **self.options)
             else:
-                reply = await agent.model.generate(
+                reply = await model.generate(
                     request.messages, tools=request.tools, **request.options
                 )
         except Exception as exc:

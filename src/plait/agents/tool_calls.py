@@ -160,6 +160,8 @@ class ToolCalls:
     async def _call(self, call: ToolCall, tctx: RunContext, index: int) -> Outcome:
         """Call the tool; failures, pauses and stops become an outcome."""
         tool = self._tools.get(call.name)
+        if tool is not None and (tap := tctx.interceptor) is not None:
+            tool = tap.tool(tctx, tool)  # a cassette answers the call, or records it
         action: AgentAction | None = None
         fatal: PlaitError | None = None
         if tool is None:
