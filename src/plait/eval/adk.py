@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 from plait.errors import EvalSetError
 
@@ -101,7 +101,9 @@ def from_adk(data: dict[str, Any]) -> dict[str, Any]:
         adk = _EvalSet.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
+        field = ".".join(
+            to_snake(part) if isinstance(part, str) else str(part) for part in first["loc"]
+        )
         raise EvalSetError(
             f"invalid ADK eval set: {field}: {first['msg']}", field=field or None
         ) from None
