@@ -212,7 +212,7 @@ async def test_only_a_reply_starting_with_pass_passes() -> None:
 async def test_judged_cases_without_a_judge_are_refused_up_front() -> None:
     model = FunctionModel(_brain)
     cases = [_case(id="plain"), _case(id="judged", expected_response="3", response="judge")]
-    with pytest.raises(UsageError, match="'judged'.*judge=") as info:
+    with pytest.raises(UsageError, match=r"'judged'.*judge=") as info:
         await evaluate(_agent(model), {"cases": cases})
     assert not isinstance(info.value, EvalSetError)
     assert model.requests == []  # nothing ran
@@ -330,7 +330,12 @@ async def test_a_structured_output_is_compared_as_json() -> None:
     agent = ChatModelAgent("s", model, output_type=Sum)
     result = await _one({"id": "s", "input": "1+2", "expected_response": {"total": 3}}, agent)
     assert (result.response, result.passed) == ({"total": 3}, True)
-    contains = {"id": "s", "input": "1+2", "expected_response": '"total": 3', "response": "contains"}
+    contains = {
+        "id": "s",
+        "input": "1+2",
+        "expected_response": '"total": 3',
+        "response": "contains",
+    }
     assert (await _one(contains, agent)).passed
 
 
@@ -538,14 +543,16 @@ def test_an_adk_file_is_recognised_by_its_eval_cases(tmp_path: Path) -> None:
         ({"eval_id": "empty", "conversation": []}, "conversation", "none"),
     ],
 )  # fmt: skip
-def test_adk_cases_plait_cannot_run_are_refused(case: dict[str, Any], field: str, text: str) -> None:
+def test_adk_cases_plait_cannot_run_are_refused(
+    case: dict[str, Any], field: str, text: str
+) -> None:
     with pytest.raises(EvalSetError, match=text) as info:
         load_evalset({"eval_cases": [case]})
     assert (info.value.case, info.value.field) == (case["eval_id"], field)
 
 
 def test_a_broken_adk_file_names_the_field() -> None:
-    with pytest.raises(EvalSetError, match="invalid ADK eval set: eval_cases.0.eval_id") as info:
+    with pytest.raises(EvalSetError, match=r"invalid ADK eval set: eval_cases\.0\.eval_id") as info:
         load_evalset({"eval_cases": [{"conversation": []}]})
     assert info.value.field == "eval_cases.0.eval_id"
 
@@ -593,7 +600,9 @@ def scripted_router() -> ChatModelAgent:
         else:
             router.append(reply("Sure, let me help with that."))  # replaced: it only routes
     return build_router(
-        routes_only(ScriptedModel(router)), ScriptedModel(weather_script), ScriptedModel(math_script)
+        routes_only(ScriptedModel(router)),
+        ScriptedModel(weather_script),
+        ScriptedModel(math_script),
     )
 
 

@@ -13,11 +13,16 @@ from plait.cli import app
 
 TARGET = f"{Path(__file__).resolve().parent / 'eval_targets.py'}:calculator"
 
-PASSING = [
-    {"id": "sum", "input": "add 2 3", "expected_tools": [{"name": "add"}], "expected_response": "5"},
+PASSING: list[dict[str, Any]] = [
+    {
+        "id": "sum",
+        "input": "add 2 3",
+        "expected_tools": [{"name": "add"}],
+        "expected_response": "5",
+    },
     {"id": "echo", "input": "hi", "expected_tools": [], "expected_response": "echo hi"},
 ]
-FAILING = [
+FAILING: list[dict[str, Any]] = [
     {
         "id": "wrong-sum",
         "input": "add 2 2",
@@ -42,7 +47,7 @@ def _eval(*args: str) -> tuple[int, str, str]:
 
 
 def test_json_prints_only_the_report(tmp_path: Path) -> None:
-    code, out, err = _eval(_write(tmp_path, PASSING + FAILING[:1]), TARGET, "--json")
+    code, out, _ = _eval(_write(tmp_path, PASSING + FAILING[:1]), TARGET, "--json")
     assert code == 1  # 2 of 3 is below 0.8
     report = json.loads(out)  # stdout is the report and nothing else
     assert set(report) == {"pass_rate", "cases"}
@@ -158,7 +163,9 @@ def test_an_adk_file_runs_from_the_command_line(tmp_path: Path) -> None:
                     {
                         "user_content": {"parts": [{"text": "add 4 4"}]},
                         "final_response": {"role": "model", "parts": [{"text": "8"}]},
-                        "intermediate_data": {"tool_uses": [{"name": "add", "args": {"a": 4, "b": 4}}]},
+                        "intermediate_data": {
+                            "tool_uses": [{"name": "add", "args": {"a": 4, "b": 4}}]
+                        },
                     }
                 ],
             }

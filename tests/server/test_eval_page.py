@@ -20,7 +20,12 @@ pytestmark = pytest.mark.timeout(120)
 KEY = "eval-key"
 EVALSET = {
     "cases": [
-        {"id": "sum", "input": "add 2 3", "expected_tools": [{"name": "add"}], "expected_response": "5"},
+        {
+            "id": "sum",
+            "input": "add 2 3",
+            "expected_tools": [{"name": "add"}],
+            "expected_response": "5",
+        },
         {
             "id": "wrong-sum",
             "input": "add 2 2",

@@ -225,7 +225,9 @@ def eval(  # the command's name; the builtin is not used in this module
     """
     from plait.cli.eval import eval_command
 
-    raise typer.Exit(eval_command(evalset, target, json_report=json_report, threshold=threshold, judge=judge))
+    raise typer.Exit(
+        eval_command(evalset, target, json_report=json_report, threshold=threshold, judge=judge)
+    )
 
 
 @_command

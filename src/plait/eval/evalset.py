@@ -72,7 +72,9 @@ class EvalMessage(_Model):
 
     def to_message(self) -> Message:
         """Return the plait `Message` this object describes."""
-        calls = tuple(ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in self.tool_calls)
+        calls = tuple(
+            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in self.tool_calls
+        )
         return Message(
             role=self.role,
             content=self.content,
@@ -177,7 +179,9 @@ def _validate(data: Any, base: Path | None) -> EvalSet:
     seen: set[str] = set()
     for case in evalset.cases:
         if case.id in seen:
-            raise EvalSetError(f"case {case.id!r}: id: two cases have this id", case=case.id, field="id")
+            raise EvalSetError(
+                f"case {case.id!r}: id: two cases have this id", case=case.id, field="id"
+            )
         seen.add(case.id)
     return evalset
 

@@ -136,7 +136,9 @@ def _problem(result: RunResult) -> str | None:
     if result.error is not None:
         return f"{type(result.error).__name__}: {result.error}"
     if result.interrupts:
-        infos = "; ".join(json.dumps(_jsonable(i.info), ensure_ascii=False) for i in result.interrupts)
+        infos = "; ".join(
+            json.dumps(_jsonable(i.info), ensure_ascii=False) for i in result.interrupts
+        )
         return f"paused at an interrupt (not completed): {infos}"
     return None
 
@@ -176,7 +178,9 @@ def _expected(tools: Sequence[ExpectedTool] | None) -> list[dict[str, Any]] | No
 
 
 def _fits(expected: ExpectedTool, call: Mapping[str, Any]) -> bool:
-    return expected.name == call["name"] and (expected.args is None or expected.args == call["args"])
+    return expected.name == call["name"] and (
+        expected.args is None or expected.args == call["args"]
+    )
 
 
 def match_trajectory(

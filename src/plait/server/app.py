@@ -355,9 +355,8 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    app.include_router(router)
-    app.include_router(openai_router(_caller))
-    app.include_router(eval_router(_caller))
+    for routes in (router, openai_router(_caller), eval_router(_caller)):
+        app.include_router(routes)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
