@@ -3,6 +3,7 @@
 ```
 PlaitError
 ├── UsageError                  a developer mistake (bad configuration, missing placeholder)
+│   └── EvalSetError            an eval set that does not parse (names the case and field)
 ├── AgentError                  an unexpected exception escaped a custom agent
 ├── RemoteAgentError            a remote agent failed, did not answer, or answered nonsense
 ├── HookError                   an unexpected exception escaped a hook (names hook and seam)
@@ -56,6 +57,7 @@ __all__ = [
     "CheckpointCorrupt",
     "CheckpointNotFound",
     "CheckpointVersionError",
+    "EvalSetError",
     "GuardrailTripped",
     "HookError",
     "InvalidToolArguments",
@@ -162,6 +164,18 @@ def _error_from_json(value: Any) -> PlaitError:
 
 class UsageError(PlaitError):
     """A developer mistake: invalid configuration or a call that cannot work."""
+
+
+class EvalSetError(UsageError):
+    """An eval set (`plait.eval`) that cannot be used: `case` is the case's id (or its
+    position, `#3`, when it has none; None for the file as a whole), `field` the path to the
+    bad field (`expected_tools.0.name`)."""
+
+    case: str | None
+    field: str | None
+
+    def __init__(self, message: str, *, case: str | None = None, field: str | None = None) -> None:
+        super().__init__(message, case=case, field=field)
 
 
 class AgentError(PlaitError):

@@ -233,6 +233,7 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
         ("post", "/agui/{agent}"): {"200", "400", "401", "404", "409", "422"},
         ("get", "/v1/models"): {"200", "401"},
         ("post", "/v1/chat/completions"): {"200", "400", "401", "404", "413", "422", "424"},
+        ("post", "/v1/eval"): {"200", "400", "401", "404", "413", "422"},
     }
     documented = {
         (method, path): operation

@@ -4,6 +4,7 @@
 - `plait resume CHECKPOINT_ID TARGET`: resume a paused run.
 - `plait serve TARGET...` / `plait web TARGET...`: the HTTP API (and the dev page).
 - `plait mcp TARGET...`: an MCP server on stdio, one tool per agent.
+- `plait eval EVALSET.json TARGET`: run an eval set on an agent (exit 1 below the threshold).
 
 A TARGET is `path/to/file.py:name` or `package.module:name`: an `Agent`, or a function that
 takes no arguments and returns one. Exit codes: 0 completed, 1 failed, 2 usage error,
@@ -202,6 +203,31 @@ def mcp(
     from plait.cli.mcp import mcp_command
 
     raise typer.Exit(mcp_command(targets, store))
+
+
+@_command
+def eval(  # the command's name; the builtin is not used in this module
+    evalset: str = typer.Argument(
+        ..., help="The eval set: a JSON file (plait's or Google ADK's).", show_default=False
+    ),
+    target: str = typer.Argument(..., help=_TARGET_HELP, show_default=False),
+    json_report: bool = typer.Option(False, "--json", help="Print only the JSON report."),
+    threshold: float = typer.Option(
+        0.8, "--threshold", help="The pass rate to reach (0 to 1); below it the exit code is 1."
+    ),
+    judge: str | None = typer.Option(
+        None, "--judge", help='The model judging "judge" responses, e.g. "openai:gpt-4o-mini".'
+    ),
+) -> None:
+    """Run an eval set on an agent: tool trajectories, responses, tokens and latency.
+
+    Exit codes: 0 pass rate at or above --threshold, 1 below it, 2 usage error.
+    """
+    from plait.cli.eval import eval_command
+
+    raise typer.Exit(
+        eval_command(evalset, target, json_report=json_report, threshold=threshold, judge=judge)
+    )
 
 
 @_command

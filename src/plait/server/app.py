@@ -36,6 +36,7 @@ from plait.server.bodies import (
     SessionDetail,
     SessionInfo,
 )
+from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
 from plait.server.openai_api import openai_router
@@ -372,8 +373,8 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    app.include_router(router)
-    app.include_router(openai_router(_caller))
+    for routes in (router, openai_router(_caller), eval_router(_caller)):
+        app.include_router(routes)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
