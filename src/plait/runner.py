@@ -9,6 +9,7 @@ a resumed checkpoint for good, and writes the session turn when the run finishes
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -41,6 +42,14 @@ from plait.sessions import INDEX_ID, Sessions, catalog_for
 from plait.stores.base import MAX_RUN_ID_LENGTH, GuardedStore, Store, check_id, check_ttl
 from plait.stores.memory import MemoryStore
 from plait.stream import Prepared, RunSetup, RunStream, check_lease
+from plait.time_travel import (
+    StepSnapshot,
+    check_keep_history,
+    find_step,
+    forget_history,
+    read_history,
+    seed_fork,
+)
 
 __all__ = ["EventFilter", "RunStream", "Runner"]
 
@@ -59,7 +68,10 @@ class Runner:
     checkpoint stays held after its last step. `ids` replaces the source of ids and timestamps;
     `hooks` (`plait.Hooks`) act at the run's seams, around every agent's own. With
     `keep_steps=True` every step checkpoint is also kept as a snapshot, `"<checkpoint
-    id>.step-<n>"` (done: readable with `read_checkpoint`, not resumable). `limits`
+    id>.step-<n>"` (done: readable with `read_checkpoint`, not resumable), and none is ever
+    deleted. With `durability="step"` the last `keep_history` (100) steps of each run are
+    kept as its history: `history` lists them and `fork` starts a new run from one (0 keeps
+    none; see `plait.time_travel`). `limits`
     (`plait.UsageLimits`) bound the model calls, tokens and tool calls of each run, counted
     across every agent and across pauses (a resume is bounded by the resuming runner's
     limits); past one the run ends with `UsageLimitExceeded`. `metadata` (str keys,
@@ -91,6 +103,7 @@ class Runner:
         keep_steps: bool = False,
         metadata: Mapping[str, Any] | None = None,
         limits: UsageLimits | None = None,
+        keep_history: int = 100,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -120,6 +133,7 @@ class Runner:
         enforce = (limits.hooks(),) if limits is not None and limits.active else ()
         self._hooks = HookChain(self.hooks, innermost=enforce)  # the limits see it all
         self.keep_steps = keep_steps
+        self.keep_history = check_keep_history(keep_history)
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
         self.sessions = Sessions(self._store, self._catalog)
@@ -132,6 +146,93 @@ class Runner:
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
         return Checkpoint.decode(record.data, checkpoint_id)
+
+    async def history(self, checkpoint_id: str) -> list[StepSnapshot]:
+        """Return the kept steps of the run saved under `checkpoint_id`, oldest first.
+
+        With `durability="step"` each step the run saves under its checkpoint id is kept
+        (the last `keep_history` of them, expiring with the checkpoint's ttl), also once the
+        run has finished; a resumed run adds its steps to the history of the checkpoint it
+        resumed. An unknown or expired checkpoint has `[]`.
+        """
+        check_id(checkpoint_id, "checkpoint_id")
+        return await read_history(self._store, checkpoint_id)
+
+    def fork(
+        self,
+        checkpoint_id: str,
+        step: int,
+        new_checkpoint_id: str | None = None,
+        session_values: Mapping[str, Any] | None = None,
+    ) -> RunStream:
+        """Start a new run from step `step` of the run saved under `checkpoint_id`.
+
+        The new run continues as the original did after that step, with `session_values`
+        merged over the step's values, and is saved under `new_checkpoint_id` (a fresh id
+        when None; `stream.checkpoint_id` tells it). Its history starts with the step it was
+        forked from (same number, its session values edited). The original's checkpoint and
+        history are left as they are, and the fork adds no turn to the original's session.
+        A refused fork raises when iterated: `CheckpointNotFound` for a step not kept (or
+        expired), `ResumeError` for a run of another agent, `UsageError` for a
+        `new_checkpoint_id` that holds a run not done. A bad id or step raises
+        `UsageError` here.
+        """
+        check_id(checkpoint_id, "checkpoint_id")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise UsageError(f"step must be an int (a step's number), got {step!r}")
+        if new_checkpoint_id is None:
+            new_checkpoint_id = self.ids.new_id()
+        check_id(new_checkpoint_id, "new_checkpoint_id", max_length=MAX_RUN_ID_LENGTH)
+        if new_checkpoint_id == checkpoint_id:
+            raise UsageError("a fork is saved under a new checkpoint id, not the original's")
+        if session_values is not None and not isinstance(session_values, Mapping):
+            raise UsageError(
+                f"session_values must be a mapping, got {type(session_values).__name__}"
+            )
+        values = dict(session_values or {})
+        prepare = functools.partial(
+            self._prepare_fork, checkpoint_id, step, new_checkpoint_id, values
+        )
+        return RunStream(self._setup(), new_checkpoint_id, prepare, resumed_from=None, forked=True)
+
+    async def _prepare_fork(
+        self, checkpoint_id: str, step: int, new_id: str, values: dict[str, Any]
+    ) -> Prepared:
+        kept, checkpoint = await find_step(self._store, checkpoint_id, step)
+        if checkpoint.agent != self.agent.name:
+            raise ResumeError(
+                f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "
+                f"not '{self.agent.name}'"
+            )
+        record = await self._store.get_checkpoint(new_id)
+        if record is not None and record.status != "done":
+            raise UsageError(
+                f"checkpoint id '{new_id}' holds a run that is {record.status}; "
+                "fork under another id"
+            )
+        snapshot = checkpoint.snapshot()
+        snapshot.session_values = {**snapshot.session_values, **values}
+        snapshot.root_id = None  # the fork's tool calls have idempotency keys of their own
+        if self.keep_history:
+            data = Checkpoint.encode(
+                snapshot,
+                (),
+                agent_name=checkpoint.agent,
+                session_id=None,
+                running=True,
+                handoffs=checkpoint.handoffs,
+            )
+            seed = dataclasses.replace(kept, session_values=snapshot.session_values)
+            await seed_fork(self._store, new_id, seed, data, self.checkpoint_ttl)
+        options = RunOptions.of((), saved=checkpoint.run_options)
+        ctx = self._context(
+            checkpoint.root_input,
+            dict(snapshot.session_values),
+            checkpoint.streaming,
+            options=options,
+        )
+        ctx.restore(snapshot, checkpoint.answers({}), ResumePoints((), snapshot.user_states, {}))
+        return Prepared(self._start(ctx), ctx, None, checkpoint.handoffs)
 
     def cancel(self, checkpoint_id: str) -> bool:
         """Ask the run with this checkpoint id to stop (callable from any task or thread).
@@ -243,6 +344,7 @@ class Runner:
             session_ttl=self.session_ttl,
             metadata=self.metadata,
             catalog=self._catalog,
+            keep_history=self.keep_history,
         )
 
     def _context(
@@ -283,6 +385,8 @@ class Runner:
                     f"checkpoint id '{checkpoint_id}' holds a run that is {record.status}; "
                     "resume it, or start this run under another id"
                 )
+            if record is not None and self.durability == "step":
+                await forget_history(self._store, checkpoint_id)  # a finished run's
         if session_id is None:
             ctx = self._context(messages, values, self.enable_streaming, options=options)
             return Prepared(self._start(ctx), ctx)
