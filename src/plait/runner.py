@@ -421,18 +421,18 @@ class Runner:
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
         checkpoint = Checkpoint.decode(record.data, checkpoint_id)  # validated whole …
-        by_id = checkpoint.targets(targets, value)
-        if record.status != "pending":
+        if record.status != "pending":  # (its interrupts may be gone: its steps went on)
             raise CheckpointAlreadyResumed(
                 f"checkpoint '{checkpoint_id}' was already resumed (it is {record.status}); "
                 "a run that paused again did so under a new checkpoint id"
             )
+        check_lease(checkpoint)  # a run going on from its step checkpoint has taken it
+        by_id = checkpoint.targets(targets, value)
         if checkpoint.agent != self.agent.name:
             raise ResumeError(
                 f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "
                 f"not '{self.agent.name}'"
             )
-        check_lease(checkpoint)
         run_options = RunOptions.of(options, saved=checkpoint.run_options)
         if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim last
             raise await self._lost_claim(checkpoint_id)

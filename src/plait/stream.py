@@ -23,7 +23,13 @@ from typing import Any
 
 from plait.checkpoint import Checkpoint, Lease
 from plait.context import RunContext
-from plait.errors import PlaitError, ResumeError, RunCancelled, UsageError
+from plait.errors import (
+    CheckpointAlreadyResumed,
+    PlaitError,
+    ResumeError,
+    RunCancelled,
+    UsageError,
+)
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -71,7 +77,8 @@ class RunSetup:
 
 
 def check_lease(checkpoint: Checkpoint) -> None:
-    """Refuse to resume the step checkpoint of a run that is still alive."""
+    """Refuse to resume the step checkpoint of a run that is still alive: it is taken, as a
+    resumed checkpoint is (`CheckpointAlreadyResumed`, a `ResumeError`)."""
     lease = checkpoint.lease
     if not checkpoint.running or lease is None or lease.until <= time.time():
         return
@@ -83,7 +90,7 @@ def check_lease(checkpoint: Checkpoint) -> None:
                 return  # this process's run has ended
         elif pid.isdigit() and not _pid_alive(int(pid)):
             return  # the process that ran it is gone
-    raise ResumeError(
+    raise CheckpointAlreadyResumed(  # taken by a live run, as a resume would take it
         f"checkpoint '{checkpoint.checkpoint_id}' is held by a run that is still going "
         f"({lease.owner}, lease for {lease.until - time.time():.0f} s more); resume it once "
         "that run has stopped"
