@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from plait.runner import Runner, RunStream
     from plait.sessions import SessionSummary, SessionView
     from plait.team import Inherit, Team
+    from plait.time_travel import StepSnapshot
     from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
 
 __version__ = "0.1.0"
@@ -110,6 +111,7 @@ __all__ = [
     "SessionSummary",
     "SessionView",
     "StateGraph",
+    "StepSnapshot",
     "Team",
     "Tool",
     "ToolCall",
@@ -173,6 +175,7 @@ _EXPORTS = {
     "SessionSummary": "plait.sessions",
     "SessionView": "plait.sessions",
     "StateGraph": "plait.graph",
+    "StepSnapshot": "plait.time_travel",
     "Team": "plait.team",
     "Tool": "plait.tools",
     "ToolCall": "plait.messages",

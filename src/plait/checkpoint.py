@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from plait._json import to_json
 from plait._typed import restore_types, value_types
 from plait.errors import (
+    CheckpointAlreadyResumed,
     CheckpointCorrupt,
     CheckpointVersionError,
     ResumeError,
@@ -448,6 +449,12 @@ class Checkpoint:
         pending = {i.id for i in self.interrupts}
         if targets is not None and value is not UNSET:
             raise UsageError("resume takes targets= or value=, not both")
+        if not pending and (value is not UNSET or targets):
+            raise CheckpointAlreadyResumed(  # its steps overwrote the pause: it went on
+                f"checkpoint '{self.checkpoint_id}' has no interrupt to answer: its run went on "
+                "past its pause (it was resumed), or never paused; resume it without targets "
+                "or value to continue from its last step"
+            )
         if value is not UNSET:
             if len(pending) != 1:
                 raise ResumeError(

@@ -9,10 +9,11 @@ a resumed checkpoint for good, and writes the session turn when the run finishes
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from plait._json import check_plain_json
 from plait._sync import run_in_new_loop
@@ -43,6 +44,14 @@ from plait.sessions import INDEX_ID, Sessions, catalog_for
 from plait.stores.base import MAX_RUN_ID_LENGTH, GuardedStore, Store, check_id, check_ttl
 from plait.stores.memory import MemoryStore
 from plait.stream import Prepared, RunSetup, RunStream, check_lease
+from plait.time_travel import (
+    StepSnapshot,
+    check_keep_history,
+    find_step,
+    forget_history,
+    read_history,
+    seed_fork,
+)
 
 __all__ = ["EventFilter", "RunStream", "Runner"]
 
@@ -61,7 +70,10 @@ class Runner:
     checkpoint stays held after its last step. `ids` replaces the source of ids and timestamps;
     `hooks` (`plait.Hooks`) act at the run's seams, around every agent's own. With
     `keep_steps=True` every step checkpoint is also kept as a snapshot, `"<checkpoint
-    id>.step-<n>"` (done: readable with `read_checkpoint`, not resumable). `limits`
+    id>.step-<n>"` (done: readable with `read_checkpoint`, not resumable), and none is ever
+    deleted. With `durability="step"` the last `keep_history` (100) steps of each run are
+    kept as its history: `history` lists them and `fork` starts a new run from one (0 keeps
+    none; see `plait.time_travel`). `limits`
     (`plait.UsageLimits`) bound the model calls, tokens and tool calls of each run, counted
     across every agent and across pauses (a resume is bounded by the resuming runner's
     limits); past one the run ends with `UsageLimitExceeded`. `metadata` (str keys,
@@ -100,6 +112,7 @@ class Runner:
         limits: UsageLimits | None = None,
         after_run: Sequence[AfterRun] = (),
         cassette: Cassette | None = None,
+        keep_history: int = 100,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -122,20 +135,13 @@ class Runner:
         self.max_transfers = max_transfers
         self.lease = lease
         self.ids = ids if ids is not None else IdSource()
-        if limits is not None and not isinstance(limits, UsageLimits):
-            raise UsageError(f"limits must be a plait.UsageLimits, got {limits!r}")
-        self.limits = limits
+        self.limits = _of_type(limits, UsageLimits, "limits must be a plait.UsageLimits")
+        self.cassette = _of_type(cassette, Cassette, "cassette must be a plait.cassette.Cassette")
         self.hooks = tuple(hooks)
-        if cassette is not None and not isinstance(cassette, Cassette):
-            raise UsageError(f"cassette must be a plait.cassette.Cassette, got {cassette!r}")
-        self.cassette = cassette
-        taped = () if cassette is None else (cassette.hooks(),)
-        enforce = (limits.hooks(),) if limits is not None and limits.active else ()
         self.after_run = check_after_run(after_run)
-        # the after_run callables are the outermost runner hooks: they run after every `after_run`
-        first = (AfterRunHooks(self.after_run),) if self.after_run else ()
-        self._hooks = HookChain((*first, *self.hooks, *taped), innermost=enforce)  # limits see all
+        self._hooks = _hook_chain(self)
         self.keep_steps = keep_steps
+        self.keep_history = check_keep_history(keep_history)
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
         self.sessions = Sessions(self._store, self._catalog)
@@ -148,6 +154,93 @@ class Runner:
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
         return Checkpoint.decode(record.data, checkpoint_id)
+
+    async def history(self, checkpoint_id: str) -> list[StepSnapshot]:
+        """Return the kept steps of the run saved under `checkpoint_id`, oldest first.
+
+        With `durability="step"` each step the run saves under its checkpoint id is kept
+        (the last `keep_history` of them, expiring with the checkpoint's ttl), also once the
+        run has finished; a resumed run adds its steps to the history of the checkpoint it
+        resumed. An unknown or expired checkpoint has `[]`.
+        """
+        check_id(checkpoint_id, "checkpoint_id")
+        return await read_history(self._store, checkpoint_id)
+
+    def fork(
+        self,
+        checkpoint_id: str,
+        step: int,
+        new_checkpoint_id: str | None = None,
+        session_values: Mapping[str, Any] | None = None,
+    ) -> RunStream:
+        """Start a new run from step `step` of the run saved under `checkpoint_id`.
+
+        The new run continues as the original did after that step, with `session_values`
+        merged over the step's values, and is saved under `new_checkpoint_id` (a fresh id
+        when None; `stream.checkpoint_id` tells it). Its history starts with the step it was
+        forked from (same number, its session values edited). The original's checkpoint and
+        history are left as they are, and the fork adds no turn to the original's session.
+        A refused fork raises when iterated: `CheckpointNotFound` for a step not kept (or
+        expired), `ResumeError` for a run of another agent, `UsageError` for a
+        `new_checkpoint_id` that holds a run not done. A bad id or step raises
+        `UsageError` here.
+        """
+        check_id(checkpoint_id, "checkpoint_id")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise UsageError(f"step must be an int (a step's number), got {step!r}")
+        if new_checkpoint_id is None:
+            new_checkpoint_id = self.ids.new_id()
+        check_id(new_checkpoint_id, "new_checkpoint_id", max_length=MAX_RUN_ID_LENGTH)
+        if new_checkpoint_id == checkpoint_id:
+            raise UsageError("a fork is saved under a new checkpoint id, not the original's")
+        if session_values is not None and not isinstance(session_values, Mapping):
+            raise UsageError(
+                f"session_values must be a mapping, got {type(session_values).__name__}"
+            )
+        values = dict(session_values or {})
+        prepare = functools.partial(
+            self._prepare_fork, checkpoint_id, step, new_checkpoint_id, values
+        )
+        return RunStream(self._setup(), new_checkpoint_id, prepare, resumed_from=None, forked=True)
+
+    async def _prepare_fork(
+        self, checkpoint_id: str, step: int, new_id: str, values: dict[str, Any]
+    ) -> Prepared:
+        kept, checkpoint = await find_step(self._store, checkpoint_id, step)
+        if checkpoint.agent != self.agent.name:
+            raise ResumeError(
+                f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "
+                f"not '{self.agent.name}'"
+            )
+        record = await self._store.get_checkpoint(new_id)
+        if record is not None and record.status != "done":
+            raise UsageError(
+                f"checkpoint id '{new_id}' holds a run that is {record.status}; "
+                "fork under another id"
+            )
+        snapshot = checkpoint.snapshot()
+        snapshot.session_values = {**snapshot.session_values, **values}
+        snapshot.root_id = None  # the fork's tool calls have idempotency keys of their own
+        if self.keep_history:
+            data = Checkpoint.encode(
+                snapshot,
+                (),
+                agent_name=checkpoint.agent,
+                session_id=None,
+                running=True,
+                handoffs=checkpoint.handoffs,
+            )
+            seed = dataclasses.replace(kept, session_values=snapshot.session_values)
+            await seed_fork(self._store, new_id, seed, data, self.checkpoint_ttl)
+        options = RunOptions.of((), saved=checkpoint.run_options)
+        ctx = self._context(
+            checkpoint.root_input,
+            dict(snapshot.session_values),
+            checkpoint.streaming,
+            options=options,
+        )
+        ctx.restore(snapshot, checkpoint.answers({}), ResumePoints((), snapshot.user_states, {}))
+        return Prepared(self._start(ctx), ctx, None, checkpoint.handoffs)
 
     def cancel(self, checkpoint_id: str) -> bool:
         """Ask the run with this checkpoint id to stop (callable from any task or thread).
@@ -259,6 +352,7 @@ class Runner:
             session_ttl=self.session_ttl,
             metadata=self.metadata,
             catalog=self._catalog,
+            keep_history=self.keep_history,
         )
 
     def _context(
@@ -299,6 +393,8 @@ class Runner:
                     f"checkpoint id '{checkpoint_id}' holds a run that is {record.status}; "
                     "resume it, or start this run under another id"
                 )
+            if record is not None and self.durability == "step":
+                await forget_history(self._store, checkpoint_id)  # a finished run's
         if session_id is None:
             ctx = self._context(messages, values, self.enable_streaming, options=options)
             return Prepared(self._start(ctx), ctx)
@@ -314,10 +410,17 @@ class Runner:
         """Return the error for a claim that did not hold: another resume won the race
         (`CheckpointAlreadyResumed`), or the checkpoint changed since it was read."""
         now = await self._store.get_checkpoint(checkpoint_id)
+        won = CheckpointAlreadyResumed(
+            f"checkpoint '{checkpoint_id}' was resumed by someone else at the same time"
+        )
         if now is None or now.status != "pending":
-            return CheckpointAlreadyResumed(
-                f"checkpoint '{checkpoint_id}' was resumed by someone else at the same time"
-            )
+            return won
+        try:  # the winner's run may have saved a step over it already (live, or past its pause)
+            check_lease(checkpoint := Checkpoint.decode(now.data, checkpoint_id))
+        except CheckpointAlreadyResumed:
+            return won
+        if not checkpoint.interrupts:
+            return won
         return ResumeError(
             f"checkpoint '{checkpoint_id}' changed while it was being resumed; try again"
         )
@@ -333,18 +436,18 @@ class Runner:
         if record is None:
             raise CheckpointNotFound(f"no checkpoint '{checkpoint_id}' in {self.store!r}")
         checkpoint = Checkpoint.decode(record.data, checkpoint_id)  # validated whole …
-        by_id = checkpoint.targets(targets, value)
-        if record.status != "pending":
+        if record.status != "pending":  # (its interrupts may be gone: its steps went on)
             raise CheckpointAlreadyResumed(
                 f"checkpoint '{checkpoint_id}' was already resumed (it is {record.status}); "
                 "a run that paused again did so under a new checkpoint id"
             )
+        check_lease(checkpoint)  # a run going on from its step checkpoint has taken it
+        by_id = checkpoint.targets(targets, value)
         if checkpoint.agent != self.agent.name:
             raise ResumeError(
                 f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "
                 f"not '{self.agent.name}'"
             )
-        check_lease(checkpoint)
         run_options = RunOptions.of(options, saved=checkpoint.run_options)
         if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim last
             raise await self._lost_claim(checkpoint_id)
@@ -447,3 +550,24 @@ def _check_messages(messages: Any) -> tuple[Message, ...]:
                 "(build one with Message.user(text))"
             )
     return items
+
+
+_K = TypeVar("_K")
+
+
+def _of_type(value: _K | None, kind: type[_K], problem: str) -> _K | None:
+    """Return `value` when it is None or a `kind`, else raise `UsageError(problem)`."""
+    if value is not None and not isinstance(value, kind):
+        raise UsageError(f"{problem}, got {value!r}")
+    return value
+
+
+def _hook_chain(runner: Runner) -> HookChain:
+    """The runner's hooks, outermost first: its `after_run` callables (they run after every
+    other `after_run`), its own hooks, its cassette's; the limits innermost (they see the
+    request that is sent)."""
+    limits, cassette = runner.limits, runner.cassette
+    first = (AfterRunHooks(runner.after_run),) if runner.after_run else ()
+    taped = () if cassette is None else (cassette.hooks(),)
+    enforce = (limits.hooks(),) if limits is not None and limits.active else ()
+    return HookChain((*first, *runner.hooks, *taped), innermost=enforce)

@@ -1,9 +1,10 @@
 """`RunStream`: one run's events, and what the run saves as it goes.
 
-A stream starts its run (or resumes it), passes its events on, saves a checkpoint when the run
-pauses (always under a new id) or at a safe point (`durability="step"`: under the run's own
-id, held by a lease while the run lives; a stop asked for: as a pause), retires a resumed
-checkpoint for good, and writes the session turn when the run finishes.
+A stream starts its run (or resumes or forks it), passes its events on, saves a checkpoint when
+the run pauses (always under a new id) or at a safe point (`durability="step"`: under the run's
+own id, held by a lease while the run lives, and kept in the run's history; a stop asked for:
+as a pause), retires a resumed checkpoint for good, and writes the session turn when the run
+finishes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from typing import Any
 
 from plait.checkpoint import Checkpoint, Lease
 from plait.context import RunContext
-from plait.errors import PlaitError, ResumeError, RunCancelled, UsageError
+from plait.errors import (
+    CheckpointAlreadyResumed,
+    PlaitError,
+    ResumeError,
+    RunCancelled,
+    UsageError,
+)
 from plait.events import (
     AgentAction,
     AgentEvent,
@@ -37,6 +44,7 @@ from plait.run_state import IdSource, SaveKind
 from plait.session import SessionTurn
 from plait.sessions import SessionCatalog
 from plait.stores.base import GuardedStore
+from plait.time_travel import StepLog
 
 __all__ = ["Prepared", "RunSetup", "RunStream", "check_lease"]
 
@@ -65,10 +73,12 @@ class RunSetup:
     session_ttl: float | None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     catalog: SessionCatalog | None = None  # where the store's sessions are listed
+    keep_history: int = 0  # the last steps kept as the run's history (time travel)
 
 
 def check_lease(checkpoint: Checkpoint) -> None:
-    """Refuse to resume the step checkpoint of a run that is still alive."""
+    """Refuse to resume the step checkpoint of a run that is still alive: it is taken, as a
+    resumed checkpoint is (`CheckpointAlreadyResumed`, a `ResumeError`)."""
     lease = checkpoint.lease
     if not checkpoint.running or lease is None or lease.until <= time.time():
         return
@@ -80,7 +90,7 @@ def check_lease(checkpoint: Checkpoint) -> None:
                 return  # this process's run has ended
         elif pid.isdigit() and not _pid_alive(int(pid)):
             return  # the process that ran it is gone
-    raise ResumeError(
+    raise CheckpointAlreadyResumed(  # taken by a live run, as a resume would take it
         f"checkpoint '{checkpoint.checkpoint_id}' is held by a run that is still going "
         f"({lease.owner}, lease for {lease.until - time.time():.0f} s more); resume it once "
         "that run has stopped"
@@ -144,6 +154,7 @@ class RunStream:
         prepare: Prepare | Prepared,
         *,
         resumed_from: str | None,
+        forked: bool = False,
     ) -> None:
         self._setup = setup
         self._filter = setup.event_filter
@@ -163,6 +174,15 @@ class RunStream:
         self._checkpoint_id = checkpoint_id  # the run's own id: its step saves go here
         self._pause_id: str | None = None  # where it paused (a new id after a resume)
         self._steps = 0  # step checkpoints written
+        self._forked = forked  # a fork: a refused start raises, its history carries on
+        self._log = StepLog(
+            setup.store,
+            setup.keep_history,
+            setup.checkpoint_ttl,
+            carry_on=forked or resumed_from is not None,
+            keep_all=setup.keep_steps,
+        )
+        self._last_event: AgentEvent | None = None  # the last event the run emitted
         self._earlier_handoffs: list[HandoffLog] = []
         self._claimed: bytes | None = None  # a resumed checkpoint, as it was
         self._handoffs: list[HandoffLog] = []
@@ -260,9 +280,9 @@ class RunStream:
         try:
             prepared = prepare if isinstance(prepare, Prepared) else await prepare()
         except PlaitError as exc:
-            if self._resumed_from is not None:
+            if self._resumed_from is not None or self._forked:
                 self._finish()
-                raise  # a rejected resume raises, and leaves the checkpoint as it was
+                raise  # a rejected resume (or fork) raises, and leaves the checkpoint as it was
             self._fail_at_start(exc)
             return
         except BaseException:
@@ -343,6 +363,7 @@ class RunStream:
         except BaseException:
             self._finish()
             raise
+        self._last_event = event
         action = event.action
         if event.depth == 0 and action is not None and action.interrupted and event.error is None:
             event = await self._pause(event, ctx)
@@ -438,14 +459,16 @@ class RunStream:
         return data
 
     async def _save_step(self, ctx: RunContext) -> None:
-        """Write the step checkpoint under the run's id (and a kept snapshot, if asked)."""
-        setup, checkpoint_id = self._setup, self.checkpoint_id
+        """Write the step checkpoint under the run's id, and keep it in the run's history
+        (`plait.time_travel`)."""
+        checkpoint_id = self.checkpoint_id
         data = await self._write(checkpoint_id, (), running=True)
         self._steps += 1
-        if setup.keep_steps:
-            snapshot = f"{checkpoint_id}.step-{self._steps}"
-            await setup.store.put_checkpoint(
-                snapshot, data, status="done", ttl=setup.checkpoint_ttl
+        if self._log.active:
+            root = self._ctx
+            assert root is not None
+            await self._log.add(
+                checkpoint_id, data, ctx.agent_name, self._last_event, root.session_values
             )
         failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
         if failure is not None:

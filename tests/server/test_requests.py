@@ -49,6 +49,8 @@ def test_healthz_needs_no_key(base_url: str) -> None:
         ("GET", "/v1/runs/x"),
         ("POST", "/v1/runs/x/resume"),
         ("POST", "/v1/runs/x/cancel"),
+        ("GET", "/v1/runs/x/history"),
+        ("POST", "/v1/runs/x/fork"),
         ("GET", "/v1/sessions"),
         ("GET", "/v1/sessions/x"),
         ("DELETE", "/v1/sessions/x"),
@@ -227,6 +229,8 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
         ("post", "/v1/runs/{checkpoint_id}/cancel"): {"202", "401", "404"},
         ("get", "/v1/runs/{checkpoint_id}"): {"200", "401", "404"},
         ("get", "/v1/runs/{checkpoint_id}/spans"): {"200", "401", "404"},
+        ("get", "/v1/runs/{checkpoint_id}/history"): {"200", "401", "404"},
+        ("post", "/v1/runs/{checkpoint_id}/fork"): {"200", "400", "401", "404", "422"},
         ("get", "/v1/sessions"): {"200", "401"},
         ("get", "/v1/sessions/{session_id}"): {"200", "401", "404"},
         ("delete", "/v1/sessions/{session_id}"): {"204", "401", "404"},
@@ -251,3 +255,6 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
     assert {"RunSummary", "RunResponse", "ErrorResponse", "RunRequest", "ResumeRequest"} <= set(
         components
     )
+    assert {"ForkRequest", "StepOut"} <= set(components)
+    fork = documented[("post", "/v1/runs/{checkpoint_id}/fork")]["responses"]["200"]["content"]
+    assert {"application/json", "text/event-stream"} <= set(fork)

@@ -28,6 +28,7 @@ from plait.server.bodies import (
     AgentInfo,
     CancelAccepted,
     ErrorResponse,
+    ForkRequest,
     Health,
     ResumeRequest,
     RunRequest,
@@ -35,6 +36,7 @@ from plait.server.bodies import (
     RunSummary,
     SessionDetail,
     SessionInfo,
+    StepOut,
 )
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, host_rule
@@ -47,7 +49,8 @@ from plait.server.summary import session_detail
 from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
 from plait.session_index import SessionIndex
 from plait.sessions import Sessions
-from plait.stores.base import Store
+from plait.stores.base import GuardedStore, Store
+from plait.time_travel import read_history
 
 __all__ = ["create_app"]
 
@@ -247,6 +250,48 @@ async def read_run_spans(checkpoint_id: str, caller: CallerDep) -> RunSpans:
     _check_id(checkpoint_id)
     await caller.server.runs.summary(caller.store, checkpoint_id)  # the caller's run, or 404
     return run_spans(checkpoint_id)
+
+
+@router.get(
+    "/v1/runs/{checkpoint_id}/history",
+    summary="List a run's kept steps",
+    response_model=list[StepOut],
+    responses=_errors(401, 404),
+    tags=["runs"],
+)
+async def run_history(checkpoint_id: str, caller: CallerDep) -> list[StepOut]:
+    """Return the steps the run saved under `checkpoint_id` (its last 100), oldest first:
+    each step's number, the agent that took it, the last event before it and the session
+    values at it. A run keeps them until its checkpoint expires, also once finished."""
+    _check_id(checkpoint_id)
+    await caller.server.runs.summary(caller.store, checkpoint_id)  # the user's run, or 404
+    steps = await read_history(GuardedStore(caller.store), checkpoint_id)
+    return [
+        StepOut(
+            step=kept.step,
+            agent=kept.agent,
+            event=None if kept.event is None else json.loads(kept.event.to_json()),
+            session_values=kept.session_values,
+        )
+        for kept in steps
+    ]
+
+
+@router.post(
+    "/v1/runs/{checkpoint_id}/fork",
+    summary="Fork a run from one of its steps",
+    response_model=RunResponse,
+    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422)},
+    tags=["runs"],
+)
+async def fork_run(checkpoint_id: str, body: ForkRequest, caller: CallerDep) -> Response:
+    """Start a new run (a new checkpoint id, in the `x-plait-checkpoint-id` header) from
+    step `step` of the run `checkpoint_id`, with `session_values` merged over the step's.
+    The run goes on as the original did after that step; the original is left as it is.
+    A step the run does not keep is `404`."""
+    _check_id(checkpoint_id)
+    run = await caller.server.runs.fork(caller.store, checkpoint_id, body.step, body.session_values)
+    return await _respond(run, body.stream)
 
 
 @router.get(

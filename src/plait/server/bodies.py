@@ -23,6 +23,7 @@ __all__ = [
     "CancelAccepted",
     "ErrorInfo",
     "ErrorResponse",
+    "ForkRequest",
     "HandoffOut",
     "Health",
     "InterruptOut",
@@ -36,6 +37,7 @@ __all__ = [
     "SessionDetail",
     "SessionInfo",
     "SessionMessage",
+    "StepOut",
     "ToolCallBody",
     "UsageOut",
 ]
@@ -143,6 +145,28 @@ class ResumeRequest(_Strict):
     def has_value(self) -> bool:
         """Whether the body gave `value` (null included)."""
         return "value" in self.model_fields_set
+
+
+class ForkRequest(_Strict):
+    """Start a new run from a kept step of a run (see `GET /v1/runs/{id}/history`)."""
+
+    step: int = Field(description="The number of the step to fork from.")
+    session_values: dict[str, Any] | None = Field(
+        default=None, description="Session values merged over the step's values."
+    )
+    stream: StrictBool = Field(
+        default=True, description="true: an event stream (SSE); false: one JSON summary."
+    )
+
+
+class StepOut(BaseModel):
+    """A kept step of a run: its number, the agent that took it, the last event before
+    it (an `AgentEvent.to_json()` object, or null) and the session values at it."""
+
+    step: int
+    agent: str
+    event: dict[str, Any] | None = None
+    session_values: dict[str, Any] = {}
 
 
 class ErrorInfo(BaseModel):

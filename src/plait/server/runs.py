@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from plait.agent import Agent
+from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
 from plait.errors import (
     CheckpointAlreadyResumed,
@@ -75,13 +75,18 @@ class Relay(Hooks):
 
 
 class _Accepted(Hooks):
-    """Tell a live run that its resume was accepted (the checkpoint is claimed)."""
+    """Tell a live run that its resume (or fork) was accepted: the checkpoint is claimed
+    (or the step to fork from was read)."""
 
     def __init__(self, live: LiveRun) -> None:
         self._live = live
 
     async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
         """The resume claimed its checkpoint: the response can start."""
+        self._live.accept()
+
+    async def before_run(self, ctx: AgentContext, input: AgentInput) -> None:
+        """The run starts (a fork's step was found): the response can start."""
         self._live.accept()
 
 
@@ -302,7 +307,11 @@ class Runs:
         # a new id has no cancel request yet: none can be made before its summary exists
         await run.record_running()  # a store that fails here fails the request, not a run
         runner = Runner(
-            self.agents[name], store=store, enable_streaming=streaming, hooks=[run.relay]
+            self.agents[name],
+            store=store,
+            enable_streaming=streaming,
+            hooks=[run.relay],
+            durability="step",
         )
         stream = runner.run(
             messages,
@@ -351,13 +360,50 @@ class Runs:
             relay=relay,
         )
         await run.note_cancel_baseline()
-        runner = Runner(self.agents[previous.agent], store=store, hooks=[_Accepted(run), run.relay])
+        runner = Runner(
+            self.agents[previous.agent],
+            store=store,
+            hooks=[_Accepted(run), run.relay],
+            durability="step",
+        )
         if answer is None:
             stream = runner.resume(checkpoint_id, targets)
         else:
             stream = runner.resume(checkpoint_id, targets, value=answer[0])
         self._launch(run, runner, stream)
         await run.started()  # a lost claim race is the runner's CheckpointAlreadyResumed
+        return run
+
+    async def fork(
+        self,
+        store: UserStore,
+        checkpoint_id: str,
+        step: int,
+        session_values: dict[str, Any] | None,
+    ) -> LiveRun:
+        """Start a new run from step `step` of the run `checkpoint_id` (with
+        `session_values` over the step's); return once it has started.
+
+        Raises:
+            CheckpointNotFound: No such run of this user, or it keeps no such step.
+            ResumeError: Its agent is not served.
+        """
+        previous = await self.summary(store, checkpoint_id)
+        if previous.agent not in self.agents:
+            raise ResumeError(
+                f"run '{checkpoint_id}' belongs to agent '{previous.agent}', which this "
+                "server does not run"
+            )
+        run = LiveRun(self, store, previous.agent, uuid.uuid4().hex, None, resumed=True)
+        runner = Runner(
+            self.agents[previous.agent],
+            store=store,
+            hooks=[_Accepted(run), run.relay],
+            durability="step",
+        )
+        stream = runner.fork(checkpoint_id, step, run.checkpoint_id, session_values)
+        self._launch(run, runner, stream)
+        await run.started()  # an unknown step is the runner's CheckpointNotFound
         return run
 
     async def summary(self, store: UserStore, checkpoint_id: str) -> RunSummary:

@@ -13,8 +13,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from plait.agent_context import AgentContext
 from plait.errors import SessionConflict, StoreError, UsageError
+from plait.messages import Message
 from plait.stores.base import MAX_ID_LENGTH, MAX_TTL, SessionRecord, Store
+from plait.tools.base import ToolInfo
 
 __all__ = [
     "CHECKS",
@@ -352,6 +355,81 @@ async def good_ids_are_held_by_every_store(store: Store) -> None:
         assert await store.get_session(good) is None
 
 
+def _time_travel_runner(store: Store, **options: Any) -> Any:
+    """Return a `Runner` on `store` with `durability="step"` whose agent calls a tool three
+    times (the tool reads the session value "unit"), then answers with the results."""
+    from plait import ChatModelAgent, Runner, tool
+    from plait.testing import FunctionModel, call
+
+    @tool
+    def add(ctx: AgentContext, a: int, b: int) -> str:
+        """Add two numbers."""
+        return f"{a + b}{ctx.session_values.get('unit', '')}"
+
+    def model(messages: list[Message], tools: list[ToolInfo]) -> Message | str:
+        results = [m.content for m in messages if m.role == "tool"]
+        if len(results) < 3:
+            return call("add", {"a": len(results), "b": 1}, id=f"call-{len(results)}")
+        return "results: " + ", ".join(results)
+
+    agent = ChatModelAgent("calc", FunctionModel(model), tools=[add])
+    return Runner(agent, store=store, durability="step", **options)
+
+
+async def _run_records(store: Store, checkpoint_id: str, steps: int) -> list[Any]:
+    """Return the records of a run: its checkpoint, its history and its step snapshots."""
+    ids = [checkpoint_id, f"{checkpoint_id}.history"]
+    ids += [f"{checkpoint_id}.step-{n}" for n in range(1, steps + 1)]
+    return [await store.get_checkpoint(record_id) for record_id in ids]
+
+
+async def step_history_is_kept_and_forked(store: Store) -> None:
+    """With `durability="step"` a run's steps are kept in the store as its history: listed
+    oldest first, forked into a new run (with edited session values) that goes on as the
+    original did, the original left as it was, byte for byte."""
+    from plait.errors import CheckpointNotFound
+
+    runner = _time_travel_runner(store)
+    job = _id("job") + " / 'é'"
+    result = await runner.query("go", checkpoint_id=job, session_values={"unit": "m"}).collect()
+    assert result.final_output == "results: 1m, 2m, 3m", result.error
+    steps = await runner.history(job)
+    assert [(s.step, s.agent) for s in steps] == [(1, "calc"), (2, "calc"), (3, "calc")]
+    assert steps[0].event is not None and steps[0].session_values == {"unit": "m"}
+    before = await _run_records(store, job, 3)
+    assert all(record is not None for record in before)
+    same = await runner.fork(job, 1).collect()
+    assert (same.final_output, same.error) == ("results: 1m, 2m, 3m", None)
+    fork = _id("fork")
+    edited = await runner.fork(job, 2, fork, {"unit": "km"}).collect()
+    assert edited.final_output == "results: 1m, 2m, 3km"
+    assert [s.step for s in await runner.history(fork)] == [2, 3]
+    assert await _run_records(store, job, 3) == before
+    assert await runner.history(_id("unknown")) == []
+    try:
+        await runner.fork(job, 7).collect()
+    except CheckpointNotFound:
+        pass
+    else:
+        raise AssertionError("a fork from a step the run does not keep was not refused")
+
+
+async def step_history_is_capped_and_expires(store: Store) -> None:
+    """Only the last `keep_history` steps are kept (older snapshots are deleted), and the
+    history expires with the checkpoint's ttl."""
+    capped = _time_travel_runner(store, keep_history=2)
+    job = _id("job")
+    assert (await capped.query("go", checkpoint_id=job).collect()).error is None
+    assert [s.step for s in await capped.history(job)] == [2, 3]
+    assert await store.get_checkpoint(f"{job}.step-1") is None
+    short = _time_travel_runner(store, checkpoint_ttl=0.3)
+    gone = _id("gone")
+    assert (await short.query("go", checkpoint_id=gone).collect()).error is None
+    await asyncio.sleep(0.7)
+    assert await short.history(gone) == []
+    assert await _run_records(store, gone, 3) == [None] * 5
+
+
 async def two_clients_save_one_of_two_turns(first: Store, second: Store) -> None:
     """Two clients of one store (two connections, or two processes' stores) racing to save
     a session at the same version: exactly one write wins, the rest are `SessionConflict`s."""
@@ -386,6 +464,8 @@ CHECKS: list[Check] = [
     good_ttls_are_accepted,
     bad_ids_are_refused_by_every_method,
     good_ids_are_held_by_every_store,
+    step_history_is_kept_and_forked,
+    step_history_is_capped_and_expires,
 ]
 
 

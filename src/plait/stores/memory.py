@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Callable
 from typing import Literal
 
 from plait.errors import SessionConflict
@@ -28,10 +29,13 @@ class MemoryStore(ClosingStore):
     Expired records read as absent, and every `put_checkpoint` and `put_session` first drops
     all the records that have expired (a heap of expiry times keeps that cheap), so the
     memory held is bounded by the live records plus those that expired since the last
-    write. `len(store)` is the number of records held.
+    write. `len(store)` is the number of records held. `clock` is where the store reads the
+    time (seconds, only ever compared; default `time.monotonic`): a test passes its own to
+    let ttls pass without waiting.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._checkpoints: dict[str, tuple[bytes, int, CheckpointStatus, float | None]] = {}
         self._sessions: dict[str, tuple[bytes, int, float | None]] = {}
         # (expiry, kind, id) of each write with a ttl; a later write of the id leaves the
@@ -51,17 +55,16 @@ class MemoryStore(ClosingStore):
         """Return when a record written now with `ttl` expires, and note it for dropping."""
         if ttl is None:
             return None
-        expires = time.monotonic() + ttl
+        expires = self._clock() + ttl
         heapq.heappush(self._expiries, (expires, kind, record_id))
         return expires
 
-    @staticmethod
-    def _alive(expires: float | None) -> bool:
-        return expires is None or time.monotonic() < expires
+    def _alive(self, expires: float | None) -> bool:
+        return expires is None or self._clock() < expires
 
     def _drop_expired(self) -> None:
         """Drop every record that has expired."""
-        now, heap = time.monotonic(), self._expiries
+        now, heap = self._clock(), self._expiries
         while heap and heap[0][0] <= now:
             expires, kind, record_id = heapq.heappop(heap)
             if kind == "checkpoint":

@@ -5,7 +5,14 @@
 const KEY_STORE = "plait.apiKey";
 const AGENT_STORE = "plait.agent";
 const $ = (id) => document.getElementById(id);
-const state = { session: "", running: false, lastPath: null, handoffs: new Set() };
+const state = {
+  session: "",
+  running: false,
+  lastPath: null,
+  handoffs: new Set(),
+  runId: null, // the run whose steps are listed
+  step: null, // the step shown, to fork from
+};
 
 // ---- small helpers -------------------------------------------------------------------
 
@@ -331,11 +338,13 @@ async function stream(path, body) {
   setRunning(true);
   hideTrace();
   let summary = null;
+  let runId = null;
   try {
     const payload = JSON.stringify({ ...body, stream: true });
     const response = await api(path, { method: "POST", body: payload });
-    const runId = response.headers.get("x-plait-checkpoint-id");
+    runId = response.headers.get("x-plait-checkpoint-id");
     fact("status", "running");
+    fact("run", runId || "—");
     fact("checkpoint", runId || "—");
     await readEvents(response, (name, data) => {
       if (name === "agent_event") renderEvent(data);
@@ -350,6 +359,7 @@ async function stream(path, body) {
     setRunning(false);
   }
   refreshSessions();
+  if (runId) await loadHistory(runId);
   return summary;
 }
 
@@ -414,6 +424,87 @@ async function resume(form, checkpointId, interruptId, value) {
   form.inert = false; // still shown only if the resume was refused
 }
 
+// ---- time travel: a run's kept steps, and forks from them --------------------------------
+
+// One line saying what an event was (its agent, and what it carried).
+function describeEvent(event) {
+  if (!event) return "none";
+  const output = event.output || {};
+  const action = event.action || {};
+  let what = "";
+  if (output.message) {
+    const message = messageOf(output.message);
+    if (message.role === "tool") what = `${message.name || "tool"} result: ${message.content}`;
+    else if ((message.tool_calls || []).length) {
+      what = "calls " + message.tool_calls.map((call) => call.name).join(", ");
+    } else what = message.content;
+  } else if (action.transfer_to_agent) {
+    what = "transfer → " + action.transfer_to_agent.dest_agent_name;
+  } else if (output.custom != null) what = JSON.stringify(output.custom);
+  else if (event.error) what = errorLine(event.error);
+  return `${event.agent_name}: ${what}`;
+}
+
+async function loadHistory(runId) {
+  let steps = [];
+  try {
+    steps = await getJSON(`/v1/runs/${encodeURIComponent(runId)}/history`);
+  } catch (_) {
+    steps = []; // a run the server keeps no steps of
+  }
+  state.runId = runId;
+  state.step = null;
+  const items = steps.map((kept) => {
+    const button = el("button", "step", `step ${kept.step}`, el("small", "", kept.agent));
+    button.type = "button";
+    button.dataset.step = String(kept.step);
+    button.addEventListener("click", () => showStep(kept));
+    return el("li", "", button);
+  });
+  $("steps").replaceChildren(...items);
+  $("history").hidden = steps.length === 0;
+  $("step-detail").hidden = true;
+}
+
+function showStep(kept) {
+  state.step = kept.step;
+  for (const button of $("steps").querySelectorAll("button")) {
+    button.setAttribute("aria-current", String(button.dataset.step === String(kept.step)));
+  }
+  $("step-title").textContent = `Step ${kept.step} (${kept.agent})`;
+  $("step-values").textContent = show(kept.session_values || {});
+  $("step-event").textContent = describeEvent(kept.event);
+  $("step-event-json").textContent = show(kept.event);
+  $("fork-values").value = JSON.stringify(kept.session_values || {}, null, 2);
+  $("step-detail").hidden = false;
+}
+
+async function fork(event) {
+  event.preventDefault();
+  const runId = state.runId;
+  const step = state.step;
+  if (state.running || runId === null || step === null) return;
+  let values;
+  try {
+    values = JSON.parse($("fork-values").value.trim() || "null");
+  } catch (error) {
+    notice("The session values are not JSON: " + error.message);
+    return;
+  }
+  if (values !== null && (typeof values !== "object" || Array.isArray(values))) {
+    notice("The session values must be a JSON object.");
+    return;
+  }
+  notice("");
+  state.lastPath = null;
+  state.handoffs.clear();
+  for (const id of ["events", "interrupts", "handoffs"]) $(id).replaceChildren();
+  fact("forked from", `${runId}, step ${step}`);
+  addRow(0, "fork", el("span", "label", `fork of run ${runId} from step ${step}`));
+  const path = `/v1/runs/${encodeURIComponent(runId)}/fork`;
+  await stream(path, { step, session_values: values });
+}
+
 // ---- agents and sessions -------------------------------------------------------------
 
 function describeAgent() {
@@ -466,7 +557,12 @@ function clearView(sessionId) {
   notice("");
   state.lastPath = null;
   state.handoffs.clear();
-  for (const id of ["events", "interrupts", "handoffs", "run-facts"]) $(id).replaceChildren();
+  for (const id of ["events", "interrupts", "handoffs", "run-facts", "steps"]) {
+    $(id).replaceChildren();
+  }
+  $("history").hidden = true;
+  state.runId = null;
+  state.step = null;
   hideTrace();
   setSession(sessionId);
 }
@@ -522,6 +618,7 @@ function start() {
   $("agent").addEventListener("change", describeAgent);
   $("new-session").addEventListener("click", () => state.running || newSession());
   $("send-form").addEventListener("submit", send);
+  $("fork-form").addEventListener("submit", fork);
   $("input").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("send-form").requestSubmit();
   });
