@@ -79,7 +79,11 @@ class Terminal:
         The event loop goes on while it waits, so Ctrl-C stops the prompt at once.
         """
         self.human.print(prompt, end="")
-        line = await self.lines.readline()
+        try:
+            line = await self.lines.readline()
+        except asyncio.CancelledError:  # Ctrl-C: end the prompt's line
+            self.human.print()
+            raise
         if line is None:
             self.human.print()
         return line

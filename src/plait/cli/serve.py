@@ -161,6 +161,8 @@ def serve_command(options: ServeOptions) -> int:
         UsageError: A target, the API-keys file, the store or the address is not usable.
     """
     _uvicorn()
+    import uvicorn
+
     seconds = stop_seconds()
     store = from_url(options.store_url)
     app, names = _build(options, store)
