@@ -205,3 +205,24 @@ def slow_to_load() -> ChatModelAgent:
 def gated_demo_models() -> tuple[FunctionModel, FunctionModel, FunctionModel]:
     """The demo's models, the router's waiting at the gate "model"."""
     return FunctionModel(_gated_reply), FunctionModel(_gated_reply), FunctionModel(_gated_reply)
+
+
+def _triage_reply(messages: list[Message], tools: list[ToolInfo]) -> Message:
+    return call("transfer_to_agent", {"agent_name": "clerk", "reason": "a refund"})
+
+
+def _clerk_reply(messages: list[Message], tools: list[ToolInfo]) -> Message:
+    last = messages[-1]
+    if last.role == "tool":
+        return reply(f"refunded: {last.content}")
+    return call("approve", {"action": "the refund"})
+
+
+def refund_desk() -> Team:
+    """Return a swarm: triage hands off to clerk, which asks a person before it answers (one
+    handoff before the pause, the END entry after it)."""
+    triage = ChatModelAgent("triage", FunctionModel(_triage_reply), description="Routes.")
+    clerk = ChatModelAgent(
+        "clerk", FunctionModel(_clerk_reply), description="Refunds.", tools=[approve]
+    )
+    return Team.swarm(triage, [triage, clerk], name="refunds", description="A refund desk.")
