@@ -75,6 +75,7 @@ app = typer.Typer(
     help="plait: agents that work together, pause for a person and resume later.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: rendering it with rich would double its time
 )
 
 
@@ -149,7 +150,7 @@ def run(
 ) -> None:
     """Run an agent live: streamed text, tool calls, handoffs, usage; answer its interrupts.
 
-    Exit codes: 0 completed, 1 failed, 2 usage error, 3 paused.
+    Exit codes: 0 completed, 1 failed, 2 usage error, 3 paused, 130 stopped (Ctrl-C).
 
     When stdin is not a terminal, a pause prints the checkpoint id on stderr (exit 3).
     """
