@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pexpect
+import pexpect  # type: ignore[import-untyped]
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ROOT / "tests" / "cli" / "targets.py"
@@ -94,8 +94,17 @@ def _serve(folder: Path) -> float:
     err = folder / "serve.err"
     with err.open("wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "plait", "serve", f"{TARGETS}:helper", "--store", store,
-             "--port", "0"],
+            [
+                sys.executable,
+                "-m",
+                "plait",
+                "serve",
+                f"{TARGETS}:helper",
+                "--store",
+                store,
+                "--port",
+                "0",
+            ],
             env=_env(folder),
             stdout=subprocess.DEVNULL,
             stderr=stderr,

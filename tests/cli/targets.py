@@ -169,7 +169,7 @@ async def await_gate(name: str) -> None:
     reached, opened = _gate_files(name)
     reached.touch()
     deadline = time.monotonic() + GATE_SECONDS
-    while not opened.exists() and time.monotonic() < deadline:
+    while not opened.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - a file
         await asyncio.sleep(0.02)
 
 
@@ -190,10 +190,12 @@ async def _gated_reply(messages: list[Message], tools: list[ToolInfo]) -> Messag
     return reply("the model answered")
 
 
-#: A model call ("anything") or a sync tool call ("stuck") that waits at a gate.
-gated = ChatModelAgent(
-    "gated", FunctionModel(_gated_reply), description="Waits at gates.", tools=[stuck]
-)
+def gated() -> ChatModelAgent:
+    """Return an agent whose model call ("anything") or sync tool call ("stuck") waits at a
+    gate."""
+    return ChatModelAgent(
+        "gated", FunctionModel(_gated_reply), description="Waits at gates.", tools=[stuck]
+    )
 
 
 def slow_to_load() -> ChatModelAgent:

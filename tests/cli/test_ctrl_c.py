@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from plait.cli import app
 from plait.cli.stop import STOP_ENV
-from tests.cli.support import WAIT, ROOT, ServeProcess, plait_env, sqlite_url, sse_items, target
+from tests.cli.support import ROOT, WAIT, ServeProcess, plait_env, sqlite_url, sse_items, target
 from tests.cli.targets import GATES
 
 pexpect = pytest.importorskip("pexpect")
@@ -177,9 +177,7 @@ def test_ctrl_c_during_a_tool_call_saves_the_run_and_prints_the_resume_line(
     assert "done: ran again after a stop" in resumed.stdout
 
 
-def test_ctrl_c_during_a_tool_call_with_json_keeps_stdout_json(
-    spawn: Any, tmp_path: Path
-) -> None:
+def test_ctrl_c_during_a_tool_call_with_json_keeps_stdout_json(spawn: Any, tmp_path: Path) -> None:
     child = _plait(spawn, tmp_path / "plait.db", "run", target("helper"), "slow", "--json")
     child.expect_exact('"name":"slow"')
     child.sendintr()
@@ -242,9 +240,7 @@ def test_an_unusable_stop_time_is_a_usage_error(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 2
-    assert out.stderr == (
-        f"plait: error: {STOP_ENV}='soon' must be a positive number of seconds\n"
-    )
+    assert out.stderr == (f"plait: error: {STOP_ENV}='soon' must be a positive number of seconds\n")
 
 
 # -- servers: SIGINT is what Ctrl-C sends ------------------------------------------------

@@ -30,10 +30,10 @@ import typer
 from plait.cli.store import DEFAULT_STORE
 from plait.errors import PlaitError
 
-if TYPE_CHECKING:
-    from plait.cli.demo import run_demo
-    from plait.cli.run import resume_command, run_command
-    from plait.cli.serve import ServeOptions, serve_command
+if TYPE_CHECKING:  # the types of the names `__getattr__` imports on first use
+    from plait.cli.demo import run_demo  # noqa: F401
+    from plait.cli.run import resume_command, run_command  # noqa: F401
+    from plait.cli.serve import ServeOptions, serve_command  # noqa: F401
 
 __all__ = ["app", "main"]
 

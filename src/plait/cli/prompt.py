@@ -15,8 +15,11 @@ import io
 import os
 import sys
 import threading
+from typing import TypeVar
 
 __all__ = ["LineReader"]
+
+_T = TypeVar("_T")
 
 _CHUNK = 65536
 
@@ -50,7 +53,7 @@ class LineReader:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         try:
-            loop.add_reader(self.fd, _settle, ready)
+            loop.add_reader(self.fd, _settle, ready, None)
         except (NotImplementedError, OSError, ValueError):  # a file, or a loop without readers
             return await self._read_in_thread(loop)
         try:
@@ -81,7 +84,7 @@ class LineReader:
         return await done
 
 
-def _settle(future: asyncio.Future[object], value: object = None) -> None:
+def _settle(future: asyncio.Future[_T], value: _T) -> None:
     if not future.done():
         future.set_result(value)
 

@@ -200,7 +200,7 @@ class Stopper:
         return code
 
     async def _main(self, main: Callable[[], Coroutine[Any, Any, int]]) -> int:
-        self._task = asyncio.current_task()  # type: ignore[assignment]
+        self._task = asyncio.current_task()
         try:
             code = await main()
         except asyncio.CancelledError:
