@@ -79,3 +79,22 @@ def test_server_benchmark_runs_and_reports_plait_figures() -> None:
         assert figures[f"plait_sqlite_{key}"] > 0, key
     assert figures["plait_sqlite_failed_runs"] == 0
     assert figures["peer_skipped"] == "--no-peer"
+
+
+def test_cli_startup_benchmark_runs_and_reports_its_figures() -> None:
+    figures = _quick("cli_startup.py")
+    for key in ("python_s", "help_s", "version_s"):
+        assert figures[key] > 0, key
+
+
+def test_ctrl_c_benchmark_runs_every_case() -> None:
+    pytest.importorskip("pexpect")
+    figures = _quick("ctrl_c.py")  # each case checks the exit code is 130
+    assert set(figures["seconds"]) == {
+        "chat prompt",
+        "answer prompt",
+        "tool call",
+        "model call",
+        "stuck thread",
+        "serve",
+    }

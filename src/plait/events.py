@@ -316,7 +316,8 @@ class AgentEvent(JSONMixin):
 @record
 class RunResult(JSONMixin):
     """Everything a finished (or paused, or failed) run produced (`metadata`: the run's,
-    as `ctx.metadata` showed it)."""
+    as `ctx.metadata` showed it). `usage` and `handoffs` are the whole run's: a resumed
+    run's include those made before its pauses; `events` are this leg's."""
 
     events: tuple[AgentEvent, ...] = ()
     final_output: Any = None

@@ -585,7 +585,7 @@ class RunStream:
             error=self._error,
             interrupts=self._interrupts,
             checkpoint_id=self.checkpoint_id if self._paused else None,
-            handoffs=tuple(self._handoffs),
+            handoffs=(*self._earlier_handoffs, *self._handoffs),  # the whole run's
             usage=self._ctx.usage if self._ctx is not None else RunResult().usage,
             metadata=dict(self._ctx.metadata) if self._ctx is not None else {},
         )

@@ -39,8 +39,15 @@ def sqlite_url(path: Path) -> str:
 class ServeProcess:
     """`python -m plait serve ...` (or `web`) on a free port, in a process of its own."""
 
-    def __init__(self, args: Iterable[str], logs: Path, command: str = "serve") -> None:
+    def __init__(
+        self,
+        args: Iterable[str],
+        logs: Path,
+        command: str = "serve",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.args = [sys.executable, "-m", "plait", command, *args, "--port", "0"]
+        self.env = plait_env(**(env or {}))
         logs.mkdir(parents=True, exist_ok=True)
         self.stderr_path = logs / f"serve-{time.monotonic_ns()}.err"
         self.process: subprocess.Popen[bytes] | None = None
@@ -54,7 +61,7 @@ class ServeProcess:
     def __enter__(self) -> ServeProcess:
         with self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(
-                self.args, cwd=ROOT, env=plait_env(), stdout=subprocess.DEVNULL, stderr=err
+                self.args, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=err
             )
         try:
             self.url = self._wait_for_start()
@@ -79,6 +86,12 @@ class ServeProcess:
         """Send SIGTERM and return the exit code once the process has stopped."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(WAIT)
+
+    def interrupt(self) -> int:
+        """Send SIGINT (Ctrl-C) and return the exit code once the process has stopped."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
         return self.process.wait(WAIT)
 
     def stop(self) -> None:

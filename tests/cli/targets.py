@@ -4,12 +4,18 @@
 person, "slow" calls a tool that works until the run is asked to stop, "fail" is a model
 error, anything else is echoed. After a tool result it answers from the results. It decides
 from the messages alone, so a run paused in one process is resumed in another.
+
+`gated` waits at gates the test controls (files in the folder `PLAIT_TEST_GATES` names): its
+model call, or its sync tool `stuck`, notes that it reached the gate and waits until the
+test opens it, so a test acts while the call is in flight without guessing a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
+import time
 from pathlib import Path
 
 from plait import AgentTool, ChatModelAgent, Message, Team, Usage, interrupt, run_context, tool
@@ -136,3 +142,89 @@ def returns_text() -> str:
 
 
 not_an_agent = 42
+
+
+#: The environment variable naming the folder of the gates (set by the test that uses them).
+GATES = "PLAIT_TEST_GATES"
+#: The longest a gate waits when the test never opens it.
+GATE_SECONDS = 120.0
+
+
+def _gate_files(name: str) -> tuple[Path, Path]:
+    folder = Path(os.environ[GATES])
+    return folder / f"{name}.reached", folder / f"{name}.open"
+
+
+def wait_at_gate(name: str) -> None:
+    """Note that the gate `name` was reached, then wait until the test opens it (a file)."""
+    reached, opened = _gate_files(name)
+    reached.touch()
+    deadline = time.monotonic() + GATE_SECONDS
+    while not opened.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+async def await_gate(name: str) -> None:
+    """`wait_at_gate` for a coroutine: the event loop goes on while it waits."""
+    reached, opened = _gate_files(name)
+    reached.touch()
+    deadline = time.monotonic() + GATE_SECONDS
+    while not opened.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - a file
+        await asyncio.sleep(0.02)
+
+
+@tool
+def stuck() -> str:
+    """Block its thread at the gate "tool" (a sync tool's thread cannot be cancelled)."""
+    wait_at_gate("tool")
+    return "unstuck"
+
+
+async def _gated_reply(messages: list[Message], tools: list[ToolInfo]) -> Message:
+    last = messages[-1]
+    if last.role == "tool":
+        return reply(f"done: {last.content}")
+    if last.content == "stuck":
+        return call("stuck")
+    await await_gate("model")  # a model call that answers once the test lets it
+    return reply("the model answered")
+
+
+def gated() -> ChatModelAgent:
+    """Return an agent whose model call ("anything") or sync tool call ("stuck") waits at a
+    gate."""
+    return ChatModelAgent(
+        "gated", FunctionModel(_gated_reply), description="Waits at gates.", tools=[stuck]
+    )
+
+
+def slow_to_load() -> ChatModelAgent:
+    """A factory that waits at the gate "load" (a TARGET still loading)."""
+    wait_at_gate("load")
+    return make_helper()
+
+
+def gated_demo_models() -> tuple[FunctionModel, FunctionModel, FunctionModel]:
+    """The demo's models, the router's waiting at the gate "model"."""
+    return FunctionModel(_gated_reply), FunctionModel(_gated_reply), FunctionModel(_gated_reply)
+
+
+def _triage_reply(messages: list[Message], tools: list[ToolInfo]) -> Message:
+    return call("transfer_to_agent", {"agent_name": "clerk", "reason": "a refund"})
+
+
+def _clerk_reply(messages: list[Message], tools: list[ToolInfo]) -> Message:
+    last = messages[-1]
+    if last.role == "tool":
+        return reply(f"refunded: {last.content}")
+    return call("approve", {"action": "the refund"})
+
+
+def refund_desk() -> Team:
+    """Return a swarm: triage hands off to clerk, which asks a person before it answers (one
+    handoff before the pause, the END entry after it)."""
+    triage = ChatModelAgent("triage", FunctionModel(_triage_reply), description="Routes.")
+    clerk = ChatModelAgent(
+        "clerk", FunctionModel(_clerk_reply), description="Refunds.", tools=[approve]
+    )
+    return Team.swarm(triage, [triage, clerk], name="refunds", description="A refund desk.")

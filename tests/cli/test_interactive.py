@@ -33,7 +33,7 @@ def spawn(tmp_path: Path) -> Iterator[Any]:
             cwd=str(ROOT),
             env=plait_env(TERM="dumb"),  # no colours: the text is matched as printed
             encoding="utf-8",
-            timeout=15,
+            timeout=60,  # what the command shows is waited for; only a hang takes this long
             dimensions=(40, 200),
         )
         children.append(child)
@@ -111,7 +111,7 @@ def test_end_of_input_at_the_question_leaves_the_run_paused(spawn: Any) -> None:
 
 def test_ctrl_c_stops_the_command_with_exit_code_130(spawn: Any) -> None:
     child = spawn("run", target("helper"), "slow")
-    child.expect_exact("→ slow")
+    child.expect_exact("→ slow")  # the slow tool is called: the run is in flight
     child.sendintr()
     child.expect_exact("plait: stopped")
     assert _finish(child) == 130

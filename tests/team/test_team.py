@@ -147,7 +147,8 @@ def test_an_exit_closes_the_chain_and_a_pause_leaves_it_open_until_the_answer() 
     paused = runner.query_sync("go")
     assert [(h.from_agent, h.to_agent) for h in paused.handoffs] == [("c", "d")]
     done = runner.resume_sync(paused.checkpoint_id, value="yes")  # type: ignore[arg-type]
-    [end] = done.handoffs
+    earlier, end = done.handoffs  # the whole run's: the one before the pause too
+    assert earlier == paused.handoffs[0]
     assert (end.from_agent, end.to_agent, end.message, end.step_count) == (
         "d",
         "END",

@@ -8,52 +8,109 @@
 
 A TARGET is `path/to/file.py:name` or `package.module:name`: an `Agent`, or a function that
 takes no arguments and returns one. Exit codes: 0 completed, 1 failed, 2 usage error,
-3 paused. A `PlaitError` that escapes a command (a TARGET that cannot be loaded, a store out
-of reach, a missing API key, an extra that is not installed) ends it with one line on
-stderr and exit code 2, not a traceback. See docs/cli.md.
+3 paused, 130 stopped with Ctrl-C (within a second: `plait.cli.stop`). A `PlaitError` that
+escapes a command (a TARGET that cannot be loaded, a store out of reach, a missing API key,
+an extra that is not installed) ends it with one line on stderr and exit code 2, not a
+traceback. See docs/cli.md.
+
+The commands' modules are imported when a command runs, so `plait --help` and
+`plait --version` load neither the demo nor any server, model or store library.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import importlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 import typer
 
-from plait.cli.demo import run_demo
-from plait.cli.run import resume_command, run_command
-from plait.cli.serve import ServeOptions, serve_command
 from plait.cli.store import DEFAULT_STORE
 from plait.errors import PlaitError
+
+if TYPE_CHECKING:  # the types of the names `__getattr__` imports on first use
+    from plait.cli.demo import run_demo  # noqa: F401
+    from plait.cli.run import resume_command, run_command  # noqa: F401
+    from plait.cli.serve import ServeOptions, serve_command  # noqa: F401
 
 __all__ = ["app", "main"]
 
 _P = ParamSpec("_P")
 
+# The commands' functions, imported on first use (`plait.cli.run_demo` and so on).
+_LAZY = {
+    "run_demo": "plait.cli.demo",
+    "run_command": "plait.cli.run",
+    "resume_command": "plait.cli.run",
+    "serve_command": "plait.cli.serve",
+    "ServeOptions": "plait.cli.serve",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plait.cli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def _lazy(name: str) -> Any:
+    """Return the command function `name` (imported now, or as a test replaced it)."""
+    return getattr(sys.modules[__name__], name)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from plait import __version__
+
+        typer.echo(f"plait {__version__}")
+        raise typer.Exit()
+
+
 app = typer.Typer(
     help="plait: agents that work together, pause for a person and resume later.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: rendering it with rich would double its time
 )
 
 
+@app.callback()
+def _plait(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_show_version,
+        help="Print plait's version and exit.",
+    ),
+) -> None:
+    """plait: agents that work together, pause for a person and resume later."""
+
+
 def _command(fn: Callable[_P, None]) -> Callable[_P, None]:
-    """Register `fn` as a command whose `PlaitError`s are one line on stderr and exit 2."""
+    """Register `fn` as a command whose `PlaitError`s are one line on stderr and exit 2, and
+    which Ctrl-C stops within a second with exit code 130."""
 
     @functools.wraps(fn)
     def run(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        from plait.cli.stop import EXIT_STOPPED, guard, say_stopped
+
         try:
-            fn(*args, **kwargs)
+            with guard():
+                fn(*args, **kwargs)
         except PlaitError as exc:
             message = " ".join(str(exc).split()) or type(exc).__name__
             typer.echo(f"plait: error: {message}", err=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
-            typer.echo("plait: stopped", err=True)
-            raise typer.Exit(130) from None
+            say_stopped()
+            raise typer.Exit(EXIT_STOPPED) from None
 
     app.command()(run)
     return run
@@ -75,7 +132,7 @@ def demo(
 
     Without --model or PLAIT_MODEL it runs on the embedded local model, offline.
     """
-    raise typer.Exit(run_demo(model=model, scripted=scripted, streaming=stream))
+    raise typer.Exit(_lazy("run_demo")(model=model, scripted=scripted, streaming=stream))
 
 
 @_command
@@ -94,10 +151,11 @@ def run(
 ) -> None:
     """Run an agent live: streamed text, tool calls, handoffs, usage; answer its interrupts.
 
-    Exit codes: 0 completed, 1 failed, 2 usage error, 3 paused.
+    Exit codes: 0 completed, 1 failed, 2 usage error, 3 paused, 130 stopped (Ctrl-C).
 
     When stdin is not a terminal, a pause prints the checkpoint id on stderr (exit 3).
     """
+    run_command = _lazy("run_command")
     raise typer.Exit(
         run_command(target, query, session_id=session, store_url=store, json_lines=json_lines)
     )
@@ -122,7 +180,7 @@ def resume(
 
     Without --value or --targets its interrupts are asked on the terminal again.
     """
-    code = resume_command(
+    code = _lazy("resume_command")(
         checkpoint_id,
         target,
         store_url=store,
@@ -144,7 +202,10 @@ def _serve_options(
 ) -> ServeOptions:
     keys = None if api_keys is None else str(api_keys)
     hosts = tuple(allowed_hosts) if allowed_hosts else None
-    return ServeOptions(targets, host, port, store, keys, ui, allowed_hosts=hosts)
+    options: ServeOptions = _lazy("ServeOptions")(
+        targets, host, port, store, keys, ui, allowed_hosts=hosts
+    )
+    return options
 
 
 _TARGETS = typer.Argument(..., help="The agents to serve (each a TARGET).", show_default=False)
@@ -177,7 +238,7 @@ def serve(
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
     options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host)
-    raise typer.Exit(serve_command(options))
+    raise typer.Exit(_lazy("serve_command")(options))
 
 
 @_command
@@ -191,7 +252,9 @@ def web(
 ) -> None:
     """Serve agents with the dev page and open it in a browser (`serve --ui`)."""
     options = _serve_options(targets, host, port, store, api_keys, True, allowed_host)
-    raise typer.Exit(serve_command(dataclasses.replace(options, open_browser=True)))
+    import dataclasses
+
+    raise typer.Exit(_lazy("serve_command")(dataclasses.replace(options, open_browser=True)))
 
 
 @_command
@@ -232,7 +295,7 @@ def eval(  # the command's name; the builtin is not used in this module
 
 @_command
 def version() -> None:
-    """Print plait's version."""
+    """Print plait's version number (`plait --version` prints "plait X.Y.Z")."""
     from plait import __version__
 
     typer.echo(__version__)

@@ -2,12 +2,13 @@
 
 The model is, in order: `--scripted` (replies replayed from a script), a spec given with
 `--model` or `PLAIT_MODEL` (see `plait.models.infer`), or else the embedded `LocalModel`,
-which runs offline on the CPU.
+which runs offline on the CPU. The three queries are three turns of one session, kept in a
+temporary SQLite store that is deleted when the demo ends (the demo leaves no file behind).
+Ctrl-C stops it within a second, with exit code 130 (`plait.cli.stop`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import tempfile
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from plait import AgentEvent, Runner
+from plait.cli.stop import EXIT_STOPPED, Stopper
 from plait.errors import PlaitError, UsageError
 from plait.examples.router import QUERIES, build_router, routes_only, scripted_models
 from plait.messages import Usage
@@ -127,6 +129,7 @@ def run_demo(
 ) -> int:
     """Run the router example on its three queries; return the exit code."""
     console = console or Console(soft_wrap=True)
+    stopper = Stopper()
     started = time.perf_counter()
     try:
         label, (router, weather, math), speed = _choose(console, scripted, model)
@@ -156,11 +159,16 @@ def run_demo(
                 console.print(f"  [green]answer:[/green] {escape(str(result.final_output))}")
             saved = json.loads(await store.get_session("demo") or b"{}")
         turns = sum(1 for author, _ in saved.get("messages", []) if author == "user")
-        console.print(f"\n[dim]session 'demo': {turns} turns kept in SQLite ({path.name})[/dim]")
+        console.print(
+            f"\n[dim]session 'demo': {turns} turns kept in a temporary SQLite store, deleted "
+            "as the demo ends[/dim]"
+        )
         return 1 if failures else 0
 
     with tempfile.TemporaryDirectory() as tmp:
-        code = asyncio.run(main(Path(tmp) / "plait-demo.db"))
+        code = stopper.run(lambda: main(Path(tmp) / "plait-demo.db"))
+    if stopper.requested:
+        return EXIT_STOPPED
     elapsed = time.perf_counter() - started
     tokens = tally.usage
     console.print(

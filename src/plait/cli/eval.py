@@ -8,7 +8,6 @@ only the JSON report. Exit codes: 0 pass rate at or above the threshold, 1 below
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from plait.cli.stop import Stopper
 from plait.cli.target import load_target
 from plait.errors import UsageError
 
@@ -40,7 +40,16 @@ def eval_command(
         from plait.models import infer
 
         judge_model = infer(judge)
-    report = asyncio.run(evaluate(agent, cases, judge=judge_model))
+    reports: list[Any] = []
+
+    async def main() -> int:
+        reports.append(await evaluate(agent, cases, judge=judge_model))
+        return 0
+
+    stopped = Stopper().run(main)  # Ctrl-C stops it within the stop time, exit 130
+    if not reports:
+        return stopped
+    report = reports[0]
     if json_report:
         typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:

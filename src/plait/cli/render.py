@@ -2,7 +2,9 @@
 
 Each agent's name heads the lines of its events, indented by the event's depth; under it
 the streamed text, tool calls with their arguments, tool results, transfers, handoffs and
-errors. The end of a run is one line with its status and token usage.
+errors. A custom output (a graph's state, a node's update) is shown as JSON, with each
+message in it as its text (`role: content`). The end of a run is one line with its status
+and token usage.
 """
 
 from __future__ import annotations
@@ -10,26 +12,53 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
 from plait.events import AgentEvent, InterruptCtx, MessageVariant, RunResult
 from plait.messages import Message
 
-__all__ = ["LiveView", "shown_value"]
+__all__ = ["LiveView", "message_text", "shown_value"]
 
 #: The longest tool result shown, in characters.
 RESULT_CHARS = 400
 
 
 def shown_value(value: Any) -> str:
-    """Return a value as a person reads it: a text as it is, anything else as JSON."""
+    """Return a value as a person reads it: a text as it is, anything else as JSON, with a
+    `Message` (alone or inside lists and dicts) as its text."""
     if isinstance(value, str):
         return value
+    if isinstance(value, Message):
+        return message_text(value)
     try:
-        return json.dumps(value, ensure_ascii=False, default=repr)
+        return json.dumps(_readable(value), ensure_ascii=False, default=_plain)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def message_text(message: Message) -> str:
+    """Return a message as one line of text: `role: content`, then its tool calls."""
+    parts = [message.content] if message.content else []
+    parts += [f"→ {call.name}({call.arguments or '{}'})" for call in message.tool_calls]
+    return f"{message.role}: {' '.join(parts)}"
+
+
+def _readable(value: Any) -> Any:
+    """Replace the messages inside lists, tuples and dicts by their text."""
+    if isinstance(value, Message):
+        return message_text(value)
+    if isinstance(value, dict):
+        return {key: _readable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_readable(item) for item in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """JSON data for what `json` cannot encode (a record, a pydantic model), else repr."""
+    return to_jsonable_python(value, fallback=repr)
 
 
 def _clip(text: str, limit: int = RESULT_CHARS) -> str:

@@ -5,12 +5,14 @@ Events are shown as they come (`plait.cli.render`), or with `--json` printed as 
 shows what it asks and reads the answer from the terminal, then resumes; when stdin is not
 a terminal it prints the checkpoint id on stderr and ends with exit code 3.
 
-Exit codes: 0 completed, 1 failed (or cancelled), 2 usage error, 3 paused.
+Exit codes: 0 completed, 1 failed (or cancelled), 2 usage error, 3 paused, 130 stopped
+with Ctrl-C (`plait.cli.stop`; when the run was saved, the `plait resume` line is printed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shlex
 import sys
@@ -26,11 +28,13 @@ from rich.markup import escape
 from plait._summary import Status, event_json, run_status, run_summary
 from plait.agent import Agent
 from plait.checkpoint import UNSET
+from plait.cli.prompt import LineReader
 from plait.cli.render import LiveView
+from plait.cli.stop import Stopper
 from plait.cli.store import DEFAULT_STORE, open_store, shown_url
 from plait.cli.target import load_target
 from plait.errors import CheckpointNotFound, UsageError
-from plait.events import InterruptCtx, RunResult
+from plait.events import AgentEvent, AgentOutput, InterruptCtx, MessageVariant, RunResult
 from plait.runner import Runner, RunStream
 
 __all__ = ["EXIT_CODES", "parse_answer", "resume_command", "run_command"]
@@ -58,6 +62,7 @@ class Terminal:
     err: Console = field(
         default_factory=lambda: Console(stderr=True, soft_wrap=True, highlight=False)
     )
+    lines: LineReader = field(default_factory=LineReader)
 
     @property
     def human(self) -> Console:
@@ -68,20 +73,52 @@ class Terminal:
         """Write one JSON line on stdout."""
         typer.echo(line)
 
-    def ask(self, prompt: str) -> str | None:
-        """Read a line from the terminal after `prompt`; None at the end of input."""
+    async def ask(self, prompt: str) -> str | None:
+        """Read a line from the terminal after `prompt`; None at the end of input.
+
+        The event loop goes on while it waits, so Ctrl-C stops the prompt at once.
+        """
+        self.human.print(prompt, end="")
         try:
-            return self.human.input(prompt)
-        except EOFError:
+            line = await self.lines.readline()
+        except asyncio.CancelledError:  # Ctrl-C: end the prompt's line
             self.human.print()
-            return None
+            raise
+        if line is None:
+            self.human.print()
+        return line
+
+
+async def whole_event_json(event: AgentEvent) -> str:
+    """Return the event as one line of JSON with its message whole, never its chunks (a
+    resumed run streams when the run it continues did)."""
+    variant = event.message
+    if variant is not None and variant.stream is not None and event.output is not None:
+        try:
+            message = await variant.get_message()
+        except Exception:  # the stream's own error is reported by the run
+            return await event_json(event)
+        whole = MessageVariant(
+            is_streaming=False, role=variant.role, tool_name=variant.tool_name, message=message
+        )
+        output = AgentOutput(message=whole, custom=event.output.custom)
+        event = dataclasses.replace(event, output=output)
+    return await event_json(event)
 
 
 class Conversation:
     """One command's runs of one agent: shown live, interrupts answered, resumed."""
 
-    def __init__(self, runner: Runner, terminal: Terminal, target: str, store_url: str) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        terminal: Terminal,
+        target: str,
+        store_url: str,
+        stopper: Stopper | None = None,
+    ) -> None:
         self.runner = runner
+        self.stopper = stopper or Stopper()
         self.terminal = terminal
         self.view = LiveView(terminal.human)
         self.target = target
@@ -90,12 +127,13 @@ class Conversation:
     async def play(self, stream: RunStream, session_id: str | None) -> RunResult:
         """Show (or print as JSON) the events of one run; return its result."""
         terminal = self.terminal
-        async for event in stream:
-            if terminal.json_lines:
-                terminal.emit(await event_json(event))
-            else:
-                await self.view.show(event)
-        result = await stream.collect()
+        with self.stopper.watch(stream):  # Ctrl-C stops the run and saves it
+            async for event in stream:
+                if terminal.json_lines:
+                    terminal.emit(await whole_event_json(event))
+                else:
+                    await self.view.show(event)
+            result = await stream.collect()
         status = run_status(result)
         if terminal.json_lines:
             summary = run_summary(result, agent=self.runner.agent.name, session_id=session_id)
@@ -105,19 +143,29 @@ class Conversation:
         return result
 
     async def drive(self, stream: RunStream, session_id: str | None) -> Status:
-        """Run to the end, answering each pause from the terminal; return how it ended."""
+        """Run to the end, answering each pause from the terminal; return how it ended
+        (raises `asyncio.CancelledError` when Ctrl-C stops it, after the `plait resume`
+        line of a run that was saved)."""
         while True:
             result = await self.play(stream, session_id)
             status = run_status(result)
+            if self.stopper.requested:
+                if result.checkpoint_id is not None:
+                    self.paused_hint(result)
+                raise asyncio.CancelledError
             if status != "paused" or result.checkpoint_id is None:
                 return status
-            answers = self.answers(result.interrupts)
+            try:
+                answers = await self.answers(result.interrupts)
+            except asyncio.CancelledError:  # Ctrl-C at the question: the run stays paused
+                self.paused_hint(result)
+                raise
             if answers is None:
                 self.paused_hint(result)
                 return status
             stream = self.runner.resume(result.checkpoint_id, answers)
 
-    def answers(self, pending: tuple[InterruptCtx, ...]) -> dict[str, Any] | None:
+    async def answers(self, pending: tuple[InterruptCtx, ...]) -> dict[str, Any] | None:
         """Ask for the answer of each interrupt; None when there is no one to ask (stdin
         is not a terminal, or it ended)."""
         if not self.terminal.interactive:
@@ -126,24 +174,27 @@ class Conversation:
         for interrupt in pending:
             if self.terminal.json_lines or len(pending) > 1:  # else it was just shown
                 self.view.interrupt(interrupt)
-            line = self.terminal.ask("[bold]answer[/] [dim](JSON, or plain text)[/]> ")
+            line = await self.terminal.ask("[bold]answer[/] [dim](JSON, or plain text)[/]> ")
             if line is None:
                 return None
             answers[interrupt.id] = parse_answer(line.strip())
         return answers
 
     def paused_hint(self, result: RunResult) -> None:
-        """Tell (on stderr) where the run paused and how to resume it."""
+        """Tell (on stderr) where the run paused (or was stopped) and how to resume it."""
         checkpoint_id = result.checkpoint_id
         store = "" if self.store_url == DEFAULT_STORE else f" --store {shlex.quote(self.store_url)}"
-        if len(result.interrupts) == 1:
-            answer = "--value JSON"
+        if not result.interrupts:  # stopped: resuming continues it
+            answer = ""
+        elif len(result.interrupts) == 1:
+            answer = " --value JSON"
         else:
             ids = ", ".join(f'"{i.id}": JSON' for i in result.interrupts)
-            answer = f"--targets {shlex.quote('{' + ids + '}')}"
-        command = f"plait resume {checkpoint_id} {shlex.quote(self.target)}{store} {answer}"
+            answer = f" --targets {shlex.quote('{' + ids + '}')}"
+        command = f"plait resume {checkpoint_id} {shlex.quote(self.target)}{store}{answer}"
         err = self.terminal.err
-        err.print(f"paused: checkpoint {checkpoint_id}", markup=False)
+        how = "paused" if result.interrupts else "stopped"
+        err.print(f"{how}: checkpoint {checkpoint_id}", markup=False)
         err.print(f"resume it with: {command}", markup=False)
 
     async def chat(self, session_id: str) -> int:
@@ -152,7 +203,7 @@ class Conversation:
             f"[dim]session {escape(session_id)} · type a request; exit or Ctrl-D to leave[/]"
         )
         while True:
-            line = self.terminal.ask("[bold green]you[/]> ")
+            line = await self.terminal.ask("[bold green]you[/]> ")
             text = "" if line is None else line.strip()
             if line is None or text in _LEAVE:
                 return 0
@@ -182,12 +233,13 @@ def run_command(
     """
     agent = load_target(target)
     terminal = _terminal(json_lines)
+    stopper = Stopper()
 
     async def main() -> int:
         store = await open_store(store_url)
         try:
             runner = Runner(agent, store=store, enable_streaming=not json_lines)
-            talk = Conversation(runner, terminal, target, store_url)
+            talk = Conversation(runner, terminal, target, store_url, stopper)
             if query is None:
                 return await talk.chat(session_id or uuid.uuid4().hex[:12])
             status = await talk.drive(runner.query(query, session_id=session_id), session_id)
@@ -195,7 +247,7 @@ def run_command(
         finally:
             await store.close()
 
-    return asyncio.run(main())
+    return stopper.run(main)
 
 
 def resume_answers(value: str | None, targets: str | None) -> tuple[Any, dict[str, Any] | None]:
@@ -253,16 +305,17 @@ def resume_command(
     answer, by_id = resume_answers(value, targets)
     agent: Agent = load_target(target)
     terminal = _terminal(json_lines)
+    stopper = Stopper()
 
     async def main() -> int:
         store = await open_store(store_url)
         try:
             runner = Runner(agent, store=store, enable_streaming=not json_lines)
             session_id = await _session_of(runner, checkpoint_id, store_url)
-            talk = Conversation(runner, terminal, target, store_url)
+            talk = Conversation(runner, terminal, target, store_url, stopper)
             stream = runner.resume(checkpoint_id, by_id, value=answer)
             return EXIT_CODES[await talk.drive(stream, session_id)]
         finally:
             await store.close()
 
-    return asyncio.run(main())
+    return stopper.run(main)

@@ -2,10 +2,12 @@
 
 The store (`--store`, default `sqlite:///plait.db`) is checked before the server starts,
 the address is bound before the app starts (a port in use is a usage error), and the start
-line on stderr gives the URL (with `--port 0`, the port the system chose). On SIGTERM or
-Ctrl-C the server stops taking connections, ends open event streams, gives requests
+line on stderr gives the URL (with `--port 0`, the port the system chose). On SIGTERM the
+server stops taking connections, ends open event streams, gives requests
 `GRACEFUL_SECONDS` to finish and its runs ten seconds to reach a safe point (they stay
-resumable), then closes the store.
+resumable), then closes the store; the exit code is 0. Ctrl-C does the same within
+`plait.cli.stop.stop_seconds()` (one second): what has not stopped by then is abandoned,
+and the exit code is 130.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from plait.cli.stop import EXIT_STOPPED, arm, exit_now, say_stopped, stop_seconds
 from plait.cli.store import check_store, shown_url
 from plait.cli.target import load_targets
 from plait.errors import UsageError
@@ -160,6 +163,7 @@ def serve_command(options: ServeOptions) -> int:
     _uvicorn()
     import uvicorn
 
+    seconds = stop_seconds()
     store = from_url(options.store_url)
     app, names = _build(options, store)
     check_store(options.store_url)
@@ -171,10 +175,33 @@ def serve_command(options: ServeOptions) -> int:
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
         log_level="info",
     )
-    server = uvicorn.Server(config)
-    with _signals_kept():
+    server = _stoppable(config, seconds)
+    with _signals_kept(server):
         asyncio.run(_serve(server, sock, store, _Start(_url(sock, options.host), names, options)))
+    if getattr(server, "interrupted", False):
+        say_stopped()
+        return EXIT_STOPPED
     return 0
+
+
+def _stoppable(config: uvicorn.Config, seconds: float) -> uvicorn.Server:
+    """Return a uvicorn server that Ctrl-C stops within `seconds` (a second Ctrl-C: at
+    once); SIGTERM stops it gracefully, as uvicorn does."""
+    import uvicorn
+
+    class StoppableServer(uvicorn.Server):
+        interrupted = False
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if sig == signal.SIGINT:
+                if self.interrupted:
+                    exit_now()
+                self.interrupted = True
+                arm(seconds)
+                self.config.timeout_graceful_shutdown = max(1, int(seconds / 2))
+            super().handle_exit(sig, frame)
+
+    return StoppableServer(config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,15 +264,17 @@ def _open_page(url: str) -> None:
 
 
 @contextlib.contextmanager
-def _signals_kept() -> Iterator[None]:
-    """Note SIGINT and SIGTERM instead of dying, once uvicorn has handled them (it raises
-    them again when it stops), so the store is closed and the exit code is 0."""
+def _signals_kept(server: uvicorn.Server) -> Iterator[None]:
+    """Pass SIGINT and SIGTERM to the server while uvicorn does not watch them (as it
+    starts), and ignore them once uvicorn has handled them (it raises them again when it
+    stops), so the store is closed and the exit code is the server's."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def note(signum: int, frame: FrameType | None) -> None:
-        return None
+        if not getattr(server, "interrupted", False) and not server.should_exit:
+            server.handle_exit(signum, frame)
 
     kept = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -8,12 +8,14 @@ password) and what to do.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from plait.errors import UsageError
-from plait.stores import Store, from_url
+
+if TYPE_CHECKING:
+    from plait.stores import Store
 
 __all__ = ["DEFAULT_STORE", "check_store", "open_store", "shown_url"]
 
@@ -45,6 +47,10 @@ async def open_store(url: str) -> Store:
     Raises:
         UsageError: The URL is not a store URL, or the store does not answer.
     """
+    import asyncio
+
+    from plait.stores import from_url
+
     store = from_url(url)
     try:
         _check_folder(store)
@@ -79,6 +85,8 @@ def check_store(url: str) -> None:
     Raises:
         UsageError: The URL is not a store URL, or the store does not answer.
     """
+
+    import asyncio
 
     async def probe() -> None:
         await _close_quietly(await open_store(url))
