@@ -375,7 +375,14 @@ _WEATHER_WORDS = re.compile(
 _MATH_WORDS = re.compile(r"\b(calculate|compute|arithmetic|multiply|divide|add up|sum of)\b", re.I)
 _CITY = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
 _KNOWN_CITIES = ("Tokyo", "Beijing", "Paris")
-_NUMBER_WORDS = {"plus": "+", "minus": "-", "times": "*", "divided by": "/", "x": "*", "×": "*"}
+_NUMBER_WORDS = {
+    "plus": "+",
+    "minus": "-",
+    "times": "*",
+    "divided by": "/",
+    "x": "*",
+    "\u00d7": "*",
+}
 _EXPRESSION = re.compile(r"[\d(][\d\s.+\-*/()]*[\d)]")
 
 
