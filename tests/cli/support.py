@@ -39,8 +39,11 @@ def sqlite_url(path: Path) -> str:
 class ServeProcess:
     """`python -m plait serve ...` (or `web`) on a free port, in a process of its own."""
 
-    def __init__(self, args: Iterable[str], logs: Path, command: str = "serve") -> None:
+    def __init__(
+        self, args: Iterable[str], logs: Path, command: str = "serve", cwd: Path = ROOT
+    ) -> None:
         self.args = [sys.executable, "-m", "plait", command, *args, "--port", "0"]
+        self.cwd = cwd
         logs.mkdir(parents=True, exist_ok=True)
         self.stderr_path = logs / f"serve-{time.monotonic_ns()}.err"
         self.process: subprocess.Popen[bytes] | None = None
@@ -54,7 +57,7 @@ class ServeProcess:
     def __enter__(self) -> ServeProcess:
         with self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(
-                self.args, cwd=ROOT, env=plait_env(), stdout=subprocess.DEVNULL, stderr=err
+                self.args, cwd=self.cwd, env=plait_env(), stdout=subprocess.DEVNULL, stderr=err
             )
         try:
             self.url = self._wait_for_start()
