@@ -187,4 +187,6 @@ def test_dev_without_watchfiles_is_a_usage_error(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "watchfiles", None)
     result = CliRunner().invoke(app, ["dev", "agent.py:build", "--store", "memory://"])
     assert result.exit_code == 2
-    assert result.stderr == 'plait: error: plait dev needs watchfiles: pip install "plait[server]"\n'
+    assert (
+        result.stderr == 'plait: error: plait dev needs watchfiles: pip install "plait[server]"\n'
+    )
