@@ -77,3 +77,60 @@ async def test_function_model_builds_each_reply() -> None:
     model = FunctionModel(answer)
     assert (await model.generate([Message.user("shout")])).content == "SHOUT"
     assert len(model.requests) == 1
+
+
+async def test_a_per_run_script_restarts_at_each_new_user_request() -> None:
+    model = ScriptedModel([call("add", {"a": 1}, id="c1"), reply("done")], per_run=True)
+    asked = [Message.system("be brief"), Message.user("add 1")]
+    first = await model.generate(asked)
+    assert first.tool_calls[0].id == "c1"
+    result = Message.tool("1", tool_call_id="c1")
+    assert (await model.generate([*asked, first, result])).content == "done"
+    # a later request (a new run, or the next turn of a session) starts the script again
+    again = [*asked, first, result, Message.assistant("done"), Message.user("add 2")]
+    assert (await model.generate(again)).tool_calls[0].id == "c1"
+    assert (await model.generate([Message.user("other")])).tool_calls[0].id == "c1"
+    assert model.remaining == 1
+
+
+async def test_a_per_run_script_runs_out_within_one_run_clearly() -> None:
+    model = ScriptedModel([reply("only")], per_run=True)
+    over = [Message.user("x"), Message.assistant("only")]
+    with pytest.raises(ModelError, match="1 replies and all were used in this run"):
+        await model.generate(over)
+    assert (await model.generate([Message.user("y")])).content == "only"
+
+
+def test_a_per_run_scripted_agent_answers_every_run_and_concurrent_ones() -> None:
+    import asyncio
+
+    from plait import ChatModelAgent, Runner, tool
+
+    @tool
+    def double(n: int) -> int:
+        """Double a number.
+
+        Args:
+            n: The number.
+        """
+        return 2 * n
+
+    def ask(messages: list[Message], tools: list[ToolInfo]) -> Message:
+        return call("double", {"n": int(messages[-1].content)})
+
+    def answer(messages: list[Message], tools: list[ToolInfo]) -> str:
+        return f"twice is {messages[-1].content}"
+
+    agent = ChatModelAgent("doubler", ScriptedModel([ask, answer], per_run=True), tools=[double])
+    runner = Runner(agent)
+    assert [runner.query_sync(n).final_output for n in ("1", "2", "3")] == [
+        "twice is 2",
+        "twice is 4",
+        "twice is 6",
+    ]
+
+    async def both() -> list[object]:
+        results = await asyncio.gather(runner.query("5").collect(), runner.query("7").collect())
+        return [r.final_output for r in results]
+
+    assert asyncio.run(both()) == ["twice is 10", "twice is 14"]

@@ -110,6 +110,17 @@ class ScriptedModel(FunctionModel):
     Entries are a `Message`, a `str` (a final text) or a callable
     `(messages, tools) -> Message | str`, which may raise (the run gets a `ModelError`).
     Running past the end of the script raises a `ModelError`.
+
+    With `per_run=True` the script is replayed from its start for every new request from
+    the user instead of once in all: the entry used is the number of assistant messages
+    after the conversation's last user message. One model then answers any number of runs,
+    concurrent ones included (each reads its own messages), and a resumed run picks up where
+    it paused, in any process. A callable entry builds a tool call afresh for each run (and
+    so a fresh call id) and can answer from the request it reads.
+
+    ```python
+    model = ScriptedModel([call("add", {"a": 1, "b": 2}), reply("3")], per_run=True)
+    ```
     """
 
     def __init__(
@@ -118,29 +129,44 @@ class ScriptedModel(FunctionModel):
         *,
         chunk_words: int = 1,
         supports_output_schema: bool = False,
+        per_run: bool = False,
     ) -> None:
         super().__init__(
             self._next, chunk_words=chunk_words, supports_output_schema=supports_output_schema
         )
         self.script = list(script)
+        self.per_run = per_run
         self._position = 0
 
     @property
     def remaining(self) -> int:
-        """Return how many script entries have not been used yet."""
+        """Return how many script entries have not been used yet (with `per_run`: by the
+        latest request)."""
         return len(self.script) - self._position
 
     def _next(self, messages: list[Message], tools: list[ToolInfo]) -> Reply:
-        if self._position >= len(self.script):
+        position = _turn_position(messages) if self.per_run else self._position
+        if position >= len(self.script):
+            used = "all were used in this run" if self.per_run else "all were used"
             raise ModelError(
-                f"ScriptedModel: the script has {len(self.script)} replies and all were used; "
-                f"request {self._position + 1} has no reply"
+                f"ScriptedModel: the script has {len(self.script)} replies and {used}; "
+                f"request {position + 1} has no reply"
             )
-        entry = self.script[self._position]
-        self._position += 1
+        entry = self.script[position]
+        self._position = position + 1
         if callable(entry):
             return entry(messages, tools)
         return entry
+
+
+def _turn_position(messages: Sequence[Message]) -> int:
+    """Return how many assistant messages follow the last user message."""
+    count = 0
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        count += message.role == "assistant"
+    return count
 
 
 _WORD = re.compile(r"\S+\s*|\s+")

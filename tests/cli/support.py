@@ -45,9 +45,11 @@ class ServeProcess:
         logs: Path,
         command: str = "serve",
         env: dict[str, str] | None = None,
+        cwd: Path = ROOT,
     ) -> None:
         self.args = [sys.executable, "-m", "plait", command, *args, "--port", "0"]
         self.env = plait_env(**(env or {}))
+        self.cwd = cwd
         logs.mkdir(parents=True, exist_ok=True)
         self.stderr_path = logs / f"serve-{time.monotonic_ns()}.err"
         self.process: subprocess.Popen[bytes] | None = None
@@ -61,7 +63,7 @@ class ServeProcess:
     def __enter__(self) -> ServeProcess:
         with self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(
-                self.args, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=err
+                self.args, cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=err
             )
         try:
             self.url = self._wait_for_start()

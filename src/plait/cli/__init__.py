@@ -3,6 +3,7 @@
 - `plait run TARGET [QUERY]`: run an agent live in the terminal (a chat without QUERY).
 - `plait resume CHECKPOINT_ID TARGET`: resume a paused run.
 - `plait serve TARGET...` / `plait web TARGET...`: the HTTP API (and the dev page).
+- `plait dev TARGET...`: serve with the dev page, reloading when a source file changes.
 - `plait mcp TARGET...`: an MCP server on stdio, one tool per agent.
 - `plait eval EVALSET.json TARGET`: run an eval set on an agent (exit 1 below the threshold).
 
@@ -255,6 +256,23 @@ def web(
     import dataclasses
 
     raise typer.Exit(_lazy("serve_command")(dataclasses.replace(options, open_browser=True)))
+
+
+@_command
+def dev(
+    targets: list[str] = _TARGETS,
+    host: str = _HOST,
+    port: int = _PORT,
+    store: str = _SERVE_STORE,
+    api_keys: Path | None = _KEYS,
+    allowed_host: list[str] | None = _ALLOWED_HOSTS,
+) -> None:
+    """Serve agents with the dev page; reload them when a Python file under the working
+    directory changes (the store is kept, so paused runs survive a reload)."""
+    from plait.cli.dev import dev_command
+
+    options = _serve_options(targets, host, port, store, api_keys, True, allowed_host)
+    raise typer.Exit(dev_command(options))
 
 
 @_command

@@ -1,18 +1,23 @@
 """The team examples: a code-review team (coordinator and swarm), a three-level project team,
-and a research graph with a team as one of its nodes.
+a research graph with a team as one of its nodes, and the router of `plait demo` offline.
 
-The models are scripted (their replies are replayed), the reviewers' tools are small real
-checks, and the teams, handoffs, budgets, depth filter and graph are the real ones.
-Run it: `python -m plait.examples.teams`.
+The models are scripted (`ScriptedModel(..., per_run=True)`: the script is replayed for every
+run, so a server answers any number of runs, concurrent ones too), the tools are small real
+checks, and the teams, handoffs, budgets, depth filter and graph are the real ones. Each
+function takes no arguments, so the command line serves it with no model, extra or key:
+`plait serve plait.examples.teams:offline_router` (or `plait dev ...`).
+Run them all: `python -m plait.examples.teams`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Annotated, Any, TypedDict
 
 from plait import START, ChatModelAgent, Message, Runner, StateGraph, Team, tool
+from plait.examples.router import QUERIES, UNSUPPORTED, build_router
 from plait.graph import append
 from plait.graph.state_graph import CompiledGraph
 from plait.testing import ScriptedModel, call, reply
@@ -21,6 +26,7 @@ __all__ = [
     "PR",
     "code_review_coordinator",
     "code_review_swarm",
+    "offline_router",
     "project_team",
     "research_graph",
 ]
@@ -60,10 +66,55 @@ def linter(code: str) -> str:
     return f"lines over 60 characters: {long_lines}" if long_lines else "style ok"
 
 
+def _scripted(script: list[Any]) -> ScriptedModel:
+    """A scripted model that replays `script` for every run (it reads each run's messages)."""
+    return ScriptedModel(script, per_run=True)
+
+
+def _request(messages: list[Message]) -> str:
+    """Return the request of this turn: the last user message that is neither context from
+    another agent nor a note handed over with a transfer."""
+    for message in reversed(messages):
+        text = message.content
+        if message.role == "user" and not text.startswith(("For context:", _NOTES)):
+            return text
+    return ""
+
+
+def _this_turn(messages: list[Message]) -> list[Message]:
+    """Return the messages after the last user message (this agent's steps in this turn)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return messages[index + 1 :]
+    return messages
+
+
+def _last_tool_result(messages: list[Message]) -> str:
+    return next(m.content for m in reversed(messages) if m.role == "tool")
+
+
+def _check(tool_name: str) -> Any:
+    """A scripted step that calls `tool_name` on the code of this turn's request."""
+
+    def step(messages: list[Message], tools: Any) -> Message:
+        return call(tool_name, {"code": _request(messages)})
+
+    return step
+
+
+def _ask(member: str) -> Any:
+    """A scripted step that sends this turn's request to team member `member`."""
+
+    def step(messages: list[Message], tools: Any) -> Message:
+        return call(member, {"request": _request(messages)})
+
+    return step
+
+
 def _reviewer(name: str, description: str, tool_: Any, script: list[Any]) -> ChatModelAgent:
     return ChatModelAgent(
         name,
-        ScriptedModel(script),
+        _scripted(script),
         description=description,
         tools=[tool_],
         instruction=f"You are the {name.replace('_', ' ')}. Review only your area.",
@@ -72,41 +123,39 @@ def _reviewer(name: str, description: str, tool_: Any, script: list[Any]) -> Cha
 
 def _from_tool(prefix: str) -> Any:
     def step(messages: list[Message], tools: Any) -> Message:
-        found = next(m.content for m in reversed(messages) if m.role == "tool")
-        return Message.assistant(f"{prefix}: {found}")
+        return Message.assistant(f"{prefix}: {_last_tool_result(messages)}")
 
     return step
 
 
 def code_review_coordinator() -> Team:
-    """A review manager delegating to security, performance and style reviewers."""
+    """A review manager delegating to security, performance and style reviewers.
+
+    Every reviewer checks the code in the request with its tool, so any request gets a
+    review built from what the tools found.
+    """
     security = _reviewer(
         "security_reviewer",
         "Security expert: SQL injection, XSS, auth. Input: code.",
         sql_injection_checker,
-        [call("sql_injection_checker", {"code": PR}), _from_tool("security")],
+        [_check("sql_injection_checker"), _from_tool("security")],
     )
     perf = _reviewer(
         "perf_reviewer",
         "Performance expert: queries, memory. Input: code.",
         query_analyzer,
-        [call("query_analyzer", {"code": PR}), _from_tool("performance")],
+        [_check("query_analyzer"), _from_tool("performance")],
     )
     style = _reviewer(
         "style_reviewer",
         "Style reviewer: conventions only. Input: code.",
         linter,
-        [call("linter", {"code": PR}), _from_tool("style")],
+        [_check("linter"), _from_tool("style")],
     )
     manager = ChatModelAgent(
         "review_manager",
-        ScriptedModel(
-            [
-                call("security_reviewer", {"request": PR}),
-                call("perf_reviewer", {"request": PR}),
-                call("style_reviewer", {"request": PR}),
-                _summary,
-            ]
+        _scripted(
+            [_ask("security_reviewer"), _ask("perf_reviewer"), _ask("style_reviewer"), _summary]
         ),
         instruction="You manage code review. Send the PR to the right reviewers, then sum up.",
     )
@@ -114,7 +163,7 @@ def code_review_coordinator() -> Team:
 
 
 def _summary(messages: list[Message], tools: Any) -> Message:
-    findings = [m.content for m in messages if m.role == "tool"]
+    findings = [m.content for m in _this_turn(messages) if m.role == "tool"]
     return Message.assistant("Review: " + "; ".join(findings))
 
 
@@ -122,46 +171,97 @@ def _handoff(to: str, message: str) -> Message:
     return call("transfer_to_agent", {"agent_name": to, "message": message})
 
 
+#: How a swarm reviewer's note to the next one starts.
+_NOTES = "Review notes so far: "
+
+
+def _finding(result: str) -> str:
+    """Return a reviewer tool's result in a few words."""
+    if result.startswith("possible SQL injection"):
+        return "SQL injection"
+    if result.startswith("N+1 query"):
+        return "N+1 query"
+    if result.startswith("lines over"):
+        return "long lines"
+    return {"ok": "no N+1 query", "no SQL injection found": "no SQL injection"}.get(result, result)
+
+
+def _notes(messages: list[Message]) -> list[str]:
+    """Return the findings noted by the reviewers before this one, then this one's."""
+    noted: list[str] = []
+    for message in reversed(messages):
+        if message.role == "user" and message.content.startswith(_NOTES):
+            noted = message.content.removeprefix(_NOTES).split(", ")
+            break
+        if message.role == "user" and not message.content.startswith("For context:"):
+            break  # the request: no reviewer noted anything in this turn before this one
+    return [*noted, _finding(_last_tool_result(messages))]
+
+
+def _hand_on(to: str) -> Any:
+    """A scripted step that hands the review to `to` with the findings so far."""
+
+    def step(messages: list[Message], tools: Any) -> Message:
+        return _handoff(to, _NOTES + ", ".join(_notes(messages)))
+
+    return step
+
+
+def _conclude(messages: list[Message], tools: Any) -> Message:
+    return reply(f"Review complete: {', '.join(_notes(messages))}.")
+
+
 def code_review_swarm() -> Team:
-    """The same review as a swarm: security hands to performance, performance to style."""
+    """The same review as a swarm: security hands to performance, performance to style,
+    each passing on the findings so far; the style reviewer writes the summary."""
     security = _reviewer(
         "security_reviewer",
         "Security expert.",
         sql_injection_checker,
-        [call("sql_injection_checker", {"code": PR}), _handoff("perf_reviewer", "security noted")],
+        [_check("sql_injection_checker"), _hand_on("perf_reviewer")],
     )
     perf = _reviewer(
         "perf_reviewer",
         "Performance expert.",
         query_analyzer,
-        [call("query_analyzer", {"code": PR}), _handoff("style_reviewer", "N+1 noted")],
+        [_check("query_analyzer"), _hand_on("style_reviewer")],
     )
     style = _reviewer(
         "style_reviewer",
         "Style reviewer; writes the final summary.",
         linter,
-        [
-            call("linter", {"code": PR}),
-            reply("Review complete: SQL injection, N+1 query, style ok."),
-        ],
+        [_check("linter"), _conclude],
     )
     return Team.swarm(
-        "security_reviewer", [security, perf, style], name="review_swarm", max_handoffs=5
+        "security_reviewer",
+        [security, perf, style],
+        name="review_swarm",
+        max_handoffs=5,
+        cross_request=False,  # every request is reviewed from the start
     )
 
 
 def _worker(name: str, answer: str) -> ChatModelAgent:
-    return ChatModelAgent(name, ScriptedModel([reply(answer)]), description=f"{name} work")
+    return ChatModelAgent(name, _scripted([reply(answer)]), description=f"{name} work")
+
+
+def _delegate(member: str, task: str) -> Any:
+    """A scripted step that gives `member` the task `task`, for this turn's request."""
+
+    def step(messages: list[Message], tools: Any) -> Message:
+        return call(member, {"request": f"{task} (for: {_request(messages)})"})
+
+    return step
 
 
 def _dev_team() -> Team:
     return Team.coordinator(
         ChatModelAgent(
             "dev_lead",
-            ScriptedModel(
+            _scripted(
                 [
-                    call("backend_coder", {"request": "write the sign-up API"}),
-                    call("db_designer", {"request": "design the users table"}),
+                    _delegate("backend_coder", "write the API"),
+                    _delegate("db_designer", "design the tables"),
                     reply("development done"),
                 ]
             ),
@@ -182,9 +282,7 @@ def project_team() -> Team:
     qa = Team.coordinator(
         ChatModelAgent(
             "qa_lead",
-            ScriptedModel(
-                [call("security_auditor", {"request": "audit sign-up"}), reply("QA passed")]
-            ),
+            _scripted([_delegate("security_auditor", "audit it"), reply("QA passed")]),
         ),
         [_worker("security_auditor", "no issues"), _worker("perf_tester", "fast enough")],
         name="qa_team",
@@ -195,7 +293,7 @@ def project_team() -> Team:
         [
             ChatModelAgent(
                 "ui_designer",
-                ScriptedModel([_handoff("tech_writer", "document it")]),
+                _scripted([lambda messages, tools: _handoff("tech_writer", "document it")]),
                 description="UI design",
             ),
             _worker("tech_writer", "docs written"),
@@ -205,12 +303,12 @@ def project_team() -> Team:
     )
     manager = ChatModelAgent(
         "project_manager",
-        ScriptedModel(
+        _scripted(
             [
-                call("dev_team", {"request": "implement user sign-up"}),
-                call("qa_team", {"request": "test sign-up"}),
-                call("design_team", {"request": "design and document sign-up"}),
-                reply("Sign-up shipped: built, tested and documented."),
+                _delegate("dev_team", "implement it"),
+                _delegate("qa_team", "test it"),
+                _delegate("design_team", "design and document it"),
+                _shipped,
             ]
         ),
         instruction="You are the project manager of dev_team, qa_team and design_team.",
@@ -226,6 +324,13 @@ def project_team() -> Team:
     )
 
 
+def _shipped(messages: list[Message], tools: Any) -> Message:
+    request = _request(messages).strip().rstrip(".!?")
+    if "sign-up" in request.lower():
+        return reply("Sign-up shipped: built, tested and documented.")
+    return reply(f"Done ({request}): built, tested and documented.")
+
+
 class ResearchState(TypedDict, total=False):
     messages: Annotated[list[Any], append]
     requirements: str
@@ -236,10 +341,10 @@ def research_graph() -> CompiledGraph:
     """collect_requirements → research team (searcher, analyzer) → generate_report."""
     lead = ChatModelAgent(
         "research_lead",
-        ScriptedModel(
+        _scripted(
             [
-                call("searcher", {"request": "find sources on agent frameworks"}),
-                call("analyzer", {"request": "compare them"}),
+                _delegate("searcher", "find sources"),
+                _delegate("analyzer", "compare them"),
                 reply("Findings: teams and durable pauses are what users miss most."),
             ]
         ),
@@ -264,6 +369,102 @@ def research_graph() -> CompiledGraph:
     return graph.compile(name="research_graph")
 
 
+_WEATHER_WORDS = re.compile(
+    r"\b(weather|temperature|forecast|rain\w*|sunny|cloudy|snow\w*|wind\w*|hot|cold)\b", re.I
+)
+_MATH_WORDS = re.compile(r"\b(calculate|compute|arithmetic|multiply|divide|add up|sum of)\b", re.I)
+_CITY = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
+_KNOWN_CITIES = ("Tokyo", "Beijing", "Paris")
+_NUMBER_WORDS = {
+    "plus": "+",
+    "minus": "-",
+    "times": "*",
+    "divided by": "/",
+    "x": "*",
+    "\u00d7": "*",
+}
+_EXPRESSION = re.compile(r"[\d(][\d\s.+\-*/()]*[\d)]")
+
+
+def _expression(question: str) -> str | None:
+    """Return the arithmetic in `question` (such as "156 * 789 + 234"), if it holds any."""
+    text = question
+    for word, symbol in _NUMBER_WORDS.items():
+        text = re.sub(rf"(?<=[\d\s]){re.escape(word)}(?=[\s\d(])", f" {symbol} ", text)
+    found = [m.group().strip() for m in _EXPRESSION.finditer(text)]
+    found = [f for f in found if re.search(r"\d\s*[+\-*/]\s*[\d(]", f)]
+    return " ".join(max(found, key=len).split()) if found else None
+
+
+def _city(question: str) -> str | None:
+    """Return the city `question` asks about, if it names one."""
+    for city in _KNOWN_CITIES:
+        if re.search(rf"\b{city}\b", question, re.I):
+            return city
+    found = _CITY.search(question)
+    return found.group(1) if found else None
+
+
+def _route(messages: list[Message], tools: Any) -> Message:
+    """The router's one step: transfer weather and arithmetic, answer anything else."""
+    question = _request(messages)
+    if _WEATHER_WORDS.search(question) or (_city(question) and not _expression(question)):
+        return call("transfer_to_agent", {"agent_name": "WeatherAgent"})
+    if _expression(question) or _MATH_WORDS.search(question):
+        return call("transfer_to_agent", {"agent_name": "MathAgent"})
+    return reply(UNSUPPORTED)
+
+
+def _exit(text: str) -> Message:
+    return call("exit", {"final_result": text})
+
+
+def _look_up_weather(messages: list[Message], tools: Any) -> Message:
+    city = _city(_request(messages))
+    if city is None:
+        return _exit("Which city? Ask me, for example, about the weather in Tokyo.")
+    return call("get_weather", {"city": city})
+
+
+def _state_weather(messages: list[Message], tools: Any) -> Message:
+    data = json.loads(_last_tool_result(messages))
+    if "error" in data:
+        return _exit(f"I have no weather report for {data['city']}.")
+    condition, city, temperature = data["condition"].lower(), data["city"], data["temperature"]
+    return _exit(f"It is {condition} in {city}, {temperature}.")
+
+
+def _calculate(messages: list[Message], tools: Any) -> Message:
+    expression = _expression(_request(messages))
+    if expression is None:
+        return _exit("Give me the arithmetic to do, such as 156 * 789 + 234.")
+    return call("calculator", {"expression": expression})
+
+
+def _state_result(messages: list[Message], tools: Any) -> Message:
+    asked = next(m for m in reversed(messages) if m.tool_calls).tool_calls[0]
+    expression = json.loads(asked.arguments)["expression"]
+    result = _last_tool_result(messages)
+    if re.fullmatch(r"-?[\d.]+(e[+-]?\d+)?", result):
+        return _exit(f"{expression} = {result}")
+    return _exit(f"I could not calculate {expression}: {result}")
+
+
+def offline_router() -> ChatModelAgent:
+    """Return the demo's Router and its specialists on scripted models, for any question.
+
+    The Router transfers weather questions to WeatherAgent and arithmetic to MathAgent, and
+    says it can help with those only otherwise; the specialists really call `get_weather`
+    and `calculator` and state what the tool returned ("It is cloudy in Tokyo, 18°C.",
+    "156 * 789 + 234 = 123318").
+    """
+    return build_router(
+        _scripted([_route]),
+        _scripted([_look_up_weather, _state_weather]),
+        _scripted([_calculate, _state_result]),
+    )
+
+
 async def main() -> None:
     """Run every example and print what it produced."""
     review = await Runner(code_review_coordinator()).query(f"Review this PR:\n{PR}").collect()
@@ -276,6 +477,9 @@ async def main() -> None:
     print("project:", project.final_output, f"({len(project.events)} events at depth <= 1)")
     research = await Runner(research_graph()).query("agent frameworks").collect()
     print("research report:", research.final_output["report"])
+    router = Runner(offline_router())
+    for question in QUERIES:
+        print("router:", question, "->", (await router.query(question).collect()).final_output)
 
 
 if __name__ == "__main__":
