@@ -37,6 +37,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import secrets
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -104,13 +105,23 @@ Result: {"city": "Lisbon", "time": "14:05"}
 Step: ["answer", "It is 14:05 in Lisbon."]
 
 ### Log
-Instructions: You convert units. Use the convert tool.
+Instructions: You give stock prices. Use the quote tool.
 Tools:
-- convert: Convert a quantity to another unit. Arguments: {"quantity": string, "unit": string}
-User: How many metres are 3.5 kilometres?
-Step: ["convert", {"quantity": "3.5 km", "unit": "m"}]
-Result: "3500 m"
-Step: ["answer", "3.5 kilometres are 3500 metres."]
+- quote: Get the latest price of a stock. Arguments: {"symbol": string}
+User: How much is ACME trading at?
+Step: ["quote", {"symbol": "ACME"}]
+Result: {"symbol": "ACME", "price": "31.75 USD"}
+Step: ["answer", "ACME is trading at 31.75 USD."]
+
+### Log
+Instructions: You give train times. Use the timetable tool.
+Tools:
+- timetable: Get the next train between two stations. Arguments: {"origin": string, \
+"destination": string}
+User: When does the next train leave Bern for Basel?
+Step: ["timetable", {"origin": "Bern", "destination": "Basel"}]
+Result: {"origin": "Bern", "destination": "Basel", "error": "no timetable for this route"}
+Step: ["answer", "Sorry, there is no timetable for this route from Bern to Basel."]
 
 """
 
@@ -331,11 +342,14 @@ class LocalModel:
         names, answer = self._choices(messages, offered, tool_choice)
         options = {name: _bounded(offered[name].parameters, self.string_chars) for name in names}
         if answer:
-            options[_ANSWER] = (
-                _sentence(self.answer_chars)
-                if output is None
-                else _bounded(answer_schema(output.schema), self.string_chars)
-            )
+            if output is not None:
+                options[_ANSWER] = _bounded(answer_schema(output.schema), self.string_chars)
+            elif self.steer and messages and messages[-1].role == "tool":
+                options[_ANSWER] = _grounded(
+                    self.answer_chars, _results(messages), _request(messages)
+                )
+            else:
+                options[_ANSWER] = _sentence(self.answer_chars)
         labels: dict[str, str | list[str]] = {
             t.name: f"{t.name}: {_one_line(t.description)}" for t in tools
         }
@@ -408,6 +422,87 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> tuple[str
 def _sentence(chars: int) -> dict[str, Any]:
     """The schema of a final answer: one sentence (a "." ends it, but not in "3.5")."""
     return {"type": "string", "pattern": f'^([^."\\\\\\n]|[.][0-9]){{1,{chars}}}[.]$'}
+
+
+_CHAR = '[^0-9."\\\\\\n]'  # a character of an answer that is no digit and no "."
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_TEXT_CHARS = 60  # the longest text value of a result an answer is made to quote
+
+
+def _grounded(chars: int, results: str, request: str) -> dict[str, Any]:
+    """The schema of an answer after a tool result: one sentence that states the result.
+
+    Its only numbers are the result's and the request's, written as they are there, and
+    when the result holds a number the answer writes one of them: the model words the
+    sentence, the grammar keeps it to what the tool returned.
+    """
+    returned = _numbers(results)
+    known = _alternatives(returned | _numbers(request))
+    unit = f"({_CHAR}|{known}{_CHAR})" if known else _CHAR
+    half = max(chars // 2, 1)
+    stated = _alternatives(returned) or _alternatives(_texts(results, request))
+    if not stated:
+        return {"type": "string", "pattern": f"^{unit}{{1,{chars}}}[.]$"}
+    tail = f"({_CHAR}{unit}{{0,{half}}}{known + '?' if known else ''})?"
+    return {"type": "string", "pattern": f"^{unit}{{0,{half}}}{stated}{tail}[.]$"}
+
+
+def _texts(results: str, request: str) -> set[str]:
+    """The text values of JSON results that say something the request does not (such as
+    an error's message), short enough to be written whole."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str):
+            text = _one_line(value)
+            if (
+                0 < len(text) <= _TEXT_CHARS
+                and text.lower() not in request.lower()
+                and not any(c in text for c in '"\\.')
+                and not _NUMBER.search(text)
+            ):
+                found.add(text)
+
+    for line in results.splitlines():
+        try:
+            walk(json.loads(line))
+        except ValueError:
+            continue
+    return found
+
+
+def _numbers(text: str) -> set[str]:
+    return set(_NUMBER.findall(text))
+
+
+def _alternatives(values: set[str]) -> str:
+    """A pattern group matching any of `values` written as given ("" for none)."""
+    if not values:
+        return ""
+    ordered = sorted(values, key=lambda n: (-len(n), n))
+    return "(" + "|".join(_literal(n) for n in ordered) + ")"
+
+
+def _literal(text: str) -> str:
+    """`text` as a pattern that matches it literally (in the subset grammars understand)."""
+    return "".join(f"[{c}]" if c in ".^$" else "\\" + c if c in "[]()|{}*+?\\" else c for c in text)
+
+
+def _results(messages: Sequence[Message]) -> str:
+    """The tool results since the latest user message, one per line."""
+    found: list[str] = []
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        if message.role == "tool":
+            found.append(message.content)
+    return "\n".join(reversed(found))
 
 
 def answer_schema(schema: dict[str, Any]) -> dict[str, Any]:
