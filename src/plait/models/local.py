@@ -406,7 +406,8 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> tuple[str
         if message.role == "system":
             continue
         if message.role == "user":
-            lines.append("User: " + _one_line(message.content))
+            if not _transfer_note(message):
+                lines.append("User: " + _one_line(message.content))
         elif message.role == "tool":
             lines.append("Result: " + _one_line(message.content))
         else:
@@ -419,14 +420,33 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> tuple[str
     return _PREAMBLE + "\n".join(lines), keep
 
 
+def _transfer_note(message: Message) -> bool:
+    """Whether `message` only tells that another agent transferred to this one (it is left
+    out of the log: a small model takes it for the subject of the conversation)."""
+    text = message.content
+    quoted = f"`{TRANSFER_TOOL}`"
+    return (
+        message.name is not None
+        and text.startswith("For context:")
+        and "said:" not in text
+        and text.count("`") == 2 * text.count(quoted) > 0
+    )
+
+
 def _sentence(chars: int) -> dict[str, Any]:
     """The schema of a final answer: one sentence (a "." ends it, but not in "3.5")."""
     return {"type": "string", "pattern": f'^([^."\\\\\\n]|[.][0-9]){{1,{chars}}}[.]$'}
 
 
-_CHAR = '[^0-9."\\\\\\n]'  # a character of an answer that is no digit and no "."
+# A character of an answer: no digit, no other character that writes a number (², ½, Ⅻ,
+# ①, full-width digits) and no ".".
+_CHAR = (
+    '[^0-9."\\\\\\n\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f\u2150-\u218f'
+    "\u2460-\u24ff\uff10-\uff19]"
+)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _TEXT_CHARS = 60  # the longest text value of a result an answer is made to quote
+_TEXT_LEAD = 16  # how many characters may come before that quote
 
 
 def _grounded(chars: int, results: str, request: str) -> dict[str, Any]:
@@ -440,11 +460,15 @@ def _grounded(chars: int, results: str, request: str) -> dict[str, Any]:
     known = _alternatives(returned | _numbers(request))
     unit = f"({_CHAR}|{known}{_CHAR})" if known else _CHAR
     half = max(chars // 2, 1)
-    stated = _alternatives(returned) or _alternatives(_texts(results, request))
-    if not stated:
-        return {"type": "string", "pattern": f"^{unit}{{1,{chars}}}[.]$"}
     tail = f"({_CHAR}{unit}{{0,{half}}}{known + '?' if known else ''})?"
-    return {"type": "string", "pattern": f"^{unit}{{0,{half}}}{stated}{tail}[.]$"}
+    stated = _alternatives(returned)
+    if stated:
+        return {"type": "string", "pattern": f"^{unit}{{0,{half}}}{stated}{tail}[.]$"}
+    texts = _alternatives(_texts(results, request))
+    if texts:  # no number: a text of the result (such as an error's), as a phrase, early on
+        lead = f"({unit}{{0,{_TEXT_LEAD - 1}}} )?"
+        return {"type": "string", "pattern": f"^{lead}{texts}{tail}[.]$"}
+    return {"type": "string", "pattern": f"^{unit}{{1,{chars}}}[.]$"}
 
 
 def _texts(results: str, request: str) -> set[str]:
