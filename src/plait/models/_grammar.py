@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from llama_cpp.llama_grammar import SchemaConverter
+from llama_cpp import llama_grammar
 
 __all__ = ["bound_pattern", "int_range", "schema_to_gbnf"]
 
@@ -41,7 +41,10 @@ def schema_to_gbnf(schema: Mapping[str, Any]) -> str:
     return str(converter.format_grammar())
 
 
-class _Converter(SchemaConverter):  # type: ignore[misc]
+_SchemaConverter: Any = llama_grammar.SchemaConverter  # untyped
+
+
+class _Converter(_SchemaConverter):  # type: ignore[misc]
     """llama.cpp's converter, with numeric ranges and patterns bounded by `maxLength`."""
 
     def visit(self, schema: dict[str, Any], name: str) -> str:

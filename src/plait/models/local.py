@@ -18,11 +18,14 @@ agent's instruction, its tools and the history, then
   most likely wins (noisy-channel scoring, which small models do far better than picking a
   name themselves);
 - the arguments are decoded under a grammar built from the tool's JSON schema, every string
-  bounded, so they are always valid for it and a step always ends;
+  bounded, so they are always valid for it and a step always ends; the schema's `enum`,
+  `pattern`, `maxLength` and `minimum`/`maximum` hold in the grammar (`_grammar`);
 - with `steer=True` (the default) the step before any tool result calls a tool, and the step
-  after one gives the final answer; an agent whose only tool is `transfer_to_agent`
-  transfers. With `steer=False` (for a capable GGUF) one grammar admits every tool and a
-  final answer, and the model chooses;
+  after one gives the final answer, held by its grammar to the result: its only numbers are
+  the result's and the request's, and it states one of the result's (or, with none, quotes
+  one of its texts); an agent whose only tool is `transfer_to_agent` transfers. With
+  `steer=False` (for a capable GGUF) one grammar admits every tool and a final answer, and
+  the model chooses;
 - a structured-output agent's answer (the `output_schema` option) is decoded under a grammar
   built from its schema, strings bounded and every property required, so it is valid JSON
   for the schema by construction.
