@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from plait import Runner
+from plait import FunctionTool, Runner
 from plait.context import RunContext as Ctx  # plait's own context class
 from plait.errors import InvalidToolArguments
 from plait.examples.router import (
@@ -12,6 +14,7 @@ from plait.examples.router import (
     UNSUPPORTED,
     build_router,
     calculator,
+    get_weather,
     routes_only,
     scripted_models,
 )
@@ -40,8 +43,29 @@ def test_the_three_queries_reach_the_right_agent() -> None:
 async def test_the_calculator_refuses_anything_but_arithmetic() -> None:
     ctx = Ctx.root("MathAgent", [])
     assert await calculator.call('{"expression": "(1 + 2) * 4"}', ctx) == "12"
+    assert await calculator.call('{"expression": "-3 * (2 + 1)"}', ctx) == "-9"
     with pytest.raises(ValueError, match="only numbers"):
-        await calculator.call('{"expression": "__import__(\\"os\\")"}', ctx)
+        await calculator.call('{"expression": "2 ** 3"}', ctx)
+
+
+@pytest.mark.parametrize(
+    ("tool_", "arguments", "problem"),
+    [
+        (calculator, '{"expression": "__import__(\\"os\\")"}', "should match pattern"),
+        (calculator, '{"expression": "2 * 21 = 42"}', "should match pattern"),
+        (calculator, json.dumps({"expression": "1 + " * 20 + "1"}), "at most 60"),
+        (get_weather, '{"city": "Oslo; rm -rf"}', "should match pattern"),
+        (get_weather, json.dumps({"city": "A" * 41}), "at most 40"),
+    ],
+)
+async def test_the_tools_arguments_are_constrained_by_their_schema(
+    tool_: FunctionTool, arguments: str, problem: str
+) -> None:
+    ctx = Ctx.root("Agent", [])
+    with pytest.raises(InvalidToolArguments, match=problem):
+        await tool_.call(arguments, ctx)
+    properties = tool_.info().parameters["properties"]
+    assert all("pattern" in spec and "maxLength" in spec for spec in properties.values())
     with pytest.raises(InvalidToolArguments, match="expression: Field required"):
         await calculator.call("{}", ctx)
 

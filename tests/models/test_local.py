@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -71,6 +72,29 @@ def test_math_query_calls_the_calculator_with_an_expression(model: LocalModel) -
     assert [name for name, _ in calls] == ["calculator"]
     assert set(calls[0][1]) == {"expression"} and isinstance(calls[0][1]["expression"], str)
     assert isinstance(result.final_output, str) and result.final_output.strip()
+
+
+def test_the_calculators_pattern_keeps_words_out_and_the_answer_states_its_result(
+    model: LocalModel,
+) -> None:
+    result = Runner(_agent(model)).query_sync("What is 12 times 12?")
+    result.raise_for_error()
+    (name, arguments), *_ = _tool_calls(result.events)
+    assert name == "calculator"
+    assert re.fullmatch(r"[0-9+*/() .-]{1,60}", str(arguments["expression"]))
+    tool_results = [e for e in result.events if e.output.message.role == "tool"]  # type: ignore[union-attr]
+    returned = tool_results[0].output.message.message.content  # type: ignore[union-attr]
+    assert returned == "144"
+    assert "144" in str(result.final_output)
+
+
+def test_an_error_result_is_quoted_and_no_weather_is_invented(model: LocalModel) -> None:
+    result = Runner(_agent(model)).query_sync("What's the weather in Oslo?")
+    result.raise_for_error()
+    assert _tool_calls(result.events) == [("get_weather", {"city": "Oslo"})]
+    answer = str(result.final_output)
+    assert "no report for this city" in answer
+    assert not re.search(r"[0-9]", answer)
 
 
 async def test_after_a_tool_result_the_step_is_a_final_answer(model: LocalModel) -> None:

@@ -20,7 +20,9 @@ import json
 import operator
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from plait import ChatModelAgent, Message, ToolInfo, tool
 from plait.models import ChatModel
@@ -50,8 +52,14 @@ _WEATHER = {
 }
 
 
+# The tools declare what their arguments may be; a model that decodes under the schema
+# (LocalModel) can then only write a city name and an arithmetic expression.
+City = Annotated[str, Field(pattern=r"^[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ .'-]*$", max_length=40)]
+Expression = Annotated[str, Field(pattern=r"^[0-9+*/() .-]+$", max_length=60)]
+
+
 @tool
-def get_weather(city: str) -> dict[str, str]:
+def get_weather(city: City) -> dict[str, str]:
     """Get current weather information for a city.
 
     Args:
@@ -76,6 +84,9 @@ def _evaluate(node: ast.AST) -> float | int:
         return _evaluate(node.body)
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _evaluate(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
         result: float | int = _OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
         return result
@@ -83,7 +94,7 @@ def _evaluate(node: ast.AST) -> float | int:
 
 
 @tool
-def calculator(expression: str) -> str:
+def calculator(expression: Expression) -> str:
     """Perform basic mathematical calculations.
 
     Args:

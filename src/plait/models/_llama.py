@@ -27,6 +27,8 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from plait.models._grammar import schema_to_gbnf
+
 __all__ = ["Engine", "EngineFailure"]
 
 _TOP_TOKENS = 32  # how many likely tokens are tried against the grammar before all of them
@@ -259,7 +261,7 @@ class Engine:
         key = json.dumps(schema, sort_keys=True) + close
         rules = self._grammars.get(key)
         if rules is None:
-            rules = str(llama_cpp.llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
+            rules = schema_to_gbnf(schema)
             # The prompt ends just before a value the examples show after a space, so the
             # value starts with that space and the model sees the tokens it was shown; the
             # closing "]" of a step is the grammar's too, as the model writes it with the

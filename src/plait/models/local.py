@@ -18,11 +18,14 @@ agent's instruction, its tools and the history, then
   most likely wins (noisy-channel scoring, which small models do far better than picking a
   name themselves);
 - the arguments are decoded under a grammar built from the tool's JSON schema, every string
-  bounded, so they are always valid for it and a step always ends;
+  bounded, so they are always valid for it and a step always ends; the schema's `enum`,
+  `pattern`, `maxLength` and `minimum`/`maximum` hold in the grammar (`_grammar`);
 - with `steer=True` (the default) the step before any tool result calls a tool, and the step
-  after one gives the final answer; an agent whose only tool is `transfer_to_agent`
-  transfers. With `steer=False` (for a capable GGUF) one grammar admits every tool and a
-  final answer, and the model chooses;
+  after one gives the final answer, held by its grammar to the result: its only numbers are
+  the result's and the request's, and it states one of the result's (or, with none, quotes
+  one of its texts); an agent whose only tool is `transfer_to_agent` transfers. With
+  `steer=False` (for a capable GGUF) one grammar admits every tool and a final answer, and
+  the model chooses;
 - a structured-output agent's answer (the `output_schema` option) is decoded under a grammar
   built from its schema, strings bounded and every property required, so it is valid JSON
   for the schema by construction.
@@ -37,6 +40,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import secrets
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -104,13 +108,23 @@ Result: {"city": "Lisbon", "time": "14:05"}
 Step: ["answer", "It is 14:05 in Lisbon."]
 
 ### Log
-Instructions: You convert units. Use the convert tool.
+Instructions: You give stock prices. Use the quote tool.
 Tools:
-- convert: Convert a quantity to another unit. Arguments: {"quantity": string, "unit": string}
-User: How many metres are 3.5 kilometres?
-Step: ["convert", {"quantity": "3.5 km", "unit": "m"}]
-Result: "3500 m"
-Step: ["answer", "3.5 kilometres are 3500 metres."]
+- quote: Get the latest price of a stock. Arguments: {"symbol": string}
+User: How much is ACME trading at?
+Step: ["quote", {"symbol": "ACME"}]
+Result: {"symbol": "ACME", "price": "31.75 USD"}
+Step: ["answer", "ACME is trading at 31.75 USD."]
+
+### Log
+Instructions: You give train times. Use the timetable tool.
+Tools:
+- timetable: Get the next train between two stations. Arguments: {"origin": string, \
+"destination": string}
+User: When does the next train leave Bern for Basel?
+Step: ["timetable", {"origin": "Bern", "destination": "Basel"}]
+Result: {"origin": "Bern", "destination": "Basel", "error": "no timetable for this route"}
+Step: ["answer", "Sorry, there is no timetable for this route from Bern to Basel."]
 
 """
 
@@ -331,11 +345,14 @@ class LocalModel:
         names, answer = self._choices(messages, offered, tool_choice)
         options = {name: _bounded(offered[name].parameters, self.string_chars) for name in names}
         if answer:
-            options[_ANSWER] = (
-                _sentence(self.answer_chars)
-                if output is None
-                else _bounded(answer_schema(output.schema), self.string_chars)
-            )
+            if output is not None:
+                options[_ANSWER] = _bounded(answer_schema(output.schema), self.string_chars)
+            elif self.steer and messages and messages[-1].role == "tool":
+                options[_ANSWER] = _grounded(
+                    self.answer_chars, _results(messages), _request(messages)
+                )
+            else:
+                options[_ANSWER] = _sentence(self.answer_chars)
         labels: dict[str, str | list[str]] = {
             t.name: f"{t.name}: {_one_line(t.description)}" for t in tools
         }
@@ -392,7 +409,8 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> tuple[str
         if message.role == "system":
             continue
         if message.role == "user":
-            lines.append("User: " + _one_line(message.content))
+            if not _transfer_note(message):
+                lines.append("User: " + _one_line(message.content))
         elif message.role == "tool":
             lines.append("Result: " + _one_line(message.content))
         else:
@@ -405,9 +423,113 @@ def _render(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> tuple[str
     return _PREAMBLE + "\n".join(lines), keep
 
 
+def _transfer_note(message: Message) -> bool:
+    """Whether `message` only tells that another agent transferred to this one (it is left
+    out of the log: a small model takes it for the subject of the conversation)."""
+    text = message.content
+    quoted = f"`{TRANSFER_TOOL}`"
+    return (
+        message.name is not None
+        and text.startswith("For context:")
+        and "said:" not in text
+        and text.count("`") == 2 * text.count(quoted) > 0
+    )
+
+
 def _sentence(chars: int) -> dict[str, Any]:
     """The schema of a final answer: one sentence (a "." ends it, but not in "3.5")."""
     return {"type": "string", "pattern": f'^([^."\\\\\\n]|[.][0-9]){{1,{chars}}}[.]$'}
+
+
+# A character of an answer: no digit, no other character that writes a number (², ½, Ⅻ,
+# ①, full-width digits) and no ".".
+_CHAR = (
+    '[^0-9."\\\\\\n\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f\u2150-\u218f'
+    "\u2460-\u24ff\uff10-\uff19]"
+)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_TEXT_CHARS = 60  # the longest text value of a result an answer is made to quote
+_TEXT_LEAD = 16  # how many characters may come before that quote
+
+
+def _grounded(chars: int, results: str, request: str) -> dict[str, Any]:
+    """The schema of an answer after a tool result: one sentence that states the result.
+
+    Its only numbers are the result's and the request's, written as they are there, and
+    when the result holds a number the answer writes one of them: the model words the
+    sentence, the grammar keeps it to what the tool returned.
+    """
+    returned = _numbers(results)
+    known = _alternatives(returned | _numbers(request))
+    unit = f"({_CHAR}|{known}{_CHAR})" if known else _CHAR
+    half = max(chars // 2, 1)
+    tail = f"({_CHAR}{unit}{{0,{half}}}{known + '?' if known else ''})?"
+    stated = _alternatives(returned)
+    if stated:
+        return {"type": "string", "pattern": f"^{unit}{{0,{half}}}{stated}{tail}[.]$"}
+    texts = _alternatives(_texts(results, request))
+    if texts:  # no number: a text of the result (such as an error's), as a phrase, early on
+        lead = f"({unit}{{0,{_TEXT_LEAD - 1}}} )?"
+        return {"type": "string", "pattern": f"^{lead}{texts}{tail}[.]$"}
+    return {"type": "string", "pattern": f"^{unit}{{1,{chars}}}[.]$"}
+
+
+def _texts(results: str, request: str) -> set[str]:
+    """The text values of JSON results that say something the request does not (such as
+    an error's message), short enough to be written whole."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str):
+            text = _one_line(value)
+            if (
+                0 < len(text) <= _TEXT_CHARS
+                and text.lower() not in request.lower()
+                and not any(c in text for c in '"\\.')
+                and not _NUMBER.search(text)
+            ):
+                found.add(text)
+
+    for line in results.splitlines():
+        try:
+            walk(json.loads(line))
+        except ValueError:
+            continue
+    return found
+
+
+def _numbers(text: str) -> set[str]:
+    return set(_NUMBER.findall(text))
+
+
+def _alternatives(values: set[str]) -> str:
+    """A pattern group matching any of `values` written as given ("" for none)."""
+    if not values:
+        return ""
+    ordered = sorted(values, key=lambda n: (-len(n), n))
+    return "(" + "|".join(_literal(n) for n in ordered) + ")"
+
+
+def _literal(text: str) -> str:
+    """`text` as a pattern that matches it literally (in the subset grammars understand)."""
+    return "".join(f"[{c}]" if c in ".^$" else "\\" + c if c in "[]()|{}*+?\\" else c for c in text)
+
+
+def _results(messages: Sequence[Message]) -> str:
+    """The tool results since the latest user message, one per line."""
+    found: list[str] = []
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        if message.role == "tool":
+            found.append(message.content)
+    return "\n".join(reversed(found))
 
 
 def answer_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,211 @@
+"""Whether the router example's final answers are right on the embedded LocalModel.
+
+Each of 20 held-out requests (weather, arithmetic, and requests for neither) is run end to
+end through `demo_team()` on the embedded model (Router → WeatherAgent / MathAgent, their
+tools; the Router only routes), exactly as `plait run plait.examples.router:demo_team` runs
+it. The final answer is then judged:
+
+- weather: `get_weather` was called for the city asked about; if it returned a temperature,
+  that number is in the answer; if it had no report, the answer says so ("no report",
+  "not available", ...) and states no temperature;
+- arithmetic: the right value (computed here, not taken from the tool) is in the answer;
+- neither: the answer is the Router's fixed reply (`UNSUPPORTED`) and no specialist's tool
+  was called.
+
+Every answer is also checked for invented values: a number in the answer that neither a tool
+returned nor the user wrote (`42` and `42.0` are the same number). An answer with an
+invented value is never right.
+
+The requests were written before the model was tuned for right answers and none of them was
+used to tune it; the README's example ("Calculate 2 * 21") is one of them.
+
+Run: `python bench/answers.py` (needs `pip install "plait[local]"`). Prints a table, the
+score, the invented values, and a final JSON line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+
+from plait import Runner
+from plait.examples.router import UNSUPPORTED, demo_team
+
+# (kind, request, what the answer must state: the city asked about or the right value)
+REQUESTS: list[tuple[str, str, str]] = [
+    ("weather", "What's the weather in Oslo?", "Oslo"),
+    ("weather", "How hot is it in Beijing today?", "Beijing"),
+    ("weather", "Is it raining in Paris?", "Paris"),
+    ("weather", "Tell me the weather for London", "London"),
+    ("weather", "Weather in Tokyo please", "Tokyo"),
+    ("weather", "What is the temperature in New York?", "New York"),
+    ("weather", "Is it sunny in Beijing?", "Beijing"),
+    ("math", "Calculate 2 * 21", "42"),
+    ("math", "3+4", "7"),
+    ("math", "What is 12 times 12?", "144"),
+    ("math", "What's 100 divided by 8?", "12.5"),
+    ("math", "Add 250 and 375", "625"),
+    ("math", "Compute (4 + 6) * 7", "70"),
+    ("math", "How much is 1000 minus 37?", "963"),
+    ("math", "What is 3.5 * 4?", "14"),
+    ("neither", "What's the capital of Spain?", ""),
+    ("neither", "Tell me a joke", ""),
+    ("neither", "Who wrote Pride and Prejudice?", ""),
+    ("neither", "How do I bake bread?", ""),
+    ("neither", "What is the tallest mountain in the world?", ""),
+]
+_SPECIALIST_TOOLS = {"get_weather", "calculator"}
+_NO_REPORT = ("no report", "not available", "no weather", "unavailable", "don't have", "no data")
+_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+
+
+@dataclass
+class Judged:
+    """One request's run and the verdict on its final answer."""
+
+    kind: str
+    request: str
+    answer: str
+    calls: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+    results: list[str] = field(default_factory=list)
+    invented: list[str] = field(default_factory=list)
+    right: bool = False
+    why: str = ""
+    seconds: float = 0.0
+
+
+def numbers(text: str) -> set[float]:
+    """Return the numbers written in `text` ("1,000" and "1000" alike)."""
+    found = set()
+    for raw in _NUMBER.findall(text):
+        try:
+            found.add(float(raw.replace(",", "")))
+        except ValueError:
+            continue
+    return found
+
+
+def _has(text: str, value: str) -> bool:
+    return float(value) in numbers(text)
+
+
+def judge(kind: str, request: str, expected: str, answer: str, done: Judged) -> None:
+    """Fill in `done`'s verdict for the final `answer` to `request`."""
+    allowed = numbers(request) | {n for r in done.results for n in numbers(r)}
+    done.invented = [
+        raw for raw in _NUMBER.findall(answer) if float(raw.replace(",", "")) not in allowed
+    ]
+    tools = [name for name, _ in done.calls if name in _SPECIALIST_TOOLS]
+    if kind == "neither":
+        done.right = answer.strip() == UNSUPPORTED and not tools
+        done.why = "" if done.right else ("called " + ", ".join(tools) if tools else "answered")
+    elif kind == "weather":
+        cities = [str(a.get("city", "")) for n, a in done.calls if n == "get_weather"]
+        if not any(c.strip().lower() == expected.lower() for c in cities):
+            done.why = f"get_weather({cities})" if cities else "no get_weather call"
+        elif not done.results:
+            done.why = "no tool result"
+        else:
+            result = done.results[-1]
+            try:
+                report = json.loads(result)
+            except ValueError:
+                report = {}
+            temperature = str(report.get("temperature", "")) if isinstance(report, dict) else ""
+            if temperature:
+                value = _NUMBER.search(temperature)
+                done.right = value is not None and _has(answer, value.group())
+                done.why = "" if done.right else f"{temperature} not stated"
+            else:
+                said = any(p in answer.lower() for p in _NO_REPORT)
+                done.right = said and not numbers(answer)
+                done.why = "" if done.right else "no report not stated"
+    else:
+        if "calculator" not in tools:
+            done.why = "no calculator call"
+        else:
+            done.right = _has(answer, expected)
+            done.why = "" if done.right else f"{expected} not stated"
+    if done.invented:
+        done.right = False
+        done.why = (done.why + "; " if done.why else "") + "invented " + ", ".join(done.invented)
+
+
+async def _run(runner: Runner, kind: str, request: str, expected: str) -> Judged:
+    started = time.perf_counter()
+    result = await runner.query(request).collect()
+    done = Judged(kind, request, "")
+    for event in result.events:
+        message = event.output.message.message if event.output and event.output.message else None
+        if message is None:
+            continue
+        for call in message.tool_calls:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except ValueError:
+                arguments = {"raw": call.arguments}
+            done.calls.append((call.name, arguments if isinstance(arguments, dict) else {}))
+        if message.role == "tool" and message.name in _SPECIALIST_TOOLS:
+            done.results.append(message.content)
+    if result.error is not None:
+        done.answer = f"<{type(result.error).__name__}: {result.error}>"
+    else:
+        done.answer = str(result.final_output or "")
+    done.seconds = time.perf_counter() - started
+    judge(kind, request, expected, done.answer, done)
+    if result.error is not None:
+        done.right = False
+        done.why = "the run failed"
+    return done
+
+
+async def _main() -> list[Judged]:
+    os.environ.pop("PLAIT_MODEL", None)  # the embedded model, as the README example runs it
+    runner = Runner(demo_team())
+    judged = []
+    for kind, request, expected in REQUESTS:
+        done = await _run(runner, kind, request, expected)
+        judged.append(done)
+        mark = "ok " if done.right else "BAD"
+        tool = "; ".join(f"{n}({json.dumps(a, ensure_ascii=False)})" for n, a in done.calls)
+        print(f"{mark} {kind:8} {request!r:48} → {done.answer!r}")
+        print(f"    calls: {tool or '-'}  results: {done.results or '-'}  {done.why}")
+    return judged
+
+
+def main() -> None:
+    """Run every request, print the table, the score and the invented values."""
+    started = time.perf_counter()
+    judged = asyncio.run(_main())
+    right = sum(j.right for j in judged)
+    invented = [j for j in judged if j.invented]
+    print(f"\n{'kind':8} {'right':>5} {'of':>3}")
+    for kind in ("weather", "math", "neither"):
+        mine = [j for j in judged if j.kind == kind]
+        print(f"{kind:8} {sum(j.right for j in mine):>5} {len(mine):>3}")
+    print(f"\nright answers: {right}/{len(judged)}")
+    print(f"answers with invented values: {len(invented)}")
+    for j in invented:
+        print(f"  {j.request!r}: {', '.join(j.invented)} in {j.answer!r}")
+    print(f"wall time: {time.perf_counter() - started:.1f} s")
+    print(
+        json.dumps(
+            {
+                "right": right,
+                "total": len(judged),
+                "invented": len(invented),
+                "by_kind": {
+                    k: sum(j.right for j in judged if j.kind == k)
+                    for k in ("weather", "math", "neither")
+                },
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
