@@ -175,13 +175,7 @@ class RunStream:
         self._pause_id: str | None = None  # where it paused (a new id after a resume)
         self._steps = 0  # step checkpoints written
         self._forked = forked  # a fork: a refused start raises, its history carries on
-        self._log = StepLog(
-            setup.store,
-            setup.keep_history,
-            setup.checkpoint_ttl,
-            carry_on=forked or resumed_from is not None,
-            keep_all=setup.keep_steps,
-        )
+        self._log: StepLog | None = None  # the run's history, made at its first step save
         self._last_event: AgentEvent | None = None  # the last event the run emitted
         self._earlier_handoffs: list[HandoffLog] = []
         self._claimed: bytes | None = None  # a resumed checkpoint, as it was
@@ -464,10 +458,20 @@ class RunStream:
         checkpoint_id = self.checkpoint_id
         data = await self._write(checkpoint_id, (), running=True)
         self._steps += 1
-        if self._log.active:
+        log = self._log
+        if log is None:
+            setup = self._setup
+            log = self._log = StepLog(
+                setup.store,
+                setup.keep_history,
+                setup.checkpoint_ttl,
+                carry_on=self._forked or self._resumed_from is not None,
+                keep_all=setup.keep_steps,
+            )
+        if log.active:
             root = self._ctx
             assert root is not None
-            await self._log.add(
+            await log.add(
                 checkpoint_id, data, ctx.agent_name, self._last_event, root.session_values
             )
         failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
