@@ -40,7 +40,7 @@ from plait.memory.base import (
     words,
 )
 from plait.stores._network import DEFAULT_TIMEOUT, check_timeout, failed, timed_out
-from plait.stores._pgpool import ConnectionPool
+from plait.stores._pgpool import ConnectionPool, close_when_done, dsn_address, forget_task
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -95,34 +95,6 @@ def _lock_key(prefix: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def _address(dsn: str) -> str:
-    """Return the `host:port` a DSN points at (never its password)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "an unreadable DSN"
-    host = params.get("host") or params.get("hostaddr") or "localhost"
-    return f"{host}:{params.get('port') or 5432}"
-
-
-async def _close_when_done(pool: ConnectionPool) -> AsyncGenerator[None, None]:
-    """Keep `pool` open until this generator is closed (by `close`, or by its event loop's
-    end, which closes the generators it ran), then close the pool."""
-    try:
-        yield
-    finally:
-        await pool.close()
-
-
-def _forget(task: asyncio.Task[Any], leftovers: set[asyncio.Task[Any]]) -> None:
-    """Drop a finished leftover task, reading its outcome so that none is logged."""
-    leftovers.discard(task)
-    if not task.cancelled():
-        task.exception()
-
-
 class PostgresMemoryService(ClosingMemoryService):
     """Long-term memories in PostgreSQL, searched with its full-text search.
 
@@ -161,7 +133,7 @@ class PostgresMemoryService(ClosingMemoryService):
         self.max_size = max_size
         self.table_prefix = p = table_prefix
         self.timeout = check_timeout("PostgresMemoryService", timeout)
-        self.address = _address(dsn)
+        self.address = dsn_address(dsn)
         self._add = f"""
             INSERT INTO {p}memories (id, user_id, text, metadata, words)
             VALUES (%s, %s, %s, %s, to_tsvector('simple', %s))"""
@@ -201,7 +173,7 @@ class PostgresMemoryService(ClosingMemoryService):
     async def _open(self) -> ConnectionPool:
         """Bring the schema up to date, then open a pool that the loop's end closes."""
         pool = ConnectionPool(self._new_connection, self.max_size, self._psycopg.OperationalError)
-        closer = self._closer = _close_when_done(pool)
+        closer = self._closer = close_when_done(pool)
         await anext(closer)
         try:
             connection = await self._new_connection()
@@ -262,7 +234,7 @@ class PostgresMemoryService(ClosingMemoryService):
             if not task.done():
                 task.cancel()
                 self._leftovers.add(task)
-                task.add_done_callback(functools.partial(_forget, leftovers=self._leftovers))
+                task.add_done_callback(functools.partial(forget_task, leftovers=self._leftovers))
 
     async def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         """Run one statement on a pooled connection and return its rows."""

@@ -1,5 +1,5 @@
-"""The connection pool of `PostgresStore`: connections of one event loop, with no task of
-its own.
+"""The connection pool of `PostgresStore` and `PostgresMemoryService`: connections of one
+event loop, with no task of its own; and the helpers both use around it.
 
 Every connection is opened, checked and closed by the operation that needs it, in that
 operation's task and so within its time bound; nothing runs in the background, so nothing
@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import select
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["ConnectionPool"]
+__all__ = ["ConnectionPool", "close_when_done", "dsn_address", "forget_task"]
 
 _Connection: TypeAlias = "AsyncConnection[tuple[Any, ...]]"
 
@@ -110,3 +110,34 @@ class ConnectionPool:
         idle, self._idle = self._idle, []
         for connection in idle:
             await connection.close()
+
+
+async def close_when_done(pool: ConnectionPool) -> AsyncGenerator[None, None]:
+    """Keep `pool` open until this generator is closed, then close the pool.
+
+    Once started, the event loop tracks the generator and closes it when it shuts down
+    (`asyncio.run` does), so the pool's connections are closed with their loop.
+    """
+    try:
+        yield
+    finally:
+        await pool.close()
+
+
+def dsn_address(dsn: str) -> str:
+    """Return the `host:port` a DSN points at (never its password)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "an unreadable DSN"
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    return f"{host}:{params.get('port') or 5432}"
+
+
+def forget_task(task: asyncio.Task[Any], leftovers: set[asyncio.Task[Any]]) -> None:
+    """Drop a finished leftover task, reading its outcome so that none is logged."""
+    leftovers.discard(task)
+    if not task.cancelled():
+        task.exception()

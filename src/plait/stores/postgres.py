@@ -43,7 +43,7 @@ from plait.stores._network import (
     failed,
     timed_out,
 )
-from plait.stores._pgpool import ConnectionPool
+from plait.stores._pgpool import ConnectionPool, close_when_done, dsn_address, forget_task
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -169,37 +169,6 @@ class _Queries:
         )
 
 
-async def _close_when_done(pool: ConnectionPool) -> AsyncGenerator[None, None]:
-    """Keep `pool` open until this generator is closed, then close the pool.
-
-    Once started, the event loop tracks the generator and closes it when it shuts down
-    (`asyncio.run` does), so the pool's connections are closed with their loop.
-    """
-    try:
-        yield
-    finally:
-        await pool.close()
-
-
-def _address(dsn: str) -> str:
-    """Return the `host:port` a DSN points at (never its password)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "an unreadable DSN"
-    host = params.get("host") or params.get("hostaddr") or "localhost"
-    return f"{host}:{params.get('port') or 5432}"
-
-
-def _forget(task: asyncio.Task[Any], leftovers: set[asyncio.Task[Any]]) -> None:
-    """Drop a finished leftover task, reading its outcome so that none is logged."""
-    leftovers.discard(task)
-    if not task.cancelled():
-        task.exception()
-
-
 class PostgresStore(ClosingStore):
     """A store in PostgreSQL: shared by processes and machines, safe under concurrent resumes.
 
@@ -253,7 +222,7 @@ class PostgresStore(ClosingStore):
         self.max_size = max_size
         self.table_prefix = table_prefix
         self.timeout = check_timeout("PostgresStore", timeout)
-        self.address = _address(dsn)
+        self.address = dsn_address(dsn)
         self._sql = _Queries(table_prefix)
         self._pool: ConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -281,7 +250,7 @@ class PostgresStore(ClosingStore):
     async def _open(self) -> ConnectionPool:
         """Bring the schema up to date, then open a pool that the loop's end closes."""
         pool = ConnectionPool(self._new_connection, self.max_size, self._psycopg.OperationalError)
-        closer = self._closer = _close_when_done(pool)
+        closer = self._closer = close_when_done(pool)
         await anext(closer)
         try:
             connection = await self._new_connection()
@@ -348,7 +317,7 @@ class PostgresStore(ClosingStore):
             if not task.done():
                 task.cancel()
                 self._leftovers.add(task)
-                task.add_done_callback(functools.partial(_forget, leftovers=self._leftovers))
+                task.add_done_callback(functools.partial(forget_task, leftovers=self._leftovers))
 
     async def _run(self, sql: str, params: tuple[Any, ...], sweep: bool) -> list[tuple[Any, ...]]:
         """Run one statement on a pooled connection and return its rows."""
