@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -36,6 +35,7 @@ from plait.memory.base import (
     score,
     words,
 )
+from plait.stores._aiosqlite import connect
 
 __all__ = ["MIGRATIONS", "SqliteMemoryService"]
 
@@ -67,7 +67,6 @@ MIGRATIONS: list[tuple[str, ...]] = [
 ]
 
 _BUSY_TIMEOUT_MS = 30_000
-_JOIN_SECONDS = 5.0
 
 _ADD = """
 INSERT INTO plait_memories (id, user_id, text, metadata, words, created_at)
@@ -126,20 +125,7 @@ async def _migrate(db: aiosqlite.Connection) -> None:
 
 async def _open(path: str) -> aiosqlite.Connection:
     """Connect to `path` in autocommit mode, with the schema up to date."""
-    db = aiosqlite.connect(path, isolation_level=None)
-    # aiosqlite's worker thread is not a daemon: an unclosed service would hold the process
-    # open at exit. Every write is committed before it returns, so nothing is lost.
-    worker = getattr(db, "_thread", db)
-    if isinstance(worker, threading.Thread):
-        worker.daemon = True
-    try:
-        await db
-    except BaseException:
-        # a failed connect stops the worker thread, which then reports to this loop: wait
-        # for it while the loop still runs
-        if isinstance(worker, threading.Thread) and worker.is_alive():
-            await asyncio.get_running_loop().run_in_executor(None, worker.join, _JOIN_SECONDS)
-        raise
+    db = await connect(path)
     try:
         await db.execute_fetchall(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         await db.create_function("plait_shared_words", 2, _shared_words, deterministic=True)

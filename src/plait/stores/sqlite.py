@@ -17,7 +17,6 @@ import asyncio
 import math
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, cast
 
 import aiosqlite
 
+from plait.stores._aiosqlite import connect
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -164,27 +164,9 @@ async def _enable_wal(db: aiosqlite.Connection) -> None:
         await asyncio.sleep(0.01)
 
 
-#: The longest wait for aiosqlite's thread to stop after a failed connect.
-_JOIN_SECONDS = 5.0
-
-
 async def _open(path: str) -> aiosqlite.Connection:
     """Connect to `path` in autocommit and WAL mode, with the schema up to date."""
-    db = aiosqlite.connect(path, isolation_level=None)
-    # aiosqlite's worker thread is not a daemon: an unclosed store would hold the process
-    # open at exit. Every write is committed before it returns, so nothing is lost.
-    worker = getattr(db, "_thread", db)
-    if isinstance(worker, threading.Thread):
-        worker.daemon = True
-    try:
-        await db
-    except BaseException:
-        # aiosqlite stops its worker thread when the connect fails; its last act is to
-        # report to this loop, so wait for it while the loop still runs (else it may find
-        # the loop closed and print "Event loop is closed" from its thread).
-        if isinstance(worker, threading.Thread) and worker.is_alive():
-            await asyncio.get_running_loop().run_in_executor(None, worker.join, _JOIN_SECONDS)
-        raise
+    db = await connect(path)
     try:
         await db.execute_fetchall(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         await _enable_wal(db)
