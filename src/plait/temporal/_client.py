@@ -240,6 +240,10 @@ async def resume(
         message = cause.message if isinstance(cause, ApplicationError) else str(cause)
         raise ResumeError(f"run '{handle.id}' refused the resume: {message}") from None
     except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+        if "completed" in str(exc):
+            raise ResumeError(
+                f"run '{handle.id}' is not waiting for a resume: its workflow has completed"
+            ) from None
         raise ResumeError(f"run '{handle.id}' could not take the resume: {exc}") from exc
 
 

@@ -1,0 +1,148 @@
+"""The agents the Temporal tests run, built the same way in the test process and in the
+worker processes it starts. Models and tools append a line to `calls.log` in a directory
+each time they really run, so a test can count them across processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from plait import ChatModelAgent, Message, Team, interrupt, tool
+from plait.testing import FunctionModel, call
+
+DEADLINE = 120.0  # seconds a blocked tool waits for its file (a safety net)
+
+
+def log(directory: Path, line: str) -> None:
+    """Append `line` to the directory's call log (one write per line)."""
+    with (directory / "calls.log").open("a", encoding="utf-8") as out:
+        out.write(line + "\n")
+
+
+def calls(directory: Path) -> list[str]:
+    """The lines of the directory's call log."""
+    path = directory / "calls.log"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def _tool_results(messages: list[Message]) -> list[Message]:
+    return [m for m in messages if m.role == "tool"]
+
+
+def steps_agent(directory: Path, count: int = 3) -> ChatModelAgent:
+    """Calls `step(1)` … `step(count)` one after another, then answers "done". Step 2 waits
+    until the file `go` exists (so a test can kill its worker while it runs)."""
+
+    @tool
+    def step(n: int) -> str:
+        """Do step n.
+
+        Args:
+            n: The step's number.
+        """
+        log(directory, f"tool start {n}")
+        if n == 2:
+            deadline = time.monotonic() + DEADLINE
+            while not (directory / "go").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        log(directory, f"tool done {n}")
+        return f"step {n} ok"
+
+    def reply(messages: list[Message], tools: list[Any]) -> Message | str:
+        done = len(_tool_results(messages))
+        log(directory, f"model {done}")
+        if done < count:
+            return call("step", {"n": done + 1}, id=f"s{done + 1}")
+        return "done"
+
+    return ChatModelAgent("steps", FunctionModel(reply), tools=[step])
+
+
+def asker_agent(directory: Path, tool_name: str = "approve") -> ChatModelAgent:
+    """Asks for approval through a tool that calls `interrupt()`, then answers with the
+    tool's result."""
+
+    def approve(item: str) -> str:
+        log(directory, f"tool {item}")
+        answer = interrupt({"question": f"approve {item}?"})
+        return f"approved: {answer}"
+
+    approve.__doc__ = "Ask a person to approve an item.\n\nArgs:\n    item: What to approve."
+    approve_tool = tool(approve)
+    approve_tool.name = tool_name
+
+    def reply(messages: list[Message], tools: list[Any]) -> Message | str:
+        results = _tool_results(messages)
+        log(directory, f"model {len(results)}")
+        if not results:
+            return call("approve", {"item": "invoice"}, id="a1")
+        return results[-1].content
+
+    return ChatModelAgent("asker", FunctionModel(reply), tools=[approve_tool])
+
+
+def team(directory: Path) -> Team:
+    """A coordinator team: the lead asks its researcher (who looks a fact up with a tool),
+    then its writer, then answers."""
+
+    @tool
+    async def lookup(topic: str) -> str:
+        """Look a topic up.
+
+        Args:
+            topic: What to look up.
+        """
+        log(directory, f"tool lookup {topic}")
+        return f"{topic} is 42"
+
+    def researcher(messages: list[Message], tools: list[Any]) -> Message | str:
+        results = _tool_results(messages)
+        log(directory, f"model researcher {len(results)}")
+        if not results:
+            return call("lookup", {"topic": "answer"}, id="r1")
+        return f"found: {results[-1].content}"
+
+    def writer(messages: list[Message], tools: list[Any]) -> Message | str:
+        log(directory, "model writer")
+        return "written: " + messages[-1].content
+
+    def lead(messages: list[Message], tools: list[Any]) -> Message | str:
+        results = _tool_results(messages)
+        log(directory, f"model lead {len(results)}")
+        if not results:
+            return call("researcher", {"request": "find the answer"}, id="c1")
+        if len(results) == 1:
+            return call("writer", {"request": results[0].content}, id="c2")
+        return f"final: {results[-1].content}"
+
+    members = [
+        ChatModelAgent("researcher", FunctionModel(researcher), tools=[lookup], description="x"),
+        ChatModelAgent("writer", FunctionModel(writer), description="writes"),
+    ]
+    return Team.coordinator(ChatModelAgent("lead", FunctionModel(lead)), members)
+
+
+def slow_agent(directory: Path) -> ChatModelAgent:
+    """Calls a tool that takes far longer than its activity may, then answers with the
+    tool's result."""
+
+    @tool
+    async def slow() -> str:
+        """Take a long time."""
+        log(directory, "tool slow")
+        await asyncio.sleep(DEADLINE)
+        return "finished"
+
+    def reply(messages: list[Message], tools: list[Any]) -> Message | str:
+        results = _tool_results(messages)
+        if not results:
+            return call("slow", {}, id="w1")
+        return results[-1].content
+
+    return ChatModelAgent("sloth", FunctionModel(reply), tools=[slow])
+
+
+def all_agents(directory: Path) -> list[Any]:
+    return [steps_agent(directory), asker_agent(directory), team(directory), slow_agent(directory)]
