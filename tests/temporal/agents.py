@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
-from plait import ChatModelAgent, Message, Team, interrupt, tool
+from plait import END, START, ChatModelAgent, Inherit, Message, StateGraph, Team, interrupt, tool
+from plait.graph import append
 from plait.testing import FunctionModel, call
 
 DEADLINE = 120.0  # seconds a blocked tool waits for its file (a safety net)
@@ -144,5 +145,58 @@ def slow_agent(directory: Path) -> ChatModelAgent:
     return ChatModelAgent("sloth", FunctionModel(reply), tools=[slow])
 
 
+class GraphState(TypedDict, total=False):
+    messages: Annotated[list[Any], append]
+    order: Annotated[list[str], append]
+
+
+def graph(directory: Path) -> Any:
+    """A graph whose sync node (an activity) measures the input and whose async node (in
+    the workflow) records it."""
+
+    def measure(state: dict[str, Any]) -> dict[str, Any]:
+        log(directory, "node measure")
+        return {"order": [f"measured {len(state['messages'][0].content)}"]}
+
+    async def note(state: dict[str, Any]) -> dict[str, Any]:
+        return {"order": ["noted"]}
+
+    built = StateGraph(GraphState)
+    built.add_node("measure", measure).add_node("note", note)
+    built.add_edge(START, "measure").add_edge("measure", "note").add_edge("note", END)
+    return built.compile(name="counter")
+
+
+def swarm(directory: Path) -> Team:
+    """A swarm: `desk` transfers to `billing`, which inherits a summary of the talk."""
+
+    def desk(messages: list[Message], tools: list[Any]) -> Message | str:
+        log(directory, "model desk")
+        return call("transfer_to_agent", {"agent_name": "billing"}, id="t1")
+
+    def billing(messages: list[Message], tools: list[Any]) -> Message | str:
+        log(directory, "model billing")
+        return "billing saw: " + " | ".join(m.content for m in messages if m.role == "user")
+
+    def summarize(messages: list[Message], tools: list[Any]) -> Message | str:
+        log(directory, "model summary")
+        return "the user wants a refund"
+
+    members = [
+        ChatModelAgent("desk", FunctionModel(desk), description="front desk"),
+        ChatModelAgent("billing", FunctionModel(billing), description="money"),
+    ]
+    return Team.swarm(
+        "desk", members, name="support", inherit=Inherit.summary(FunctionModel(summarize))
+    )
+
+
 def all_agents(directory: Path) -> list[Any]:
-    return [steps_agent(directory), asker_agent(directory), team(directory), slow_agent(directory)]
+    return [
+        steps_agent(directory),
+        asker_agent(directory),
+        team(directory),
+        slow_agent(directory),
+        graph(directory),
+        swarm(directory),
+    ]

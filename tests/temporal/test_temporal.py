@@ -245,6 +245,63 @@ async def test_a_changed_agent_replaying_a_run_in_flight_is_nondeterminism(
     assert handle.id in str(caught.value)
 
 
+async def _activity_kinds(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    history = await handle.fetch_history()
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+
+
+async def test_a_graph_runs_its_sync_node_as_an_activity(
+    client: Client, serving: str, tmp_path: Path
+) -> None:
+    handle = await temporal.start(client, "counter", "hello", task_queue=serving)
+    result = await handle.result()
+    assert result.error is None, result.error
+    assert result.final_output["order"] == ["measured 5", "noted"]
+    assert calls(tmp_path) == ["node measure"]
+    assert await _activity_kinds(handle) == ["plait-node"]
+
+
+async def test_a_swarm_transfers_in_the_workflow_and_its_summary_is_an_activity(
+    client: Client, serving: str, tmp_path: Path
+) -> None:
+    handle = await temporal.start(client, "support", "refund please", task_queue=serving)
+    result = await handle.result()
+    assert result.error is None, result.error
+    assert result.final_output.startswith("billing saw:")
+    assert "the user wants a refund" in result.final_output
+    assert [h.to_agent for h in result.handoffs][0] == "billing"
+    assert calls(tmp_path) == ["model desk", "model summary", "model billing"]
+    assert await _activity_kinds(handle) == ["plait-model"] * 3
+
+
+async def test_a_worker_shut_down_with_a_run_in_flight_leaves_it_to_the_next_quietly(
+    client: Client, tmp_path: Path
+) -> None:
+    import gc
+
+    noise: list[str] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda u: noise.append(f"{u.exc_value!r} in {u.object!r}")
+    try:
+        queue = _queue()
+        async with temporal.worker(client, all_agents(tmp_path), task_queue=queue):
+            handle = await temporal.start(client, "steps", "go", task_queue=queue)
+            await _until(lambda: "tool start 2" in calls(tmp_path), "step 2 to start")
+            (tmp_path / "go").write_text("go")  # the activity ends; the workflow waits
+        gc.collect()
+        async with temporal.worker(client, all_agents(tmp_path), task_queue=queue):
+            result = await asyncio.wait_for(handle.result(), WAIT)
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert result.final_output == "done"
+    assert noise == []
+
+
 def test_bad_activity_options_and_agents_are_usage_errors() -> None:
     from plait.errors import UsageError
 

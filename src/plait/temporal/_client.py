@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,7 +34,7 @@ from plait.messages import Message
 from plait.temporal._activities import Activities
 from plait.temporal._catalog import Catalog
 from plait.temporal._converter import data_converter
-from plait.temporal._workflow import EXTERN, PlaitWorkflow, Served
+from plait.temporal._workflow import EXTERN, PlaitWorkflow, Served, quiet_thread
 
 __all__ = ["ActivityOptions", "replayer", "resume", "start", "worker"]
 
@@ -147,7 +148,9 @@ def worker(
         interceptors=[_Serve(served)],
         workflow_runner=UnsandboxedWorkflowRunner(),
         workflow_failure_exception_types=[temporalio.workflow.NondeterminismError],
-        activity_executor=ThreadPoolExecutor(4),
+        workflow_task_executor=ThreadPoolExecutor(
+            max(2, os.cpu_count() or 1), "plait-workflow", initializer=quiet_thread
+        ),
     )
 
 

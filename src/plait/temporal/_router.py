@@ -11,6 +11,7 @@ its activity timed out).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -66,6 +67,18 @@ def _cause(exc: ActivityError) -> Exception:
     return RuntimeError(str(cause or exc))
 
 
+async def _activity(name: str, request: Any, activity_id: str, options: dict[str, Any]) -> Any:
+    """Run one activity and return its result. A workflow evicted while it waits (its worker
+    shutting down, its cache full) ends the wait as a cancellation, which plait's agents,
+    tools and generators close on in order, as for any cancelled run."""
+    try:
+        return await workflow.execute_activity(name, request, activity_id=activity_id, **options)
+    except BaseException as exc:
+        if type(exc).__name__ == "_WorkflowBeingEvictedError":
+            raise asyncio.CancelledError("the workflow is being evicted") from None
+        raise
+
+
 class Router:
     """The run's interceptor in the workflow: leaf calls become activities."""
 
@@ -99,11 +112,8 @@ class Router:
         request = {"node": self.catalog.number(fn, "graph node"), "state": encode(state)}
         opts = options_for(self.options, ctx.agent_name, name)
         try:
-            update = await workflow.execute_activity(
-                NODE_ACTIVITY,
-                request,
-                activity_id=self.activity_id("node", ctx.agent_name, name),
-                **opts,
+            update = await _activity(
+                NODE_ACTIVITY, request, self.activity_id("node", ctx.agent_name, name), opts
             )
         except ActivityError as exc:
             timed_out = _timed_out(exc)
@@ -134,11 +144,11 @@ class ActivityModel:
             "options": dict(options),
         }
         try:
-            reply = await workflow.execute_activity(
+            reply = await _activity(
                 MODEL_ACTIVITY,
                 request,
-                activity_id=router.activity_id("model", agent),
-                **options_for(router.options, agent),
+                router.activity_id("model", agent),
+                options_for(router.options, agent),
             )
         except ActivityError as exc:
             raise _model_failure(agent, exc) from None
@@ -192,11 +202,11 @@ class ActivityTool:
         answers, root_id = tctx.waiting_answers()
         request = _tool_request(tctx, self._number, arguments_json, answers, root_id)
         try:
-            answer = await workflow.execute_activity(
+            answer = await _activity(
                 TOOL_ACTIVITY,
                 request,
-                activity_id=router.activity_id("tool", tctx.agent_name, name),
-                **options_for(router.options, tctx.agent_name, name),
+                router.activity_id("tool", tctx.agent_name, name),
+                options_for(router.options, tctx.agent_name, name),
             )
         except ActivityError as exc:
             raise _tool_failure(tctx, exc) from None

@@ -16,6 +16,7 @@ worker's process), and determinism comes from the run kernel (every id and time 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -141,8 +142,11 @@ class PlaitWorkflow:
             async for event in stream:
                 self._events.append(json.loads(event.to_json()))
             return await stream.collect()
-        finally:
-            await stream.aclose()
+        except GeneratorExit:
+            raise  # the workflow was dropped (see `quiet_threads`): nothing more runs
+        except BaseException:
+            await stream.aclose()  # cancelled or evicted: close the run in order, here
+            raise
 
     @workflow.query(name="events")
     def events(self) -> list[dict[str, Any]]:
@@ -158,6 +162,19 @@ class PlaitWorkflow:
     @resume.validator
     def _check_resume(self, answer: dict[str, Any]) -> None:
         check_answer(self._pending if self._answer is None else (), answer)
+
+
+def _drop(agen: Any) -> None:
+    """The finalizer of the async generators of workflows run on plait's workflow threads:
+    a generator left suspended when its workflow was dropped (a worker shut down with the
+    run in flight) is not resumed from whatever thread collects it; the run goes on by
+    replay elsewhere, and none of its code may run outside its workflow."""
+
+
+def quiet_thread() -> None:
+    """Make this thread (one of a worker's workflow threads) finalize dropped workflows'
+    async generators with `_drop` (the initializer of the worker's thread pool)."""
+    sys.set_asyncgen_hooks(firstiter=None, finalizer=_drop)
 
 
 def _served() -> Served:
