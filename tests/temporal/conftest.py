@@ -11,14 +11,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("temporalio")
 
-from temporalio.client import Client  # noqa: E402
+from temporalio.client import Client
 
 STARTUP_DEADLINE = 120.0  # seconds: the machine may be busy
 
@@ -49,7 +49,9 @@ async def _wait_until_serving(address: str, server: subprocess.Popen[bytes]) -> 
         try:
             client = await Client.connect(address)
             await client.workflow_service.get_system_info(
-                __import__("temporalio.api.workflowservice.v1", fromlist=["x"]).GetSystemInfoRequest()
+                __import__(
+                    "temporalio.api.workflowservice.v1", fromlist=["x"]
+                ).GetSystemInfoRequest()
             )
             return
         except Exception:
@@ -95,5 +97,5 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-async def client(temporal_address: str) -> AsyncIterator[Client]:
-    yield await Client.connect(temporal_address)
+async def client(temporal_address: str) -> Client:
+    return await Client.connect(temporal_address)

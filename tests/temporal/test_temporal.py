@@ -273,7 +273,7 @@ async def test_a_swarm_transfers_in_the_workflow_and_its_summary_is_an_activity(
     assert result.error is None, result.error
     assert result.final_output.startswith("billing saw:")
     assert "the user wants a refund" in result.final_output
-    assert [h.to_agent for h in result.handoffs][0] == "billing"
+    assert result.handoffs[0].to_agent == "billing"
     assert calls(tmp_path) == ["model desk", "model summary", "model billing"]
     assert await _activity_kinds(handle) == ["plait-model"] * 3
 

@@ -14,9 +14,8 @@ from temporalio.client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agents import all_agents  # noqa: E402
-
-from plait import temporal  # noqa: E402
+from agents import all_agents
+from plait import temporal
 
 
 async def main(address: str, queue: str, directory: Path) -> None:

@@ -64,8 +64,10 @@ def rebuild(kind: str | None, message: str, details: tuple[Any, ...]) -> Excepti
     name = kind or "Exception"
     found = getattr(builtins, name, None)
     if isinstance(found, type) and issubclass(found, Exception):
-        return found(message)
-    return type(name, (Exception,), {"__module__": "plait.temporal"})(message)
+        builtin: Exception = found(message)
+        return builtin
+    made: Exception = type(name, (Exception,), {"__module__": "plait.temporal"})(message)
+    return made
 
 
 def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:

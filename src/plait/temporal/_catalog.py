@@ -102,7 +102,7 @@ class Catalog:
         queue: deque[object] = deque(roots)
         while queue:
             obj = queue.popleft()
-            if isinstance(obj, _SCALARS) or isinstance(obj, type) or id(obj) in seen:
+            if isinstance(obj, (*_SCALARS, type)) or id(obj) in seen:
                 continue
             seen.add(id(obj))
             queue.extend(self._visit(obj))

@@ -208,7 +208,7 @@ async def start(
     if isinstance(input, str):
         messages: Sequence[Message] = [Message.user(input)]
     elif isinstance(input, Sequence) and all(isinstance(m, Message) for m in input):
-        messages = input
+        messages = [m for m in input if isinstance(m, Message)]
     else:
         raise UsageError("input must be a str or a list of plait Messages")
     if workflow_id is None:
@@ -248,5 +248,3 @@ async def resume(
                 f"run '{handle.id}' is not waiting for a resume: its workflow has completed"
             ) from None
         raise ResumeError(f"run '{handle.id}' could not take the resume: {exc}") from exc
-
-

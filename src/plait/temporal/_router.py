@@ -118,7 +118,9 @@ class Router:
         except ActivityError as exc:
             timed_out = _timed_out(exc)
             if timed_out is not None:
-                raise RuntimeError(f"graph node '{name}': its activity timed out ({timed_out})")
+                raise RuntimeError(
+                    f"graph node '{name}': its activity timed out ({timed_out})"
+                ) from None
             raise _cause(exc) from None
         return decode(update)
 
