@@ -312,3 +312,22 @@ def test_bad_activity_options_and_agents_are_usage_errors() -> None:
     with pytest.raises(UsageError, match="two agents"):
         temporal.replayer([asker_agent(Path(".")), asker_agent(Path("."))])
     assert issubclass(ToolError, Exception)
+
+
+async def test_a_worker_with_changed_agents_fails_a_run_in_flight_with_nondeterminism(
+    client: Client, temporal_address: str, spawn: Any, tmp_path: Path
+) -> None:
+    queue = _queue()
+    first = spawn(queue, temporal_address)
+    handle = await temporal.start(client, "asker", "approve it", task_queue=queue)
+    await _paused(handle)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    changed = asker_agent(tmp_path, tool_name="approve_v2")
+    async with temporal.worker(client, [changed], task_queue=queue):
+        with pytest.raises(ResumeError):
+            await temporal.resume(handle, value="yes")
+        with pytest.raises(WorkflowNondeterminism) as caught:
+            await asyncio.wait_for(handle.result(), WAIT)
+    assert caught.value.workflow_id == handle.id
+    assert handle.id in str(caught.value)

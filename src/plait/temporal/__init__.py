@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'plait.temporal needs the temporalio package: pip install "plait[temporal]"'
     ) from exc
 
-from plait.temporal._client import ActivityOptions, replayer, resume, start, worker
+from plait.temporal._client import ActivityOptions, RunHandle, replayer, resume, start, worker
 from plait.temporal._converter import PlaitPayloadConverter, data_converter
 from plait.temporal._workflow import PlaitWorkflow, WorkflowIds
 
@@ -43,6 +43,7 @@ __all__ = [
     "ActivityOptions",
     "PlaitPayloadConverter",
     "PlaitWorkflow",
+    "RunHandle",
     "WorkflowIds",
     "data_converter",
     "replayer",

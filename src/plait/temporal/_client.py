@@ -10,6 +10,7 @@ from typing import Any
 import temporalio.workflow
 from temporalio.client import (
     Client,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -36,7 +37,7 @@ from plait.temporal._catalog import Catalog
 from plait.temporal._converter import data_converter
 from plait.temporal._workflow import EXTERN, PlaitWorkflow, Served, quiet_thread
 
-__all__ = ["ActivityOptions", "replayer", "resume", "start", "worker"]
+__all__ = ["ActivityOptions", "RunHandle", "replayer", "resume", "start", "worker"]
 
 #: "default", "agent:<name>" or "tool:<name>" -> keyword arguments of
 #: `temporalio.workflow.execute_activity` (`start_to_close_timeout`, `retry_policy`, ...).
@@ -195,6 +196,24 @@ def replayer(
     )
 
 
+class RunHandle(WorkflowHandle[Any, RunResult]):
+    """The handle `start` returns: a `WorkflowHandle` whose `result()` is the `RunResult`,
+    and raises `WorkflowNondeterminism` when the run failed because a worker's agents no
+    longer replay it."""
+
+    async def result(self, *args: Any, **kwargs: Any) -> RunResult:
+        try:
+            return await super().result(*args, **kwargs)
+        except WorkflowFailureError as exc:
+            cause: BaseException | None = exc.cause
+            while cause is not None:
+                text = str(cause)
+                if "TMPRL1100" in text or "Nondeterminism" in text:
+                    raise nondeterminism(self.id, cause) from exc
+                cause = cause.__cause__
+            raise
+
+
 async def start(
     client: Client,
     agent_name: str,
@@ -202,7 +221,7 @@ async def start(
     *,
     workflow_id: str | None = None,
     task_queue: str = "plait",
-) -> WorkflowHandle[Any, RunResult]:
+) -> RunHandle:
     """Start a run of agent `agent_name` on `input` (a str: one user message, or messages)
     as a `PlaitWorkflow`; return its handle (`await handle.result()` is the `RunResult`)."""
     if isinstance(input, str):
@@ -216,10 +235,18 @@ async def start(
 
         workflow_id = f"plait-{agent_name}-{uuid.uuid4().hex}"
     request = {"agent": agent_name, "input": [dump_plain(m, Message) for m in messages]}
-    handle: WorkflowHandle[Any, RunResult] = await _plait_client(client).start_workflow(
+    plait_client = _plait_client(client)
+    started = await plait_client.start_workflow(
         "PlaitWorkflow", request, id=workflow_id, task_queue=task_queue, result_type=RunResult
     )
-    return handle
+    return RunHandle(
+        plait_client,
+        started.id,
+        run_id=started.run_id,
+        result_run_id=started.result_run_id,
+        first_execution_run_id=started.first_execution_run_id,
+        result_type=RunResult,
+    )
 
 
 async def resume(
