@@ -331,3 +331,20 @@ async def test_a_worker_with_changed_agents_fails_a_run_in_flight_with_nondeterm
             await asyncio.wait_for(handle.result(), WAIT)
     assert caught.value.workflow_id == handle.id
     assert handle.id in str(caught.value)
+
+
+async def test_local_activities_run_the_calls_without_scheduled_activity_tasks(
+    client: Client, tmp_path: Path
+) -> None:
+    queue = _queue()
+    options = {"default": {"local": True, "start_to_close_timeout": timedelta(seconds=30)}}
+    async with temporal.worker(
+        client, all_agents(tmp_path), task_queue=queue, activity_options=options
+    ):
+        handle = await temporal.start(client, "lead", "what is the answer?", task_queue=queue)
+        result = await handle.result()
+    assert result.final_output == "final: written: found: answer is 42"
+    assert await _activity_kinds(handle) == []  # recorded as markers, no activity tasks
+    history = await handle.fetch_history()
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    assert len(markers) == 7

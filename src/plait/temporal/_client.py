@@ -54,6 +54,8 @@ _OPTION_KEYS = frozenset(
         "versioning_intent",
         "summary",
         "priority",
+        "local",  # plait's: True runs the calls as local activities
+        "local_retry_threshold",
     }
 )
 

@@ -67,11 +67,32 @@ def _cause(exc: ActivityError) -> Exception:
     return RuntimeError(str(cause or exc))
 
 
+#: The options a local activity takes (`"local": True`: `workflow.execute_local_activity`).
+_LOCAL_KEYS = frozenset(
+    {
+        "schedule_to_close_timeout",
+        "schedule_to_start_timeout",
+        "start_to_close_timeout",
+        "retry_policy",
+        "local_retry_threshold",
+        "cancellation_type",
+        "summary",
+    }
+)
+
+
 async def _activity(name: str, request: Any, activity_id: str, options: dict[str, Any]) -> Any:
-    """Run one activity and return its result. A workflow evicted while it waits (its worker
-    shutting down, its cache full) ends the wait as a cancellation, which plait's agents,
-    tools and generators close on in order, as for any cancelled run."""
+    """Run one activity (a local one with `"local": True`) and return its result. A workflow
+    evicted while it waits (its worker shutting down, its cache full) ends the wait as a
+    cancellation, which plait's agents, tools and generators close on in order, as for any
+    cancelled run."""
     try:
+        if options.pop("local", False):
+            local = {k: v for k, v in options.items() if k in _LOCAL_KEYS}
+            return await workflow.execute_local_activity(
+                name, request, activity_id=activity_id, **local
+            )
+        options.pop("local_retry_threshold", None)
         return await workflow.execute_activity(name, request, activity_id=activity_id, **options)
     except BaseException as exc:
         if type(exc).__name__ == "_WorkflowBeingEvictedError":
