@@ -9,7 +9,19 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from plait import END, START, ChatModelAgent, Inherit, Message, StateGraph, Team, interrupt, tool
+from plait import (
+    END,
+    START,
+    AgentContext,
+    AgentTool,
+    ChatModelAgent,
+    Inherit,
+    Message,
+    StateGraph,
+    Team,
+    interrupt,
+    tool,
+)
 from plait.graph import append
 from plait.testing import FunctionModel, call
 
@@ -191,8 +203,43 @@ def swarm(directory: Path) -> Team:
     )
 
 
+def nested(directory: Path) -> ChatModelAgent:
+    """An agent whose `AgentTool` child pauses in its tool (which records its idempotency
+    key and writes a session value); the outer agent's next tool reads that value."""
+
+    @tool
+    def sign(ctx: AgentContext) -> str:
+        """Sign once a person agrees."""
+        log(directory, f"key {ctx.idempotency_key}")
+        answer = interrupt({"sign?": True})
+        ctx.session_values["signed"] = answer
+        ctx.state["by"] = "clerk"
+        return f"signed: {answer}"
+
+    @tool
+    def peek(ctx: AgentContext) -> str:
+        """Read what was signed."""
+        return f"{ctx.session_values.get('signed')} by {ctx.state.get('by')}"
+
+    def clerk(messages: list[Message], tools: list[Any]) -> Message | str:
+        results = _tool_results(messages)
+        return results[-1].content if results else call("sign", {}, id="k1")
+
+    def desk(messages: list[Message], tools: list[Any]) -> Message | str:
+        results = _tool_results(messages)
+        if not results:
+            return call("clerk", {"request": "sign it"}, id="d1")
+        if len(results) == 1:
+            return call("peek", {}, id="d2")
+        return f"{results[0].content}; {results[1].content}"
+
+    inner = ChatModelAgent("clerk", FunctionModel(clerk), tools=[sign], description="signs")
+    return ChatModelAgent("desk", FunctionModel(desk), tools=[AgentTool(inner), peek])
+
+
 def all_agents(directory: Path) -> list[Any]:
     return [
+        nested(directory),
         steps_agent(directory),
         asker_agent(directory),
         team(directory),

@@ -348,3 +348,18 @@ async def test_local_activities_run_the_calls_without_scheduled_activity_tasks(
     history = await handle.fetch_history()
     markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
     assert len(markers) == 7
+
+
+async def test_an_interrupt_inside_an_agent_tool_pauses_and_resumes_at_its_address(
+    client: Client, serving: str, tmp_path: Path
+) -> None:
+    handle = await temporal.start(client, "desk", "sign please", task_queue=serving)
+    pending = await _paused(handle)
+    assert pending[0]["address"] == "agent:desk;tool:clerk:d1;agent:clerk;tool:sign:k1"
+    await temporal.resume(handle, value="yes")
+    result = await handle.result()
+    assert result.error is None, result.error
+    assert result.final_output == "signed: yes; yes by clerk"
+    keys = [line for line in calls(tmp_path) if line.startswith("key ")]
+    assert len(keys) == 2 and keys[0] == keys[1]  # the same idempotency key on the resume
+    assert keys[0].startswith("key plait-")
