@@ -22,6 +22,7 @@ from temporalio.common import RetryPolicy
 from plait import temporal
 from plait.errors import ResumeError, ToolError, WorkflowNondeterminism
 from plait.events import AgentEvent, RunResult
+from plait.messages import Message
 
 from .agents import all_agents, asker_agent, calls
 
@@ -363,3 +364,16 @@ async def test_an_interrupt_inside_an_agent_tool_pauses_and_resumes_at_its_addre
     keys = [line for line in calls(tmp_path) if line.startswith("key ")]
     assert len(keys) == 2 and keys[0] == keys[1]  # the same idempotency key on the resume
     assert keys[0].startswith("key plait-")
+
+
+async def test_an_agent_the_worker_does_not_serve_ends_the_run_with_a_usage_error(
+    client: Client, serving: str
+) -> None:
+    from plait.errors import UsageError
+
+    handle = await temporal.start(client, "nobody", [Message.user("hi")], task_queue=serving)
+    result = await handle.result()
+    assert isinstance(result.error, UsageError)
+    assert "no agent named 'nobody'" in str(result.error)
+    with pytest.raises(UsageError, match="str or a list"):
+        await temporal.start(client, "asker", 42, task_queue=serving)  # type: ignore[arg-type]

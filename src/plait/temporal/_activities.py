@@ -121,7 +121,8 @@ class Activities:
             return answer
         action = tctx.take_action()
         if isinstance(result, ToolResult):
-            action = result.action if action is None else action.merge(result.action or action)
+            if result.action is not None:
+                action = result.action if action is None else action.merge(result.action)
             result = result.content
         answer["result"] = result
         answer["action"] = None if action is None else dump_plain(action, AgentAction)

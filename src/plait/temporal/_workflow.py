@@ -127,14 +127,22 @@ class PlaitWorkflow:
         messages = [load_plain(Message, m) for m in request["input"]]
         result = await self._leg(runner.run(messages))
         while result.interrupts:
-            self._pending = result.interrupts
-            await workflow.wait_condition(lambda: self._answer is not None)
-            answer, self._answer = self._answer or {}, None
-            value = answer.get("value", UNSET)
-            stream = runner.resume(result.checkpoint_id or "", answer.get("targets"), value=value)
-            result = await self._leg(stream)
+            result = await self._resumed(runner, result)
         events = tuple(AgentEvent.from_json(json.dumps(e)) for e in self._events)
         return replace(result, events=events)
+
+    async def _resumed(self, runner: Runner, paused: RunResult) -> RunResult:
+        """Wait for the `resume` update, then resume the run with its data; a resume the
+        runner refuses leaves the run waiting as it was."""
+        self._pending = paused.interrupts
+        await workflow.wait_condition(lambda: self._answer is not None)
+        answer, self._answer = self._answer or {}, None
+        value = answer.get("value", UNSET)
+        stream = runner.resume(paused.checkpoint_id or "", answer.get("targets"), value=value)
+        try:
+            return await self._leg(stream)
+        except ResumeError:
+            return paused  # refused before it started: the checkpoint is as it was
 
     async def _leg(self, stream: RunStream) -> RunResult:
         """Drain one leg of the run (a start or a resume), keeping its events."""
