@@ -24,12 +24,14 @@ from typing import Any
 
 from temporalio import workflow
 
+from plait._json import load_plain
 from plait.agent_context import AgentContext
 from plait.checkpoint import UNSET
 from plait.context import inside
 from plait.errors import ResumeError, UsageError
 from plait.events import AgentEvent, InterruptCtx, RunResult
 from plait.hooks import Hooks
+from plait.messages import Message
 from plait.run_state import IdSource
 from plait.runner import Runner
 from plait.stores.memory import MemoryStore
@@ -121,9 +123,6 @@ class PlaitWorkflow:
             ids=WorkflowIds(),
             hooks=[_Install(Router(served.catalog, served.options))],
         )
-        from plait._json import load_plain
-        from plait.messages import Message
-
         messages = [load_plain(Message, m) for m in request["input"]]
         result = await self._leg(runner.run(messages))
         while result.interrupts:
@@ -151,7 +150,7 @@ class PlaitWorkflow:
                 self._events.append(json.loads(event.to_json()))
             return await stream.collect()
         except GeneratorExit:
-            raise  # the workflow was dropped (see `quiet_threads`): nothing more runs
+            raise  # the workflow was dropped (see `quiet_thread`): nothing more runs
         except BaseException:
             await stream.aclose()  # cancelled or evicted: close the run in order, here
             raise
