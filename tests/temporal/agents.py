@@ -15,6 +15,7 @@ from plait import (
     AgentContext,
     AgentTool,
     ChatModelAgent,
+    Compaction,
     Inherit,
     Message,
     StateGraph,
@@ -237,8 +238,25 @@ def nested(directory: Path) -> ChatModelAgent:
     return ChatModelAgent("desk", FunctionModel(desk), tools=[AgentTool(inner), peek])
 
 
+def compacting(directory: Path) -> ChatModelAgent:
+    """An agent whose long prompt is compacted first, its summary written by a model of its
+    own."""
+
+    def summarize(messages: list[Message], tools: list[Any]) -> Message | str:
+        log(directory, "model summary")
+        return "they talked at length"
+
+    def answer(messages: list[Message], tools: list[Any]) -> Message | str:
+        log(directory, "model answer")
+        return " / ".join(m.content[-60:] for m in messages if m.role == "user")
+
+    compaction = Compaction(max_tokens=60, keep_last=1, model=FunctionModel(summarize))
+    return ChatModelAgent("compact", FunctionModel(answer), compaction=compaction)
+
+
 def all_agents(directory: Path) -> list[Any]:
     return [
+        compacting(directory),
         nested(directory),
         steps_agent(directory),
         asker_agent(directory),

@@ -377,3 +377,15 @@ async def test_an_agent_the_worker_does_not_serve_ends_the_run_with_a_usage_erro
     assert "no agent named 'nobody'" in str(result.error)
     with pytest.raises(UsageError, match="str or a list"):
         await temporal.start(client, "asker", 42, task_queue=serving)  # type: ignore[arg-type]
+
+
+async def test_a_compaction_summary_is_a_model_activity(
+    client: Client, serving: str, tmp_path: Path
+) -> None:
+    talk = [Message.user("a" * 300), Message.assistant("b" * 300), Message.user("and now?")]
+    handle = await temporal.start(client, "compact", talk, task_queue=serving)
+    result = await handle.result()
+    assert result.error is None, result.error
+    assert "they talked at length" in result.final_output
+    assert calls(tmp_path) == ["model summary", "model answer"]
+    assert await _activity_kinds(handle) == ["plait-model", "plait-model"]
