@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -24,7 +25,7 @@ from plait import (
     tool,
 )
 from plait.graph import append
-from plait.testing import FunctionModel, call
+from plait.testing import FunctionModel, ScriptedModel, call
 
 DEADLINE = 120.0  # seconds a blocked tool waits for its file (a safety net)
 
@@ -98,8 +99,8 @@ def asker_agent(directory: Path, tool_name: str = "approve") -> ChatModelAgent:
 
 
 def team(directory: Path) -> Team:
-    """A coordinator team: the lead asks its researcher (who looks a fact up with a tool),
-    then its writer, then answers."""
+    """A coordinator team on scripted models: the lead asks its researcher (who looks a fact
+    up with a tool), then its writer, then answers."""
 
     @tool
     async def lookup(topic: str) -> str:
@@ -111,31 +112,35 @@ def team(directory: Path) -> Team:
         log(directory, f"tool lookup {topic}")
         return f"{topic} is 42"
 
-    def researcher(messages: list[Message], tools: list[Any]) -> Message | str:
-        results = _tool_results(messages)
-        log(directory, f"model researcher {len(results)}")
-        if not results:
-            return call("lookup", {"topic": "answer"}, id="r1")
-        return f"found: {results[-1].content}"
+    def logged(line: str, answer: Callable[[list[Message]], Message | str]) -> Any:
+        def entry(messages: list[Message], tools: list[Any]) -> Message | str:
+            log(directory, line)
+            return answer(messages)
 
-    def writer(messages: list[Message], tools: list[Any]) -> Message | str:
-        log(directory, "model writer")
-        return "written: " + messages[-1].content
+        return entry
 
-    def lead(messages: list[Message], tools: list[Any]) -> Message | str:
-        results = _tool_results(messages)
-        log(directory, f"model lead {len(results)}")
-        if not results:
-            return call("researcher", {"request": "find the answer"}, id="c1")
-        if len(results) == 1:
-            return call("writer", {"request": results[0].content}, id="c2")
-        return f"final: {results[-1].content}"
+    def last(messages: list[Message]) -> str:
+        return messages[-1].content
 
+    researcher = ScriptedModel(
+        [
+            logged("model researcher 0", lambda m: call("lookup", {"topic": "answer"}, id="r1")),
+            logged("model researcher 1", lambda m: f"found: {last(m)}"),
+        ]
+    )
+    writer = ScriptedModel([logged("model writer", lambda m: f"written: {last(m)}")])
+    lead = ScriptedModel(
+        [
+            logged("model lead 0", lambda m: call("researcher", {"request": "find"}, id="c1")),
+            logged("model lead 1", lambda m: call("writer", {"request": last(m)}, id="c2")),
+            logged("model lead 2", lambda m: f"final: {last(m)}"),
+        ]
+    )
     members = [
-        ChatModelAgent("researcher", FunctionModel(researcher), tools=[lookup], description="x"),
-        ChatModelAgent("writer", FunctionModel(writer), description="writes"),
+        ChatModelAgent("researcher", researcher, tools=[lookup], description="finds facts"),
+        ChatModelAgent("writer", writer, description="writes"),
     ]
-    return Team.coordinator(ChatModelAgent("lead", FunctionModel(lead)), members)
+    return Team.coordinator(ChatModelAgent("lead", lead), members)
 
 
 def slow_agent(directory: Path) -> ChatModelAgent:
