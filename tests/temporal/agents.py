@@ -154,13 +154,20 @@ def slow_agent(directory: Path) -> ChatModelAgent:
         await asyncio.sleep(DEADLINE)
         return "finished"
 
+    @tool
+    async def nap() -> str:
+        """Take a few seconds."""
+        await asyncio.sleep(2.5)
+        return "rested"
+
     def reply(messages: list[Message], tools: list[Any]) -> Message | str:
         results = _tool_results(messages)
         if not results:
-            return call("slow", {}, id="w1")
+            wanted = "nap" if "nap" in messages[-1].content else "slow"
+            return call(wanted, {}, id="w1")
         return results[-1].content
 
-    return ChatModelAgent("sloth", FunctionModel(reply), tools=[slow])
+    return ChatModelAgent("sloth", FunctionModel(reply), tools=[slow, nap])
 
 
 class GraphState(TypedDict, total=False):

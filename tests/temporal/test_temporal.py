@@ -103,7 +103,11 @@ async def serving(client: Client, tmp_path: Path) -> AsyncIterator[str]:
         "tool:slow": {
             "start_to_close_timeout": timedelta(seconds=1),
             "retry_policy": RetryPolicy(maximum_attempts=1),
-        }
+        },
+        "tool:nap": {
+            "heartbeat_timeout": timedelta(seconds=1),
+            "retry_policy": RetryPolicy(maximum_attempts=1),
+        },
     }
     async with temporal.worker(
         client, all_agents(tmp_path), task_queue=queue, activity_options=options
@@ -230,6 +234,15 @@ async def test_a_tool_activity_that_times_out_fails_as_that_tool_call(
     assert result.error is None
     assert "tool 'slow'" in result.final_output
     assert "activity timed out" in result.final_output
+
+
+async def test_a_call_longer_than_its_heartbeat_timeout_heartbeats_and_finishes(
+    client: Client, serving: str
+) -> None:
+    handle = await temporal.start(client, "sloth", "take a nap", task_queue=serving)
+    result = await asyncio.wait_for(handle.result(), WAIT)
+    assert result.error is None
+    assert result.final_output == "rested"
 
 
 async def test_a_changed_agent_replaying_a_run_in_flight_is_nondeterminism(

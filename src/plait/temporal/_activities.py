@@ -11,9 +11,10 @@ workflow.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -35,6 +36,8 @@ __all__ = ["Activities", "diff", "failure", "rebuild"]
 MODEL_ACTIVITY = "plait-model"
 TOOL_ACTIVITY = "plait-tool"
 NODE_ACTIVITY = "plait-node"
+
+_T = TypeVar("_T")
 
 #: Errors that fail the same way however often they are tried.
 _FINAL = (InvalidToolArguments, UsageError)
@@ -76,6 +79,26 @@ def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     return {"set": changed, "removed": [k for k in before if k not in after]}
 
 
+async def _heartbeating(call: Awaitable[_T]) -> _T:
+    """Await `call`, heartbeating the activity meanwhile when it has a heartbeat timeout
+    (so a worker that dies during a long call is noticed within that timeout)."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        return await call
+    every = max(timeout.total_seconds() / 3, 0.05)
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(every)
+
+    beating = asyncio.create_task(beat())
+    try:
+        return await call
+    finally:
+        beating.cancel()
+
+
 class Activities:
     """The activities of one worker, calling the objects of its `Catalog`."""
 
@@ -89,7 +112,7 @@ class Activities:
         messages = [load_plain(Message, m) for m in request["messages"]]
         tools = [load_plain(ToolInfo, t) for t in request["tools"]]
         try:
-            reply = await model.generate(messages, tools=tools, **request["options"])
+            reply = await _heartbeating(model.generate(messages, tools=tools, **request["options"]))
         except Exception as exc:
             raise failure(model_error(request["agent"], exc)) from None
         if not isinstance(reply, Message):
@@ -106,7 +129,7 @@ class Activities:
         values_before = dict(request["values"])
         state_before = dict(request["state"])
         try:
-            result = await call_in(tctx, tool.call, request["arguments"], tctx)
+            result = await _heartbeating(call_in(tctx, tool.call, request["arguments"], tctx))
         except Exception as exc:
             raise failure(exc) from None
         answer: dict[str, Any] = {
@@ -139,7 +162,7 @@ class Activities:
         node = self.catalog.node(request["node"])
         state = decode(request["state"])
         try:
-            update = await run_in_thread(functools.partial(node, state))
+            update = await _heartbeating(run_in_thread(functools.partial(node, state)))
         except Exception as exc:
             raise failure(exc) from None
         return encode(update)
