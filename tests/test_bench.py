@@ -98,3 +98,12 @@ def test_ctrl_c_benchmark_runs_every_case() -> None:
         "stuck thread",
         "serve",
     }
+
+
+def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:
+    pytest.importorskip("temporalio")
+    figures = _quick("temporal_overhead.py")
+    for key in ("plain_step_ms", "temporal_step_ms", "bare_temporal_activity_ms"):
+        assert figures[key] > 0, key
+    assert "plait_share_per_activity_ms" in figures
+    assert "local_overhead_per_activity_ms" in figures
