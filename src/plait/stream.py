@@ -488,7 +488,12 @@ class RunStream:
             root = self._ctx
             assert root is not None
             await log.add(
-                checkpoint_id, data, ctx.agent_name, self._last_event, root.session_values
+                checkpoint_id,
+                data,
+                ctx.agent_name,
+                self._last_event,
+                root.session_values,
+                root.state,
             )
         failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
         if failure is not None:

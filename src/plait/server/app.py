@@ -278,6 +278,7 @@ async def run_history(checkpoint_id: str, caller: CallerDep) -> list[StepOut]:
             agent=kept.agent,
             event=None if kept.event is None else json.loads(kept.event.to_json()),
             session_values=kept.session_values,
+            state=kept.state,
         )
         for kept in steps
     ]

@@ -174,12 +174,14 @@ class ForkRequest(_Strict):
 
 class StepOut(BaseModel):
     """A kept step of a run: its number, the agent that took it, the last event before
-    it (an `AgentEvent.to_json()` object, or null) and the session values at it."""
+    it (an `AgentEvent.to_json()` object, or null), and the session values and team state
+    at it."""
 
     step: int
     agent: str
     event: dict[str, Any] | None = None
     session_values: dict[str, Any] = {}
+    state: dict[str, Any] = {}
 
 
 class ErrorInfo(BaseModel):
