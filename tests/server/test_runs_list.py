@@ -22,6 +22,7 @@ from tests.server.support import (
     client,
     make_agents,
     stream_run,
+    wait_for_status,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -261,6 +262,7 @@ def test_cancel_by_run_id_reaches_the_run_resumed_under_another_checkpoint(
             http, f"/v1/runs/{again['checkpoint_id']}/resume", {"value": "ok"}
         )
         assert controls.blocked.wait(WAIT)
+        assert wait_for_status(http, run_id, "running")["status"] == "running"
         try:
             assert http.post(f"/v1/runs/{run_id}/cancel").status_code == 202
             events = resumed.join()
