@@ -283,3 +283,21 @@ def test_the_topology_of_a_team_and_of_an_agent(alice: httpx.Client) -> None:
     helper = alice.get("/v1/agents/helper/topology").json()
     assert helper["nodes"][0]["tools"] == ["approve", "slow", "block"]
     assert alice.get("/v1/agents/nobody/topology").status_code == 404
+
+
+def test_the_topology_of_a_coordinator_and_a_graph(alice: httpx.Client) -> None:
+    from plait.examples.teams import code_review_coordinator, research_graph
+    from plait.server.topology import describe
+
+    team = describe(code_review_coordinator())
+    parents = {node.id: node.parent for node in team.nodes}
+    assert parents["code_review/review_manager"] == "code_review"
+    assert parents["code_review/review_manager/security_reviewer"] == "code_review/review_manager"
+    kinds = {(e.source, e.target): e.kind for e in team.edges}
+    assert kinds[("code_review/review_manager", "code_review/review_manager/perf_reviewer")] == (
+        "agent_tool"
+    )
+    graph = describe(research_graph())
+    names = {node.name: node.kind for node in graph.nodes}
+    assert names["__start__"] == "start" and names["__end__"] == "end"
+    assert any(e.kind == "graph" and e.source.endswith("__start__") for e in graph.edges)

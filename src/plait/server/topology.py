@@ -1,10 +1,10 @@
 """An agent's topology as data, for the dev page's picture: `GET /v1/agents/{name}/topology`.
 
 The agent is walked from its root: a team's members (a swarm's members may transfer to each
-other; a coordinator has its members as tools), an agent's sub-agents (transfers) and the
-agents it calls as tools (`AgentTool`), a workflow's steps, and a graph's nodes and edges
-(`__start__` and `__end__` included; a conditional edge whose targets are not declared goes to
-every node). Each node's id is its path from the root (`team/member/...`, as an event's
+other; a coordinator has its members as tools, drawn under it), an agent's sub-agents
+(transfers) and the agents it calls as tools (`AgentTool`), a workflow's steps, and a
+graph's nodes and edges (`__start__` and `__end__` included; a conditional edge whose targets
+are not declared goes to every node). Each node's id is its path from the root (`team/member/...`, as an event's
 `run_path` joined with "/"), so a client can find the node of any event.
 """
 
@@ -91,14 +91,14 @@ class _Walk:
         return node_id
 
     def _team(self, team: Any, node_id: str) -> None:
-        members = [self.visit(member, node_id) for member in team.members]
         lead = getattr(team, "lead", None)
-        if lead is not None:
+        if lead is not None:  # the members are the coordinator's tools, run under it
             lead_id = self.visit(lead, node_id)
-            self.edge(node_id, lead_id, "member")
-            for member in members:
-                self.edge(lead_id, member, "agent_tool")
+            self.edge(node_id, lead_id, "member", "coordinator")
+            for member in team.members:
+                self.edge(lead_id, self.visit(member, lead_id), "agent_tool")
             return
+        members = [self.visit(member, node_id) for member in team.members]
         entry = getattr(team, "entry", None)
         entry_id = f"{node_id}/{entry.name}" if entry is not None else None
         for member in members:

@@ -373,6 +373,7 @@ async function stream(path, body) {
   state.errorShown = false;
   state.pauseShown = false;
   state.streaming.clear();
+  markTopology(null, null);
   let summary = null;
   let runId = null;
   try {
