@@ -4,8 +4,9 @@ The agent is walked from its root: a team's members (a swarm's members may trans
 other; a coordinator has its members as tools, drawn under it), an agent's sub-agents
 (transfers) and the agents it calls as tools (`AgentTool`), a workflow's steps, and a
 graph's nodes and edges (`__start__` and `__end__` included; a conditional edge whose targets
-are not declared goes to every node). Each node's id is its path from the root (`team/member/...`, as an event's
-`run_path` joined with "/"), so a client can find the node of any event.
+are not declared goes to every node). Each node's id is its path from the root
+(`team/member/...`, as an event's `run_path` joined with "/"), so a client can find the
+node of any event.
 """
 
 from __future__ import annotations
