@@ -62,11 +62,13 @@ class Listed:
 
 @dataclass(slots=True)
 class _Runs:
-    """A run index as this process last wrote (or read) it."""
+    """A run index as this process last wrote (or read) it, with each entry's JSON text (a
+    write encodes only the entries that changed)."""
 
     version: int
     next: int = 0
     runs: dict[str, list[Any]] = field(default_factory=dict)
+    parts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, found: SessionRecord | None) -> _Runs:
@@ -75,34 +77,45 @@ class _Runs:
         document: Any = json.loads(found.data)
         runs = document.get("runs") if isinstance(document, dict) else None
         number = document.get("next") if isinstance(document, dict) else None
-        return cls(
-            found.version,
-            number if isinstance(number, int) else 0,
-            dict(runs) if isinstance(runs, dict) else {},
-        )
+        known = cls(found.version, number if isinstance(number, int) else 0)
+        for run_id, entry in (runs if isinstance(runs, dict) else {}).items():
+            if isinstance(entry, list) and len(entry) == 4:
+                known.runs[run_id] = entry
+                known.parts[run_id] = _part(run_id, entry)
+        return known
 
     def apply(self, changes: dict[str, RunEntry | None]) -> bool:
         changed = False
         for run_id, entry in changes.items():
             if entry is None:
-                changed = self.runs.pop(run_id, None) is not None or changed
+                if self.runs.pop(run_id, None) is not None:
+                    del self.parts[run_id]
+                    changed = True
                 continue
             started, status, agent = entry
             found = self.runs.get(run_id)
             if found is None:
-                self.runs[run_id] = [self.next, started, status, agent]
+                found = self.runs[run_id] = [self.next, started, status, agent]
                 self.next += 1
-                changed = True
-            elif found[2:] != [status, agent]:
+            elif found[2:] == [status, agent]:
+                continue
+            else:
                 found[2:] = [status, agent]
-                changed = True
+            self.parts[run_id] = _part(run_id, found)
+            changed = True
         while len(self.runs) > MAX_LISTED_RUNS:
             oldest = next((r for r, e in self.runs.items() if e[2] in _FINISHED), None)
-            del self.runs[oldest if oldest is not None else next(iter(self.runs))]
+            dropped = oldest if oldest is not None else next(iter(self.runs))
+            del self.runs[dropped], self.parts[dropped]
         return changed
 
     def encode(self) -> bytes:
-        return json.dumps({"next": self.next, "runs": self.runs}).encode()
+        runs = ", ".join(self.parts.values())
+        return f'{{"next": {self.next}, "runs": {{{runs}}}}}'.encode()
+
+
+def _part(run_id: str, entry: list[Any]) -> str:
+    return f"{json.dumps(run_id)}: {json.dumps(entry)}"
 
 
 class RunIndex(GroupIndex[RunEntry]):
@@ -116,9 +129,8 @@ def read_runs(found: SessionRecord | None) -> list[Listed]:
     """Return the runs of a stored index, newest first (ties: the one listed last first)."""
     listed = []
     for run_id, entry in _Runs.read(found).runs.items():
-        if isinstance(entry, list) and len(entry) == 4:
-            number, started, status, agent = entry
-            listed.append(Listed(run_id, number, started, status, agent))
+        number, started, status, agent = entry
+        listed.append(Listed(run_id, number, started, status, agent))
     return sorted(listed, key=lambda run: run.position, reverse=True)
 
 

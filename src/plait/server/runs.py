@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -153,10 +154,10 @@ class LiveRun:
     async def record_running(self) -> None:
         """Write the "running" summary of this run (also under its run id), and list it."""
         data = self._encode(self.running_summary())
-        await self.store.put_record("r", self.checkpoint_id, data)
+        writes = [self.store.put_record("r", self.checkpoint_id, data), self._list("running")]
         if self.run_id != self.checkpoint_id:
-            await self.store.put_record("r", self.run_id, data)
-        await self._list("running")
+            writes.append(self.store.put_record("r", self.run_id, data))
+        await asyncio.gather(*writes)
 
     async def _list(self, status: str) -> None:
         """Set this run's status in the user's index of runs."""
@@ -262,14 +263,12 @@ class LiveRun:
             self.runner.cancel(self.checkpoint_id)
 
     def _encode(self, summary: RunSummary) -> bytes:
-        """Return the stored record of `summary`: with the run's id, start and this time."""
-        record = RunRecord(
-            **summary.model_dump(),
-            run_id=self.run_id,
-            started_at=self.started_at,
-            updated_at=datetime.now(UTC),
-        )
-        return record.model_dump_json().encode()
+        """Return the stored record of `summary` (a `RunRecord`): with the run's id, start
+        and this time."""
+        text = summary.model_dump_json()
+        started, now = self.started_at.isoformat(), datetime.now(UTC).isoformat()
+        extra = f'"run_id":{json.dumps(self.run_id)},"started_at":"{started}","updated_at":"{now}"'
+        return f"{text[:-1]},{extra}}}".encode()
 
 
 class Runs:
