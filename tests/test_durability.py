@@ -108,15 +108,72 @@ async def test_a_session_continues_across_runner_instances() -> None:
     ]
 
 
-async def test_a_failed_turn_leaves_the_session_unchanged() -> None:
+async def test_a_failed_turn_is_kept_in_the_session() -> None:
     store = MemoryStore()
     agent = ChatModelAgent("A", ScriptedModel([reply("one")]))
     await Runner(agent, store=store).query("first", session_id="s").collect()
-    before = await store.get_session("s")
     broken = ChatModelAgent("A", ScriptedModel([]))
-    result = await Runner(broken, store=store).query("second", session_id="s").collect()
+    runner = Runner(broken, store=store)
+    result = await runner.query("second", session_id="s").collect()
     assert result.error is not None
-    assert await store.get_session("s") == before
+    view = await runner.sessions.get("s")
+    assert view is not None
+    assert [(m.name, m.content) for m in view.messages] == [
+        ("user", "first"),
+        ("A", "one"),
+        ("user", "second"),
+    ]
+    assert [s.session_id for s in await runner.sessions.list()] == ["s"]
+
+
+@tool
+def explode(item: str) -> str:
+    """Fail.
+
+    Args:
+        item: Anything.
+    """
+    raise RuntimeError("boom")
+
+
+async def test_a_failed_turn_keeps_what_came_before_the_failure_but_no_unanswered_call() -> None:
+    store = MemoryStore()
+    model = ScriptedModel(
+        [
+            call("approve_free", {"item": "x"}),
+            reply("looked it up"),
+            call("explode", {"item": "y"}),
+        ]
+    )
+
+    @tool
+    def approve_free(item: str) -> str:
+        """Look.
+
+        Args:
+            item: Anything.
+        """
+        return "seen " + item
+
+    agent = ChatModelAgent("A", model, tools=[approve_free, explode], tool_errors="raise")
+    runner = Runner(agent, store=store)
+    first = await runner.query("look", session_id="s").collect()
+    assert first.error is None
+    failed = await runner.query("now fail", session_id="s").collect()
+    assert failed.error is not None
+    view = await runner.sessions.get("s")
+    assert view is not None
+    kept = [(m.role, m.content, [c.name for c in m.tool_calls]) for m in view.messages]
+    assert kept == [
+        ("user", "look", []),
+        ("assistant", "", ["approve_free"]),
+        ("tool", "seen x", []),
+        ("assistant", "looked it up", []),
+        ("user", "now fail", []),
+    ]  # the call to explode got no result: left out
+    again = Runner(ChatModelAgent("A", ScriptedModel([reply("retried")])), store=store)
+    retried = await again.query("retry", session_id="s").collect()
+    assert retried.final_output == "retried"
 
 
 async def test_a_paused_turn_joins_the_session_when_resumed() -> None:

@@ -83,9 +83,23 @@ async def test_sessions_are_listed_newest_first_and_ties_latest_written_first() 
     await runner.query("hi", session_id="b").collect()
     listed = await Runner(_echo(), store=store).sessions.list(limit=2)  # any runner of it
     assert listed == [
-        SessionSummary(session_id="b", updated_at=T0 + timedelta(seconds=1)),
-        SessionSummary(session_id="a", updated_at=T0),
+        SessionSummary(session_id="b", updated_at=T0 + timedelta(seconds=1), agent="echo"),
+        SessionSummary(session_id="a", updated_at=T0, agent="echo"),
     ]
+
+
+async def test_sessions_are_listed_with_the_agent_that_wrote_them_last() -> None:
+    store = MemoryStore()
+    other = ChatModelAgent("other", ScriptedModel([reply("x")], per_run=True))
+    await Runner(_echo(), store=store).query("hi", session_id="mine").collect()
+    await Runner(other, store=store).query("hi", session_id="theirs").collect()
+    sessions = Runner(_echo(), store=store).sessions
+    assert {(s.session_id, s.agent) for s in await sessions.list()} == {
+        ("mine", "echo"),
+        ("theirs", "other"),
+    }
+    assert [s.session_id for s in await sessions.list(agent="other")] == ["theirs"]
+    assert await sessions.list(agent="nobody") == []
 
 
 async def test_a_session_is_deleted_once_and_unlisted() -> None:

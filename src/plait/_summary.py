@@ -8,7 +8,7 @@ show the same thing, and the command line needs neither FastAPI nor the `server`
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
 from typing import Any, Literal
 
@@ -24,11 +24,14 @@ Status = Literal["completed", "paused", "failed", "cancelled"]
 
 async def event_json(event: AgentEvent) -> str:
     """Return the event as one line of JSON (`AgentEvent.to_json()`), a streamed message read
-    whole first; an event that cannot be encoded becomes one that reports why."""
+    whole first (a stream that broke is left out: the run's error event says why); an event
+    that cannot be encoded becomes one that reports why."""
     variant = event.message
     if variant is not None and variant.stream is not None:
-        with contextlib.suppress(Exception):  # the stream's own error is reported by the run
+        try:
             await variant.get_message()
+        except Exception:
+            event = dataclasses.replace(event, output=None)
     try:
         return event.to_json()
     except SerializationError as exc:

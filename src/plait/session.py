@@ -4,13 +4,16 @@ A session is JSON: the messages of every finished turn with their authors ("user
 caller's messages), the session values, team state, each agent's own state, the handoffs
 and when it was last written. A new turn starts from it: the caller's and the root agent's
 own messages verbatim, other agents' messages rewritten "For context" (as after a
-transfer). A turn that fails leaves the session unchanged; a turn that pauses is added when
-its resumed run finishes. A turn is appended to the session as it is when the turn ends, so
-turns that run at the same time are all kept.
+transfer). A turn that fails is kept too: the caller's messages and what the root lane said
+before the failure (the error itself is the run's; tool calls that got no result are left
+out, since a model refuses a history with an unanswered call). A turn that pauses is added
+when its resumed run finishes (or fails). A turn is appended to the session as it is when
+the turn ends, so turns that run at the same time are all kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -124,6 +127,29 @@ class SessionTurn:
             assert event.message is not None
             self.turn.append((event.agent_name, await event.message.get_message()))
         self._pending.clear()
+
+    async def settle_failed(self) -> None:
+        """Settle the turn of a failed run: a message whose stream broke is left out, and so
+        are tool calls that got no result (an assistant message left with neither text nor
+        calls goes too)."""
+        for event in self._pending:
+            assert event.message is not None
+            try:
+                message = await event.message.get_message()
+            except Exception:  # the run's error says what broke
+                continue
+            self.turn.append((event.agent_name, message))
+        self._pending.clear()
+        answered = {m.tool_call_id for _, m in self.turn if m.role == "tool"}
+        kept: list[tuple[str, Message]] = []
+        for author, message in self.turn:
+            if any(call.id not in answered for call in message.tool_calls):
+                calls = tuple(call for call in message.tool_calls if call.id in answered)
+                if not calls and not message.content:
+                    continue
+                message = dataclasses.replace(message, tool_calls=calls)
+            kept.append((author, message))
+        self.turn = kept
 
     async def save(
         self,

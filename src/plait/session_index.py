@@ -1,16 +1,17 @@
-"""Indexes of sessions, written by group commit.
+"""Indexes of sessions (and of the server's runs), written by group commit.
 
 A store keeps sessions by id but cannot list them, so an index is kept beside them: one
-session record, `{"sessions": {session id: ISO time of its last write}}`, updated by
-compare-and-set (`runner.sessions.list()` and `GET /v1/sessions` read it). The entries are
-in write order: a session written again moves to the end. Every turn of every session listed
-in one index changes it, so concurrent turns would all retry against each other. In one
-process they do not: the changes that arrive while the index is being written wait, and the
-next write takes all of them at once. Processes sharing the store still retry against each
-other's writes, a few at a time. A process remembers the indexes it wrote last (its 64 most
-recent): the next write starts from there, and reads the index again only when another
-process wrote it since (its compare-and-set then fails). It also keeps each entry's JSON
-text, so that a write encodes only the entries that changed.
+session record, `{"sessions": {session id: ISO time of its last write}, "agents": {session
+id: the agent that wrote it}}`, updated by compare-and-set (`runner.sessions.list()` and
+`GET /v1/sessions` read it). The entries are in write order: a session written again moves to
+the end. Every turn of every session listed in one index changes it, so concurrent turns
+would all retry against each other. In one process they do not: the changes that arrive
+while the index is being written wait, and the next write takes all of them at once
+(`GroupIndex`, which the server's index of runs uses too). Processes sharing the store still
+retry against each other's writes, a few at a time. A process remembers the indexes it wrote
+last (its 64 most recent): the next write starts from there, and reads the index again only
+when another process wrote it since (its compare-and-set then fails). It also keeps each
+entry's JSON text, so that a write encodes only the entries that changed.
 """
 
 from __future__ import annotations
@@ -19,95 +20,81 @@ import asyncio
 import json
 import random
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from plait.errors import SessionConflict, StoreError
 from plait.stores.base import SessionRecord, SessionStore
 
-__all__ = ["SessionIndex", "decode_index"]
+__all__ = [
+    "GroupIndex",
+    "IndexDocument",
+    "SessionEntry",
+    "SessionIndex",
+    "decode_agents",
+    "decode_index",
+]
 
 _ATTEMPTS = 50
 _KNOWN = 64  # indexes remembered
 
+V = TypeVar("V")
+
+#: A session's entry: the ISO time of its last write, and the agent that wrote it (or None).
+SessionEntry = tuple[str, str | None]
+
+
+class IndexDocument(Protocol[V]):
+    """An index as a process last wrote (or read) it: its version, and how to change and
+    encode it."""
+
+    version: int
+
+    def apply(self, changes: dict[str, V | None]) -> bool:
+        """Apply `changes` (id -> entry, None: remove it); return whether anything changed."""
+        ...
+
+    def encode(self) -> bytes:
+        """Return the stored bytes of the index."""
+        ...
+
 
 @dataclass(slots=True)
-class _Batch:
-    """Index changes written together: session id -> ISO time, or None to remove it."""
+class _Batch(Generic[V]):
+    """Index changes written together: id -> entry, or None to remove it."""
 
-    changes: dict[str, str | None] = field(default_factory=dict)
+    changes: dict[str, V | None] = field(default_factory=dict)
     written: bool = False
     error: StoreError | None = None
 
 
 @dataclass(slots=True)
-class _Known:
-    """An index as this process last wrote (or read) it: its version, its entries and
-    each entry's JSON text (`"<session id>": "<time>"`), in the same order."""
-
-    version: int
-    entries: dict[str, str]
-    parts: dict[str, str]
-
-    @classmethod
-    def read(cls, found: SessionRecord | None) -> _Known:
-        """Return the known index of a stored one (None: no index yet)."""
-        entries = decode_index(found)
-        parts = {sid: f"{json.dumps(sid)}: {json.dumps(at)}" for sid, at in entries.items()}
-        return cls(0 if found is None else found.version, entries, parts)
-
-    def apply(self, changes: dict[str, str | None]) -> bool:
-        """Apply `changes` to the entries and their JSON (a written session moves to the
-        end); return whether anything changed."""
-        entries, parts = self.entries, self.parts
-        changed = False
-        for session_id, stamp in changes.items():
-            if stamp is None:
-                if entries.pop(session_id, None) is not None:
-                    del parts[session_id]
-                    changed = True
-            elif entries.get(session_id) != stamp or next(reversed(entries)) != session_id:
-                entries.pop(session_id, None)
-                parts.pop(session_id, None)
-                entries[session_id] = stamp
-                parts[session_id] = _part(session_id, stamp)
-                changed = True
-        return changed
-
-    def encode(self) -> bytes:
-        """Return the index's JSON, as `json.dumps({"sessions": entries})` writes it."""
-        return ('{"sessions": {' + ", ".join(self.parts.values()) + "}}").encode()
-
-
-def _part(session_id: str, stamp: str) -> str:
-    return f"{encode_basestring_ascii(session_id)}: {encode_basestring_ascii(stamp)}"
-
-
-@dataclass(slots=True)
-class _Pending:
+class _Pending(Generic[V]):
     """One index in this process: the lock of its writer and the batch it fills."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    batch: _Batch = field(default_factory=_Batch)
+    batch: _Batch[V] = field(default_factory=_Batch)
     waiting: int = 0
 
 
-class SessionIndex:
-    """Session indexes written by this process, each a session record of a store (see the
-    module's docstring); share one among the writers of the same indexes."""
+class GroupIndex(Generic[V]):
+    """Indexes kept as session records of a store, written by group commit with
+    compare-and-set (see the module's docstring); share one among the writers of the same
+    indexes in a process. `read` makes the document of a stored index (None: no index yet)."""
 
-    def __init__(self) -> None:
-        self._pending: dict[str, _Pending] = {}
+    def __init__(self, read: Callable[[SessionRecord | None], IndexDocument[V]], what: str):
+        self._read = read
+        self._what = what
+        self._pending: dict[str, _Pending[V]] = {}
         # each index as this process last wrote it, by key (the most recent only): the next
         # write starts from it instead of reading the index again
-        self._known: OrderedDict[str, _Known] = OrderedDict()
+        self._known: OrderedDict[str, IndexDocument[V]] = OrderedDict()
 
-    async def update(
-        self, store: SessionStore, key: str, session_id: str, stamp: str | None
-    ) -> None:
-        """List `session_id` in the index kept under `key` as written at `stamp` (None:
-        unlist it); return once a write that holds the change is stored.
+    async def update(self, store: SessionStore, key: str, item_id: str, entry: V | None) -> None:
+        """Set the entry of `item_id` in the index kept under `key` (None: remove it);
+        return once a write that holds the change is stored.
 
         Raises:
             StoreError: The store failed, or the index kept changing under this process.
@@ -116,7 +103,7 @@ class SessionIndex:
         if index is None:
             index = self._pending[key] = _Pending()
         batch = index.batch
-        batch.changes[session_id] = stamp
+        batch.changes[item_id] = entry
         index.waiting += 1
         try:
             async with index.lock:
@@ -137,12 +124,12 @@ class SessionIndex:
             if index.waiting == 0 and self._pending.get(key) is index:
                 del self._pending[key]
 
-    async def _write(self, store: SessionStore, key: str, changes: dict[str, str | None]) -> None:
+    async def _write(self, store: SessionStore, key: str, changes: dict[str, V | None]) -> None:
         """Apply `changes` to the stored index: compare-and-set, retried on conflict."""
         known = self._known.pop(key, None)
         for attempt in range(_ATTEMPTS):
             if known is None:
-                known = _Known.read(await store.get_session_record(key))
+                known = self._read(await store.get_session_record(key))
             if not known.apply(changes):
                 self._remember(key, known)
                 return
@@ -159,22 +146,105 @@ class SessionIndex:
             return
         listed = ", ".join(f"'{s}'" for s in list(changes)[:3])
         raise StoreError(
-            f"the session index '{key}' kept changing; session {listed}"
+            f"the {self._what} index '{key}' kept changing; {self._what} {listed}"
             f"{', ...' if len(changes) > 3 else ''} was saved but is not listed yet (it will "
-            "be after its next turn)",
-            operation="writing the session index",
+            "be after its next write)",
+            operation=f"writing the {self._what} index",
         )
 
-    def _remember(self, key: str, known: _Known) -> None:
+    def _remember(self, key: str, known: IndexDocument[V]) -> None:
         self._known[key] = known
         if len(self._known) > _KNOWN:
             self._known.popitem(last=False)
 
 
-def decode_index(found: SessionRecord | None) -> dict[str, str]:
-    """Return the index's {session id: ISO time of the last write}, in write order."""
+@dataclass(slots=True)
+class _Sessions:
+    """A session index: its version, its entries (session id -> time) and agents (session
+    id -> agent), and each entry's JSON text, in the same order."""
+
+    version: int
+    entries: dict[str, str]
+    agents: dict[str, str]
+    parts: dict[str, str]
+    agent_parts: dict[str, str]
+
+    @classmethod
+    def read(cls, found: SessionRecord | None) -> _Sessions:
+        """Return the known index of a stored one (None: no index yet)."""
+        document = _document(found)
+        entries, agents = _map(document, "sessions"), _map(document, "agents")
+        return cls(
+            0 if found is None else found.version,
+            entries,
+            agents,
+            {sid: _part(sid, at) for sid, at in entries.items()},
+            {sid: _part(sid, name) for sid, name in agents.items()},
+        )
+
+    def apply(self, changes: dict[str, SessionEntry | None]) -> bool:
+        """Apply `changes` to the entries and their JSON (a written session moves to the
+        end); return whether anything changed."""
+        entries, parts = self.entries, self.parts
+        changed = False
+        for session_id, entry in changes.items():
+            if entry is None:
+                if entries.pop(session_id, None) is not None:
+                    del parts[session_id]
+                    changed = True
+                if self.agents.pop(session_id, None) is not None:
+                    del self.agent_parts[session_id]
+                continue
+            stamp, agent = entry
+            if entries.get(session_id) != stamp or next(reversed(entries)) != session_id:
+                entries.pop(session_id, None)
+                parts.pop(session_id, None)
+                entries[session_id] = stamp
+                parts[session_id] = _part(session_id, stamp)
+                changed = True
+            if agent is not None and self.agents.get(session_id) != agent:
+                self.agents[session_id] = agent
+                self.agent_parts[session_id] = _part(session_id, agent)
+                changed = True
+        return changed
+
+    def encode(self) -> bytes:
+        """Return the index's JSON, as `json.dumps({"sessions": ..., "agents": ...})`
+        writes it."""
+        sessions = ", ".join(self.parts.values())
+        agents = ", ".join(self.agent_parts.values())
+        return ('{"sessions": {' + sessions + '}, "agents": {' + agents + "}}").encode()
+
+
+def _part(key: str, value: str) -> str:
+    return f"{encode_basestring_ascii(key)}: {encode_basestring_ascii(value)}"
+
+
+class SessionIndex(GroupIndex[SessionEntry]):
+    """Session indexes written by this process (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__(_Sessions.read, "session")
+
+
+def _document(found: SessionRecord | None) -> dict[str, Any]:
     if found is None:
         return {}
     document: Any = json.loads(found.data)
-    sessions = document.get("sessions") if isinstance(document, dict) else None
-    return dict(sessions) if isinstance(sessions, dict) else {}
+    return document if isinstance(document, dict) else {}
+
+
+def _map(document: dict[str, Any], name: str) -> dict[str, str]:
+    found = document.get(name)
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def decode_index(found: SessionRecord | None) -> dict[str, str]:
+    """Return the index's {session id: ISO time of the last write}, in write order."""
+    return _map(_document(found), "sessions")
+
+
+def decode_agents(found: SessionRecord | None) -> dict[str, str]:
+    """Return the index's {session id: the agent that last wrote it} (sessions written by a
+    plait that did not say are left out)."""
+    return _map(_document(found), "agents")

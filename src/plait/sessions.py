@@ -29,7 +29,7 @@ from plait.events import HandoffLog
 from plait.history import USER
 from plait.messages import Message
 from plait.session import SessionDocument, decode_session
-from plait.session_index import SessionIndex, decode_index
+from plait.session_index import SessionIndex, decode_agents, decode_index
 from plait.stores.base import GuardedStore, SessionStore, Store
 
 __all__ = [
@@ -64,35 +64,55 @@ class SessionView:
 
 @record
 class SessionSummary:
-    """A listed session: its id and when it was last written."""
+    """A listed session: its id, when it was last written, and the agent that wrote it
+    last (None for a session listed by a plait that did not say)."""
 
     session_id: str
     updated_at: datetime
+    agent: str | None = None
 
 
 class SessionCatalog:
     """Where an index of sessions lives: a session record of a store, written through a
-    `SessionIndex` (share one among the writers of the same index in a process)."""
+    `SessionIndex` (share one among the writers of the same index in a process). `agent`,
+    when given, is the name each session is listed under, whichever agent wrote it (the
+    server lists its agents' sessions by their public names)."""
 
-    def __init__(self, store: SessionStore, key: str, index: SessionIndex | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        key: str,
+        index: SessionIndex | None = None,
+        *,
+        agent: str | None = None,
+    ) -> None:
         self.store = store
         self.key = key
         self.index = SessionIndex() if index is None else index
+        self.agent = agent
 
-    async def touch(self, session_id: str, stamp: datetime) -> None:
-        """List `session_id` as written at `stamp` (it moves to the end of the write order)."""
-        await self.index.update(self.store, self.key, session_id, stamp.isoformat())
+    async def touch(self, session_id: str, stamp: datetime, agent: str | None = None) -> None:
+        """List `session_id` as written at `stamp` by `agent` (it moves to the end of the
+        write order)."""
+        entry = (stamp.isoformat(), self.agent if self.agent is not None else agent)
+        await self.index.update(self.store, self.key, session_id, entry)
 
     async def remove(self, session_id: str) -> None:
         """Take `session_id` out of the index."""
         await self.index.update(self.store, self.key, session_id, None)
 
-    async def entries(self) -> builtins.list[tuple[str, datetime]]:
-        """Return the listed sessions and when each was last written: newest first, and
-        of sessions written at the same time the one written last first."""
-        listed = decode_index(await self.store.get_session_record(self.key))
-        latest_first = [(sid, datetime.fromisoformat(at)) for sid, at in reversed(listed.items())]
-        return sorted(latest_first, key=lambda item: item[1], reverse=True)  # stable
+    async def entries(self) -> builtins.list[SessionSummary]:
+        """Return the listed sessions, when each was last written and by which agent:
+        newest first, and of sessions written at the same time the one written last first."""
+        found = await self.store.get_session_record(self.key)
+        listed, agents = decode_index(found), decode_agents(found)
+        latest_first = [
+            SessionSummary(
+                session_id=sid, updated_at=datetime.fromisoformat(at), agent=agents.get(sid)
+            )
+            for sid, at in reversed(listed.items())
+        ]
+        return sorted(latest_first, key=lambda item: item.updated_at, reverse=True)  # stable
 
 
 @runtime_checkable
@@ -156,15 +176,20 @@ class Sessions:
             updated_at=document.updated_at,
         )
 
-    async def list(self, *, limit: int | None = 100) -> builtins.list[SessionSummary]:
+    async def list(
+        self, *, limit: int | None = 100, agent: str | None = None
+    ) -> builtins.list[SessionSummary]:
         """Return up to `limit` sessions (None: all), newest first; of sessions written at
-        the same time, the one written last comes first."""
+        the same time, the one written last comes first. With `agent`, only the sessions
+        that agent wrote last."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise UsageError(f"limit must be an int or None, not {limit!r}")
         entries = await self._catalog.entries()
+        if agent is not None:
+            entries = [entry for entry in entries if entry.agent == agent]
         if limit is not None:
             entries = entries[: max(limit, 0)]
-        return [SessionSummary(session_id=sid, updated_at=at) for sid, at in entries]
+        return entries
 
     async def delete(self, session_id: str) -> bool:
         """Delete the session and unlist it; return whether there was one."""
@@ -180,9 +205,11 @@ class Sessions:
         """`get` in an event loop of its own."""
         return _run(self.get(session_id))
 
-    def list_sync(self, *, limit: int | None = 100) -> builtins.list[SessionSummary]:
+    def list_sync(
+        self, *, limit: int | None = 100, agent: str | None = None
+    ) -> builtins.list[SessionSummary]:
         """`list` in an event loop of its own."""
-        return _run(self.list(limit=limit))
+        return _run(self.list(limit=limit, agent=agent))
 
     def delete_sync(self, session_id: str) -> bool:
         """`delete` in an event loop of its own."""

@@ -367,8 +367,36 @@ class RunStream:
         if self._turn is not None:
             self._turn.note(event)
         if event.error is not None or self._paused:
+            if self._turn is not None and not (self._paused or self._finished):
+                await self._keep_failed_turn(event.error, ctx)
             await self._close()
         return event
+
+    async def _keep_failed_turn(self, error: PlaitError | None, ctx: RunContext) -> None:
+        """A failed run keeps its turn in its session (see `plait.session`), unless its
+        resume was refused (the checkpoint, left as it was, still holds the turn)."""
+        turn = self._turn
+        if turn is None or isinstance(error, ResumeError):
+            return
+        with contextlib.suppress(Exception):  # the run's own error is the one to report
+            await turn.settle_failed()
+            await self._save_turn(turn, ctx)
+
+    async def _save_turn(self, turn: SessionTurn, ctx: RunContext) -> None:
+        """Append the turn to its session and list the session as written by this agent."""
+        setup = self._setup
+        stamp = ctx.ids.now()
+        await turn.save(
+            setup.store,
+            ctx.session_values,
+            [*self._earlier_handoffs, *self._handoffs],
+            setup.session_ttl,
+            ctx.state,
+            ctx.all_local_state,
+            stamp=stamp,
+        )
+        if setup.catalog is not None:
+            await setup.catalog.touch(turn.session_id, stamp, setup.agent_name)
 
     async def _completed(self) -> PlaitError | None:
         """The run finished: write its session turn and retire its checkpoints."""
@@ -380,22 +408,10 @@ class RunStream:
         return None
 
     async def _keep_records(self) -> None:
-        setup = self._setup
         ctx = self._ctx
         turn = self._turn
         if turn is not None and self._error is None and ctx is not None:
-            stamp = ctx.ids.now()
-            await turn.save(
-                setup.store,
-                ctx.session_values,
-                [*self._earlier_handoffs, *self._handoffs],
-                setup.session_ttl,
-                ctx.state,
-                ctx.all_local_state,
-                stamp=stamp,
-            )
-            if setup.catalog is not None:
-                await setup.catalog.touch(turn.session_id, stamp)
+            await self._save_turn(turn, ctx)
         if self._resumed_from is not None or self._steps:
             await self._retire(self._checkpoint_id)
 
@@ -472,7 +488,12 @@ class RunStream:
             root = self._ctx
             assert root is not None
             await log.add(
-                checkpoint_id, data, ctx.agent_name, self._last_event, root.session_values
+                checkpoint_id,
+                data,
+                ctx.agent_name,
+                self._last_event,
+                root.session_values,
+                root.state,
             )
         failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
         if failure is not None:

@@ -53,13 +53,15 @@ class StepSnapshot(JSONMixin):
     `step` numbers the steps saved under the run's checkpoint id, from 1 (each one more than
     the one before); `agent` is the name of the agent that took the step; `event` is the
     last event the run emitted before it (None when there was none); `session_values` are
-    the run's session values at that step, as JSON.
+    the run's session values at that step, and `state` its team-shared state (`ctx.state`),
+    as JSON.
     """
 
     step: int
     agent: str
     event: AgentEvent | None = None
     session_values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    state: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class _Entry(BaseModel):
@@ -69,6 +71,7 @@ class _Entry(BaseModel):
     agent: str
     event: dict[str, Any] | None = None
     session_values: dict[str, Any] = {}
+    state: dict[str, Any] = {}
 
 
 class _History(BaseModel):
@@ -138,6 +141,7 @@ def _snapshot(entry: _Entry, checkpoint_id: str) -> StepSnapshot:
         agent=entry.agent,
         event=event,
         session_values=dict(entry.session_values),
+        state=dict(entry.state),
     )
 
 
@@ -242,8 +246,10 @@ class StepLog:
         agent: str,
         event: AgentEvent | None,
         values: Mapping[str, Any],
+        state: Mapping[str, Any] | None = None,
     ) -> int:
-        """Keep the step checkpoint `data` as the run's next step; return its number."""
+        """Keep the step checkpoint `data` as the run's next step (with the session values
+        and team state at it); return its number."""
         entries = await self._load(checkpoint_id)
         step = self._last = self._last + 1
         store, ttl = self._store, self._ttl
@@ -251,7 +257,11 @@ class StepLog:
         if not self._keep:
             return step
         entry = _Entry(
-            step=step, agent=agent, event=encode_event(event), session_values=encode_values(values)
+            step=step,
+            agent=agent,
+            event=encode_event(event),
+            session_values=encode_values(values),
+            state=encode_values(state or {}),
         )
         entries.append(entry)
         dropped = entries[: max(0, len(entries) - self._keep)]
@@ -300,5 +310,6 @@ async def seed_fork(
         agent=snapshot.agent,
         event=encode_event(snapshot.event),
         session_values=encode_values(snapshot.session_values),
+        state=encode_values(snapshot.state),
     )
     await store.put_checkpoint(history_id(checkpoint_id), _encode([entry]), status="done", ttl=ttl)

@@ -120,7 +120,9 @@ def test_an_edit_reloads_the_app_and_a_paused_run_resumes_on_the_new_code(
         # the store was kept: the run is listed on the new app, completed
         assert http.get(f"/v1/runs/{checkpoint_id}").json()["status"] == "completed"
         assert "plait: dev: agent.py changed; reloading" in dev.stderr
-        assert len(re.findall(r"plait: serving shipper at ", dev.stderr)) == 2
+        # the new process says where it serves once it has started (it may answer first)
+        serving = r"plait: serving shipper at "
+        _until(lambda: len(re.findall(serving, dev.stderr)) == 2, "the second banner", dev)
         assert dev.terminate() == 0
 
 

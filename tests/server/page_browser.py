@@ -1,8 +1,8 @@
 """Driving the dev page in a real headless Chromium (Playwright, with the system's Chromium).
 
-`python -m tests.server.page_browser docs/dev-page.png` (with `src` and the repository root on
-PYTHONPATH) runs the code review of the tests on the page and saves the screenshot of
-docs/server.md.
+`python -m tests.server.page_browser review.png` (with `src` and the repository root on
+PYTHONPATH) runs the code review of the tests on the page and saves a screenshot of it (the
+pictures of docs/server.md come from scripts/page_screenshots.py).
 """
 
 from __future__ import annotations
@@ -104,4 +104,4 @@ def main(target: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "docs/dev-page.png")
+    main(sys.argv[1] if len(sys.argv) > 1 else "review.png")

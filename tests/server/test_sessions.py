@@ -36,7 +36,8 @@ def test_sessions_are_listed_newest_first_and_read_whole(alice: httpx.Client) ->
     listed = alice.get("/v1/sessions").json()
     ids = [s["session_id"] for s in listed]
     assert ids.index(newer) < ids.index(older)
-    assert all(set(s) == {"session_id", "updated_at"} for s in listed)
+    assert all(set(s) == {"session_id", "updated_at", "agent"} for s in listed)
+    assert {s["agent"] for s in listed if s["session_id"] in (older, newer)} == {"helper"}
     session = alice.get(f"/v1/sessions/{newer}").json()
     assert set(session) == {"session_id", "messages", "values", "handoffs"}
     assert [(m["author"], m["role"], m["content"]) for m in session["messages"]] == [

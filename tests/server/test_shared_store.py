@@ -134,3 +134,33 @@ def test_a_run_left_by_its_client_on_one_server_is_read_on_the_other(servers: Se
     controls.release.set()
     summary = wait_for_status(on_b, checkpoint_id, "completed", "failed")
     assert summary["status"] == "completed" and summary["final_output"] == "done: unblocked"
+
+
+def test_runs_started_at_once_on_both_servers_are_all_listed_once(servers: Servers) -> None:
+    on_a, on_b, _ = servers
+
+    def start(i: int) -> str:
+        http = on_a if i % 2 else on_b
+        text = "approve job" if i % 5 == 0 else f"hello {i}"
+        response = http.post("/v1/agents/helper/runs", json={"input": text, "stream": False})
+        assert response.status_code == 200, response.text
+        return response.headers["x-plait-checkpoint-id"]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        started = set(pool.map(start, range(30)))
+    for http in (on_a, on_b):
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params: dict[str, object] = {"limit": 7}
+            if cursor is not None:
+                params["cursor"] = cursor
+            page = http.get("/v1/runs", params=params).json()
+            seen += [run["run_id"] for run in page["runs"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert len(seen) == len(set(seen)) == 30
+        assert set(seen) == started
+        paused = http.get("/v1/runs", params={"status": "paused"}).json()["runs"]
+        assert len(paused) == 6

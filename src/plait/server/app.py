@@ -43,8 +43,9 @@ from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
 from plait.server.openai_api import openai_router
 from plait.server.runs import LiveRun, Runs
+from plait.server.runs_api import runs_router
 from plait.server.spans import RunSpans, run_spans
-from plait.server.sse import EventStream, server_exiting
+from plait.server.sse import DeltaRelay, EventStream, server_exiting
 from plait.server.summary import session_detail
 from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
 from plait.session_index import SessionIndex
@@ -183,6 +184,8 @@ async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
         body.messages(),
         session_id=body.session_id,
         session_values=body.session_values,
+        streaming=body.deltas,
+        relay=DeltaRelay() if body.deltas else None,
     )
     return await _respond(run, body.stream)
 
@@ -200,7 +203,10 @@ async def resume_run(checkpoint_id: str, body: ResumeRequest, caller: CallerDep)
     new checkpoint id (in the summary); the resumed one cannot be resumed again (`409`)."""
     _check_id(checkpoint_id)
     answer = (body.value,) if body.has_value else None
-    run = await caller.server.runs.resume(caller.store, checkpoint_id, body.targets, answer)
+    relay = DeltaRelay() if body.deltas else None
+    run = await caller.server.runs.resume(
+        caller.store, checkpoint_id, body.targets, answer, relay=relay
+    )
     return await _respond(run, body.stream)
 
 
@@ -272,6 +278,7 @@ async def run_history(checkpoint_id: str, caller: CallerDep) -> list[StepOut]:
             agent=kept.agent,
             event=None if kept.event is None else json.loads(kept.event.to_json()),
             session_values=kept.session_values,
+            state=kept.state,
         )
         for kept in steps
     ]
@@ -301,10 +308,13 @@ async def fork_run(checkpoint_id: str, body: ForkRequest, caller: CallerDep) -> 
     responses=_errors(401),
     tags=["sessions"],
 )
-async def list_sessions(caller: CallerDep) -> list[SessionInfo]:
-    """Return the caller's sessions, newest first."""
-    found = await caller.sessions.list(limit=None)
-    return [SessionInfo(session_id=s.session_id, updated_at=s.updated_at) for s in found]
+async def list_sessions(caller: CallerDep, agent: str | None = None) -> list[SessionInfo]:
+    """Return the caller's sessions, newest first, each with the agent that wrote it last
+    (`agent`: only that agent's)."""
+    found = await caller.sessions.list(limit=None, agent=agent)
+    return [
+        SessionInfo(session_id=s.session_id, updated_at=s.updated_at, agent=s.agent) for s in found
+    ]
 
 
 @router.get(
@@ -418,7 +428,7 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    for routes in (router, openai_router(_caller), eval_router(_caller)):
+    for routes in (router, openai_router(_caller), eval_router(_caller), runs_router(_caller)):
         app.include_router(routes)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else

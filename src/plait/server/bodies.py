@@ -29,6 +29,9 @@ __all__ = [
     "InterruptOut",
     "MessageBody",
     "ResumeRequest",
+    "RunList",
+    "RunListItem",
+    "RunRecord",
     "RunRequest",
     "RunResponse",
     "RunStatus",
@@ -113,6 +116,11 @@ class RunRequest(_Strict):
     stream: StrictBool = Field(
         default=True, description="true: an event stream (SSE); false: one JSON summary."
     )
+    deltas: StrictBool = Field(
+        default=False,
+        description="With `stream`: the models stream, and each chunk of text is also sent "
+        "as it comes, as an `agent_delta` event.",
+    )
 
     def messages(self) -> list[Message]:
         """Return the run's input messages."""
@@ -133,6 +141,11 @@ class ResumeRequest(_Strict):
     )
     stream: StrictBool = Field(
         default=True, description="true: an event stream (SSE); false: one JSON summary."
+    )
+    deltas: StrictBool = Field(
+        default=False,
+        description="With `stream`: each chunk of streamed text is also sent as it comes, "
+        "as an `agent_delta` event (when the run was started with `deltas`).",
     )
 
     @model_validator(mode="after")
@@ -161,12 +174,14 @@ class ForkRequest(_Strict):
 
 class StepOut(BaseModel):
     """A kept step of a run: its number, the agent that took it, the last event before
-    it (an `AgentEvent.to_json()` object, or null) and the session values at it."""
+    it (an `AgentEvent.to_json()` object, or null), and the session values and team state
+    at it."""
 
     step: int
     agent: str
     event: dict[str, Any] | None = None
     session_values: dict[str, Any] = {}
+    state: dict[str, Any] = {}
 
 
 class ErrorInfo(BaseModel):
@@ -232,6 +247,32 @@ class RunSummary(BaseModel):
     )
 
 
+class RunRecord(RunSummary):
+    """A run summary as the server stores it: with the id of the run it belongs to (a
+    resumed run goes on under its first id), when that run started and when this was
+    written (None in records of servers that did not say)."""
+
+    run_id: str | None = None
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class RunListItem(RunSummary):
+    """A run of `GET /v1/runs`: its latest summary, with its `run_id` (the id its first
+    response gave in `x-plait-checkpoint-id`) and when that summary was written."""
+
+    run_id: str
+    updated_at: datetime
+
+
+class RunList(BaseModel):
+    """A page of the caller's runs, newest first; `next_cursor` asks for the next page
+    (null: this is the last)."""
+
+    runs: list[RunListItem]
+    next_cursor: str | None = None
+
+
 class RunResponse(RunSummary):
     """A run's summary with every event (`AgentEvent.to_json()` objects), for
     `"stream": false`."""
@@ -253,10 +294,12 @@ class Health(BaseModel):
 
 
 class SessionInfo(BaseModel):
-    """One of the caller's sessions."""
+    """One of the caller's sessions, and the agent (its public name) that wrote it last
+    (null for a session written before the server said)."""
 
     session_id: str
     updated_at: datetime
+    agent: str | None = None
 
 
 class SessionMessage(BaseModel):

@@ -1,6 +1,6 @@
 """The dev page that `create_app(..., ui=True)` serves at `/`.
 
-One HTML page, one script and one style sheet (in `plait/server/static/`), with no CDN or
+One HTML page, its scripts and one style sheet (in `plait/server/static/`), with no CDN or
 other network asset: the page works offline and talks only to the API of the server that
 serves it. The page itself holds no data, so it needs no API key; everything it shows comes
 from the API with the key typed into the page (kept in the browser's localStorage and sent as
@@ -21,6 +21,10 @@ __all__ = ["mount"]
 FILES: dict[str, tuple[str, str]] = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/ui/trace.js": ("trace.js", "text/javascript; charset=utf-8"),
+    "/ui/history.js": ("history.js", "text/javascript; charset=utf-8"),
+    "/ui/sidebar.js": ("sidebar.js", "text/javascript; charset=utf-8"),
+    "/ui/topology.js": ("topology.js", "text/javascript; charset=utf-8"),
     "/ui/eval.js": ("eval.js", "text/javascript; charset=utf-8"),
     "/ui/style.css": ("style.css", "text/css; charset=utf-8"),
 }

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from plait.agent import Agent, AgentInput
@@ -29,13 +31,15 @@ from plait.events import AgentEvent, RunResult
 from plait.hooks import Hooks
 from plait.messages import Message
 from plait.runner import Runner, RunStream
-from plait.server.bodies import RunSummary
+from plait.server.bodies import RunRecord, RunSummary
+from plait.server.run_index import RunIndex
 from plait.server.summary import encode_event, summarize
 from plait.server.users import UserStore
 
 __all__ = ["LiveRun", "Relay", "Runs"]
 
 _log = logging.getLogger("plait.server")
+_RECORD_ONLY = {"run_id", "started_at", "updated_at"}
 
 
 class Nudge(enum.Enum):
@@ -103,12 +107,17 @@ class LiveRun:
         *,
         resumed: bool,
         relay: Relay | None = None,
+        previous: RunRecord | None = None,
     ) -> None:
         self.runs = runs
         self.store = store
         self.agent = agent
         self.checkpoint_id = checkpoint_id
         self.session_id = session_id
+        # the run this is part of (a resume goes on with the run that paused), and its start
+        found = previous if previous is not None else RunRecord(status="running", agent=agent)
+        self.run_id = found.run_id or checkpoint_id
+        self.started_at = found.started_at or datetime.now(UTC)
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.runner: Runner | None = None
@@ -143,8 +152,18 @@ class LiveRun:
         self.ready.set_result(None)
 
     async def record_running(self) -> None:
-        """Write the "running" summary of this run."""
-        await self.store.put_record("r", self.checkpoint_id, self._encode(self.running_summary()))
+        """Write the "running" summary of this run (also under its run id), and list it."""
+        data = self._encode(self.running_summary())
+        writes = [self.store.put_record("r", self.checkpoint_id, data), self._list("running")]
+        if self.run_id != self.checkpoint_id:
+            writes.append(self.store.put_record("r", self.run_id, data))
+        await asyncio.gather(*writes)
+
+    async def _list(self, status: str) -> None:
+        """Set this run's status in the user's index of runs."""
+        started = int(self.started_at.timestamp() * 1_000_000)
+        entry = (started, status, self.agent)
+        await self.runs.index.update(self.store.store, self.store.runs_key, self.run_id, entry)
 
     async def _record_running_quietly(self) -> None:
         try:
@@ -218,8 +237,10 @@ class LiveRun:
             if self._running is not None:
                 await self._running  # the "running" record must not land after this one
             await self.store.put_record("r", self.checkpoint_id, data)
-            if summary.checkpoint_id not in (None, self.checkpoint_id):
-                await self.store.put_record("r", summary.checkpoint_id, data)
+            for also in {summary.checkpoint_id, self.run_id} - {None, self.checkpoint_id}:
+                assert also is not None
+                await self.store.put_record("r", also, data)
+            await self._list(summary.status)
         except PlaitError as exc:  # the client still gets the summary
             _log.warning("could not save the summary of run %s: %s", self.checkpoint_id, exc)
         except Exception:
@@ -241,9 +262,13 @@ class LiveRun:
             self._cancel_seen = found
             self.runner.cancel(self.checkpoint_id)
 
-    @staticmethod
-    def _encode(summary: RunSummary) -> bytes:
-        return summary.model_dump_json().encode()
+    def _encode(self, summary: RunSummary) -> bytes:
+        """Return the stored record of `summary` (a `RunRecord`): with the run's id, start
+        and this time."""
+        text = summary.model_dump_json()
+        started, now = self.started_at.isoformat(), datetime.now(UTC).isoformat()
+        extra = f'"run_id":{json.dumps(self.run_id)},"started_at":"{started}","updated_at":"{now}"'
+        return f"{text[:-1]},{extra}}}".encode()
 
 
 class Runs:
@@ -255,6 +280,7 @@ class Runs:
         self._tasks: set[asyncio.Task[None]] = set()
         self._live: dict[tuple[str, str], LiveRun] = {}
         self._watcher: asyncio.Future[None] | None = None
+        self.index = RunIndex()  # the users' indexes of runs (`plait.server.run_index`)
 
     def register(self, run: LiveRun) -> None:
         """Know `run` as live in this process (a cancel then reaches it at once, and the
@@ -303,6 +329,7 @@ class Runs:
         Raises:
             StoreError: The store failed before the run started.
         """
+        store = store.for_agent(name)
         run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False, relay=relay)
         # a new id has no cancel request yet: none can be made before its summary exists
         await run.record_running()  # a store that fails here fails the request, not a run
@@ -340,7 +367,7 @@ class Runs:
             CheckpointAlreadyResumed: It was resumed before, or is being resumed now.
             ResumeError: The answers do not fit its interrupts, or its agent is not served.
         """
-        previous = await self.summary(store, checkpoint_id)
+        previous = await self.record(store, checkpoint_id)
         if previous.status == "running":
             raise CheckpointAlreadyResumed(
                 f"run '{checkpoint_id}' is running; it can be resumed once it pauses"
@@ -350,6 +377,7 @@ class Runs:
                 f"run '{checkpoint_id}' belongs to agent '{previous.agent}', which this "
                 "server does not run"
             )
+        store = store.for_agent(previous.agent)
         run = LiveRun(
             self,
             store,
@@ -358,6 +386,7 @@ class Runs:
             previous.session_id,
             resumed=True,
             relay=relay,
+            previous=previous,
         )
         await run.note_cancel_baseline()
         runner = Runner(
@@ -394,6 +423,7 @@ class Runs:
                 f"run '{checkpoint_id}' belongs to agent '{previous.agent}', which this "
                 "server does not run"
             )
+        store = store.for_agent(previous.agent)
         run = LiveRun(self, store, previous.agent, uuid.uuid4().hex, None, resumed=True)
         runner = Runner(
             self.agents[previous.agent],
@@ -412,10 +442,19 @@ class Runs:
         Raises:
             CheckpointNotFound: The user has no run with this id.
         """
+        found = await self.record(store, checkpoint_id)
+        return RunSummary.model_validate(found.model_dump(exclude=_RECORD_ONLY))
+
+    async def record(self, store: UserStore, checkpoint_id: str) -> RunRecord:
+        """Return the latest stored record of a run (its summary, run id and times).
+
+        Raises:
+            CheckpointNotFound: The user has no run with this id.
+        """
         data = await store.get_record("r", checkpoint_id)
         if data is None:
             raise CheckpointNotFound(f"no run '{checkpoint_id}'")
-        return RunSummary.model_validate_json(data)
+        return RunRecord.model_validate_json(data)
 
     async def cancel(self, store: UserStore, checkpoint_id: str) -> RunSummary:
         """Record a cancel request for a run (any process running it stops it at its next
@@ -425,6 +464,8 @@ class Runs:
             CheckpointNotFound: The user has no run with this id.
         """
         summary = await self.summary(store, checkpoint_id)
+        if summary.status == "running" and summary.checkpoint_id:
+            checkpoint_id = summary.checkpoint_id  # a run id whose resume runs under another
         await store.put_record("x", checkpoint_id, uuid.uuid4().hex.encode())
         live = self._live.get((store.user, checkpoint_id))
         if live is not None and live.runner is not None:

@@ -1,8 +1,11 @@
 """A run's answer as server-sent events, written straight to the ASGI server.
 
 One `event: agent_event` per event (data: the event's JSON), then one `event: run_end`
-(data: the run summary). A comment line (`: ping`) every `PING_INTERVAL` seconds keeps a
-quiet stream open through proxies. A client that leaves ends the stream, not the run.
+(data: the run summary). A run asked for deltas (`"deltas": true`, `DeltaRelay`) also
+sends, before the `agent_event` of a streamed message, one `event: agent_delta` per chunk
+of its text as the model writes it: `{"agent_name", "run_path", "depth", "delta"}`. A
+comment line (`: ping`) every `PING_INTERVAL` seconds keeps a quiet stream open through
+proxies. A client that leaves ends the stream, not the run.
 
 Each stream costs one small task (it listens for the client leaving) and one timer (the
 next ping); the run's queue wakes it for everything else (`plait.server.runs.Nudge`).
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import signal
 from collections.abc import Mapping
@@ -20,10 +24,12 @@ from collections.abc import Mapping
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from plait.events import AgentEvent
 from plait.server.bodies import RunSummary
-from plait.server.runs import LiveRun, Nudge
+from plait.server.runs import LiveRun, Nudge, Relay
+from plait.server.summary import encode_event
 
-__all__ = ["PING_INTERVAL", "EventStream", "encode", "server_exiting"]
+__all__ = ["PING_INTERVAL", "DeltaRelay", "EventStream", "encode", "server_exiting"]
 
 #: Seconds between two comment lines of a stream.
 PING_INTERVAL = 15.0
@@ -31,6 +37,7 @@ PING_INTERVAL = 15.0
 _PING = b": ping\r\n\r\n"
 _AGENT_EVENT = b"event: agent_event\r\n"
 _RUN_END = b"event: run_end\r\n"
+_AGENT_DELTA = b"event: agent_delta\r\n"
 
 
 #: Characters that some clients take for line ends (`str.splitlines`, httpx's
@@ -52,6 +59,26 @@ def encode(name: bytes, data: str) -> bytes:
         return b"%bdata: %b\r\n\r\n" % (name, data.encode())
     lines = b"".join(b"data: %b\r\n" % line.encode() for line in _LINE_ENDS.split(data))
     return name + lines + b"\r\n"
+
+
+class DeltaRelay(Relay):
+    """Send each streamed text chunk as it comes (`agent_delta`), then the whole event."""
+
+    async def relay(self, event: AgentEvent) -> None:
+        """Queue an `agent_delta` per text chunk of a streamed message, then the event."""
+        variant = event.message
+        if variant is not None and variant.stream is not None:
+            head: dict[str, object] = {
+                "agent_name": event.agent_name,
+                "run_path": list(event.run_path),
+                "depth": event.depth,
+            }
+            with contextlib.suppress(Exception):  # the stream's error is the run's to report
+                async for chunk in variant.stream:
+                    if chunk.content:
+                        data = json.dumps({**head, "delta": chunk.content})
+                        self.put(encode(_AGENT_DELTA, data))
+        self.put(await encode_event(event))
 
 
 class EventStream(Response):

@@ -7,7 +7,8 @@ the server keeps its own records there, all as session records: run summaries
 (`<user>/r/<checkpoint id>`), cancel requests (`<user>/x/<checkpoint id>`) and the latest
 pause of each AG-UI thread (`<user>/t/<thread id>`, see `plait.server.agui`). The index of
 the user's sessions, which the runner updates with every turn, is `<user>/i` (the store's
-`session_catalog`; see `plait.session_index`).
+`session_catalog`; see `plait.session_index`), and the index of the user's runs is
+`<user>/runs` (see `plait.server.run_index`).
 """
 
 from __future__ import annotations
@@ -108,10 +109,28 @@ def find_user(api_keys: Mapping[str, str], given: str) -> str | None:
 class UserStore:
     """One user's view of the server's store (a `Store`; closing it leaves the store open)."""
 
-    def __init__(self, store: Store, user: str, index: SessionIndex | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        user: str,
+        index: SessionIndex | None = None,
+        *,
+        agent: str | None = None,
+    ) -> None:
         self.store = store
         self.user = user
         self.index = SessionIndex() if index is None else index
+        self.agent = agent  # the public name the sessions it writes are listed under
+
+    def for_agent(self, agent: str) -> UserStore:
+        """Return this view for the runs of agent `agent` (its public name): the sessions
+        they write are listed as that agent's."""
+        return UserStore(self.store, self.user, self.index, agent=agent)
+
+    @property
+    def runs_key(self) -> str:
+        """Return the id of the user's index of runs in the server's store."""
+        return f"{self.user}/runs"
 
     def __repr__(self) -> str:
         return "the server's store"
@@ -190,7 +209,9 @@ class UserStore:
 
     def session_catalog(self) -> SessionCatalog:
         """Return the index of the user's sessions: `<user>/i` in the server's store."""
-        return SessionCatalog(GuardedStore(self.store), f"{self.user}/i", self.index)
+        return SessionCatalog(
+            GuardedStore(self.store), f"{self.user}/i", self.index, agent=self.agent
+        )
 
     async def close(self) -> None:
         """Do nothing: the server's store stays open for other requests."""

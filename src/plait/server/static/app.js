@@ -7,11 +7,19 @@ const AGENT_STORE = "plait.agent";
 const $ = (id) => document.getElementById(id);
 const state = {
   session: "",
+  agent: "", // the agent selected
   running: false,
   lastPath: null,
   handoffs: new Set(),
   runId: null, // the run whose steps are listed
   step: null, // the step shown, to fork from
+  steps: [], // the kept steps of that run
+  events: [], // the events of the run in view, in order
+  selected: null, // the index of the event whose state is shown
+  streaming: new Map(), // run path -> the row its streamed text goes into
+  errorShown: false, // the run's error is on the page already
+  pauseShown: false, // its pause too
+  liveId: null, // the checkpoint id of the live run (what Stop cancels)
 };
 
 // ---- small helpers -------------------------------------------------------------------
@@ -191,19 +199,109 @@ function eventParts(event) {
     const h = event.handoff;
     parts.push(["handoff", el("span", "label", `handoff ${h.from_agent} → ${h.to_agent}`)]);
   }
-  if (action.interrupted) parts.push(["interrupt", el("span", "label", "paused: asks a person")]);
   if (event.error) parts.push(["error", el("span", "", errorLine(event.error))]);
   return parts;
 }
 
-function renderEvent(event) {
-  const depth = event.depth || 0;
-  const path = (event.run_path || []).join(" › ");
+function pathOf(event) {
+  return (event.run_path || []).join(" › ");
+}
+
+function authorFor(event) {
+  const path = pathOf(event);
   if (path !== state.lastPath) {
     state.lastPath = path;
-    addAuthor(depth, event.agent_name, path);
+    addAuthor(event.depth || 0, event.agent_name, path);
   }
-  for (const [kind, ...nodes] of eventParts(event)) addRow(depth, kind, ...nodes);
+}
+
+// A button that shows (or hides) the event's raw JSON under its rows.
+function rawToggle(index) {
+  const button = el("button", "raw"); // its "{ }" is drawn by the style sheet
+  button.type = "button";
+  button.title = "Show the event's JSON";
+  button.setAttribute("aria-label", "raw JSON");
+  button.addEventListener("click", (click) => {
+    click.stopPropagation();
+    const open = $("events").querySelector(`.raw-json[data-event="${index}"]`);
+    if (open) return open.remove();
+    const rows = $("events").querySelectorAll(`.row[data-event="${index}"]`);
+    const pre = el("pre", "", JSON.stringify(state.events[index], null, 2));
+    const item = el("li", "row raw-json", pre);
+    item.dataset.event = String(index);
+    item.style.setProperty("--depth", rows[0].dataset.depth);
+    rows[rows.length - 1].after(item);
+  });
+  return button;
+}
+
+function renderEvent(event) {
+  const index = state.events.length;
+  state.events.push(event);
+  const depth = event.depth || 0;
+  const key = (event.run_path || []).join("/");
+  const live = state.streaming.get(key);
+  const message = (event.output || {}).message;
+  if (live && message && message.role === "assistant") {
+    live.remove(); // its text comes whole with the event
+    state.streaming.delete(key);
+  }
+  authorFor(event);
+  const parts = eventParts(event);
+  if (event.error) state.errorShown = true;
+  const rows = parts.map(([kind, ...nodes]) => addRow(depth, kind, ...nodes));
+  const interrupted = (event.action || {}).interrupted;
+  if (interrupted) rows.push(...drawPause(interrupted.contexts || [], depth));
+  if (!rows.length) rows.push(addRow(depth, "event", el("span", "muted", "event")));
+  for (const row of rows) {
+    row.dataset.event = String(index);
+    row.addEventListener("click", () => selectEvent(index));
+  }
+  rows[0].prepend(rawToggle(index));
+  markTopology(event.run_path, null);
+}
+
+// The agent whose tool asked: the last agent named in an interrupt's address.
+function askerOf(address) {
+  const agents = (address || "").split(";").filter((part) => part.startsWith("agent:"));
+  return agents.length ? agents[agents.length - 1].slice(6) : null;
+}
+
+// Draw each pause under the agent whose tool asked (not the agent at the top of the run).
+function drawPause(contexts, depth) {
+  state.pauseShown = true;
+  const rows = [];
+  for (const pending of contexts.length ? contexts : [{ address: "" }]) {
+    const asker = askerOf(pending.address);
+    const named = `.row.agent[data-agent="${CSS.escape(asker || "")}"]`;
+    const under = [...$("events").querySelectorAll(named)].pop();
+    const current = [...$("events").querySelectorAll(".row.agent")].pop();
+    const at = under ? Number(under.dataset.depth) : depth;
+    if (asker && (!current || current.dataset.agent !== asker)) {
+      addAuthor(at, asker, under ? under.querySelector(".path").textContent : "");
+      state.lastPath = null;
+    }
+    const label = el("span", "label", `paused: ${asker || "the run"} asks a person`);
+    const info = pending.info != null ? el("pre", "", show(pending.info)) : null;
+    const row = addRow(at, "interrupt", label, info);
+    row.dataset.asker = asker || "";
+    rows.push(row);
+    markTopology(null, asker);
+  }
+  return rows;
+}
+
+// A chunk of streamed text: into its agent's live row, as it comes.
+function renderDelta(delta) {
+  const key = (delta.run_path || []).join("/");
+  let row = state.streaming.get(key);
+  if (!row) {
+    authorFor(delta);
+    row = addRow(delta.depth || 0, "text streaming", el("div", "text", ""));
+    state.streaming.set(key, row);
+  }
+  row.querySelector(".text").append(delta.delta);
+  row.scrollIntoView({ block: "nearest" });
 }
 
 function addHandoff(h) {
@@ -223,89 +321,6 @@ function addHandoff(h) {
   );
 }
 
-// ---- the trace: the run's OpenTelemetry spans as a waterfall --------------------------
-
-// [span, depth] in tree order: each span after its parent, siblings by start time. A span
-// whose parent is not in the list (the run started under a caller's span) is a root.
-function spanRows(spans) {
-  const ids = new Set(spans.map((span) => span.span_id));
-  const children = new Map();
-  for (const span of spans) {
-    const parent = span.parent_id && ids.has(span.parent_id) ? span.parent_id : "";
-    if (!children.has(parent)) children.set(parent, []);
-    children.get(parent).push(span);
-  }
-  const rows = [];
-  const visit = (parent, depth) => {
-    const list = (children.get(parent) || []).sort((a, b) => a.start_ns - b.start_ns);
-    for (const span of list) {
-      rows.push([span, depth]);
-      visit(span.span_id, depth + 1);
-    }
-  };
-  visit("", 0);
-  return rows;
-}
-
-function millis(value) {
-  return value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
-}
-
-function percent(part, whole) {
-  return (Math.min(Math.max(part / whole, 0), 1) * 100).toFixed(3) + "%";
-}
-
-function spanRow(span, depth, start, total) {
-  const bar = el("span", "bar");
-  bar.style.setProperty("--left", percent(span.start_ns - start, total));
-  bar.style.setProperty("--width", percent(span.end_ns - span.start_ns, total));
-  const name = el("span", "span-name", span.name);
-  name.style.setProperty("--depth", String(depth));
-  const operation = span.attributes["gen_ai.operation.name"] || "other";
-  const failed = span.status.code === "ERROR";
-  const row = el(
-    "li",
-    `span op-${operation}${failed ? " failed" : ""}`,
-    name,
-    el("span", "track", bar),
-    el("span", "ms", millis(span.duration_ms) + " ms"),
-  );
-  row.dataset.depth = String(depth);
-  row.dataset.name = span.name;
-  const events = span.events.map((event) => event.name);
-  row.title = show({ ...span.attributes, ...(events.length ? { events } : {}) });
-  return row;
-}
-
-function hideTrace() {
-  $("trace").hidden = true;
-  $("spans").replaceChildren();
-  $("trace-total").textContent = "";
-}
-
-function showTrace(spans) {
-  const rows = spanRows(spans);
-  if (!rows.length) return hideTrace();
-  const start = Math.min(...spans.map((span) => span.start_ns));
-  const end = Math.max(...spans.map((span) => span.end_ns));
-  const total = Math.max(end - start, 1);
-  $("spans").replaceChildren(...rows.map(([span, depth]) => spanRow(span, depth, start, total)));
-  $("trace-total").textContent = `${count(rows.length, "span")} · ${millis(total / 1e6)} ms`;
-  $("trace").hidden = false;
-}
-
-// Show the spans this server kept of a run (none when tracing is off: the trace is hidden).
-async function loadTrace(runId) {
-  if (!runId) return hideTrace();
-  try {
-    const found = await getJSON(`/v1/runs/${encodeURIComponent(runId)}/spans`);
-    if (found.enabled) showTrace(found.spans);
-    else hideTrace();
-  } catch (_) {
-    hideTrace(); // the trace is extra: the run's view stands without it
-  }
-}
-
 // ---- runs ----------------------------------------------------------------------------
 
 function showSummary(summary) {
@@ -318,9 +333,13 @@ function showSummary(summary) {
     const answer = el("div", "text", show(summary.final_output));
     addRow(0, "final", el("span", "label", "final answer"), answer);
   }
-  if (summary.error) addRow(0, "error", el("span", "", errorLine(summary.error)));
+  if (summary.error && !state.errorShown) {
+    addRow(0, "error", el("span", "", errorLine(summary.error))); // once: not also its event's
+  }
+  state.errorShown = state.errorShown || Boolean(summary.error);
   $("interrupts").replaceChildren();
   if (summary.status === "paused") {
+    if (!state.pauseShown) drawPause(summary.interrupts || [], 0);
     for (const pending of summary.interrupts || []) {
       $("interrupts").append(interruptForm(summary.checkpoint_id, pending));
     }
@@ -331,23 +350,42 @@ function showSummary(summary) {
 function setRunning(running) {
   state.running = running;
   $("send").disabled = running;
+  $("stop").hidden = !running;
+  $("stop").disabled = !running;
   document.body.classList.toggle("running", running);
+}
+
+// Stop the live run: it ends "cancelled" at its next safe point (and can be resumed).
+async function stop() {
+  const id = state.liveId;
+  if (!state.running || !id) return;
+  $("stop").disabled = true;
+  try {
+    await api(`/v1/runs/${encodeURIComponent(id)}/cancel`, { method: "POST" });
+  } catch (error) {
+    notice(error.message);
+  }
 }
 
 async function stream(path, body) {
   setRunning(true);
   hideTrace();
+  state.errorShown = false;
+  state.pauseShown = false;
+  state.streaming.clear();
+  markTopology(null, null);
   let summary = null;
   let runId = null;
   try {
     const payload = JSON.stringify({ ...body, stream: true });
     const response = await api(path, { method: "POST", body: payload });
-    runId = response.headers.get("x-plait-checkpoint-id");
+    runId = state.liveId = response.headers.get("x-plait-checkpoint-id");
     fact("status", "running");
     fact("run", runId || "—");
     fact("checkpoint", runId || "—");
     await readEvents(response, (name, data) => {
-      if (name === "agent_event") renderEvent(data);
+      if (name === "agent_delta") renderDelta(data);
+      else if (name === "agent_event") renderEvent(data);
       else if (name === "run_end") summary = data;
     });
     if (summary) showSummary(summary);
@@ -356,9 +394,11 @@ async function stream(path, body) {
   } catch (error) {
     notice(error.message);
   } finally {
+    state.liveId = null;
     setRunning(false);
   }
   refreshSessions();
+  refreshInbox();
   if (runId) await loadHistory(runId);
   return summary;
 }
@@ -377,7 +417,7 @@ async function send(event) {
   addRow(0, "user", el("span", "who", "you"), el("div", "text", text));
   state.lastPath = null;
   const path = `/v1/agents/${encodeURIComponent(agent)}/runs`;
-  await stream(path, { input: text, session_id: state.session });
+  await stream(path, { input: text, session_id: state.session, deltas: true });
 }
 
 function interruptForm(checkpointId, pending) {
@@ -391,10 +431,11 @@ function interruptForm(checkpointId, pending) {
   };
   const approve = button("Approve", "approve");
   const reject = button("Reject", "reject");
+  const asker = askerOf(pending.address);
   const form = el(
     "form",
     "interrupt",
-    el("h3", "", "Paused: this run needs an answer"),
+    el("h3", "", `Paused: ${asker || "this run"} needs an answer`),
     el("pre", "info", show(pending.info)),
     el("p", "muted", pending.address),
     el("div", "answers", approve, reject, value, button("Send value", "value")),
@@ -420,178 +461,8 @@ async function resume(form, checkpointId, interruptId, value) {
   addRow(0, "user", el("span", "who", "you"), el("div", "text", "answered " + show(value)));
   state.lastPath = null;
   const path = `/v1/runs/${encodeURIComponent(checkpointId)}/resume`;
-  await stream(path, { targets: { [interruptId]: value } });
+  await stream(path, { targets: { [interruptId]: value }, deltas: true });
   form.inert = false; // still shown only if the resume was refused
-}
-
-// ---- time travel: a run's kept steps, and forks from them --------------------------------
-
-// One line saying what an event was (its agent, and what it carried).
-function describeEvent(event) {
-  if (!event) return "none";
-  const output = event.output || {};
-  const action = event.action || {};
-  let what = "";
-  if (output.message) {
-    const message = messageOf(output.message);
-    if (message.role === "tool") what = `${message.name || "tool"} result: ${message.content}`;
-    else if ((message.tool_calls || []).length) {
-      what = "calls " + message.tool_calls.map((call) => call.name).join(", ");
-    } else what = message.content;
-  } else if (action.transfer_to_agent) {
-    what = "transfer → " + action.transfer_to_agent.dest_agent_name;
-  } else if (output.custom != null) what = JSON.stringify(output.custom);
-  else if (event.error) what = errorLine(event.error);
-  return `${event.agent_name}: ${what}`;
-}
-
-async function loadHistory(runId) {
-  let steps = [];
-  try {
-    steps = await getJSON(`/v1/runs/${encodeURIComponent(runId)}/history`);
-  } catch (_) {
-    steps = []; // a run the server keeps no steps of
-  }
-  state.runId = runId;
-  state.step = null;
-  const items = steps.map((kept) => {
-    const button = el("button", "step", `step ${kept.step}`, el("small", "", kept.agent));
-    button.type = "button";
-    button.dataset.step = String(kept.step);
-    button.addEventListener("click", () => showStep(kept));
-    return el("li", "", button);
-  });
-  $("steps").replaceChildren(...items);
-  $("history").hidden = steps.length === 0;
-  $("step-detail").hidden = true;
-}
-
-function showStep(kept) {
-  state.step = kept.step;
-  for (const button of $("steps").querySelectorAll("button")) {
-    button.setAttribute("aria-current", String(button.dataset.step === String(kept.step)));
-  }
-  $("step-title").textContent = `Step ${kept.step} (${kept.agent})`;
-  $("step-values").textContent = show(kept.session_values || {});
-  $("step-event").textContent = describeEvent(kept.event);
-  $("step-event-json").textContent = show(kept.event);
-  $("fork-values").value = JSON.stringify(kept.session_values || {}, null, 2);
-  $("step-detail").hidden = false;
-}
-
-async function fork(event) {
-  event.preventDefault();
-  const runId = state.runId;
-  const step = state.step;
-  if (state.running || runId === null || step === null) return;
-  let values;
-  try {
-    values = JSON.parse($("fork-values").value.trim() || "null");
-  } catch (error) {
-    notice("The session values are not JSON: " + error.message);
-    return;
-  }
-  if (values !== null && (typeof values !== "object" || Array.isArray(values))) {
-    notice("The session values must be a JSON object.");
-    return;
-  }
-  notice("");
-  state.lastPath = null;
-  state.handoffs.clear();
-  for (const id of ["events", "interrupts", "handoffs"]) $(id).replaceChildren();
-  fact("forked from", `${runId}, step ${step}`);
-  addRow(0, "fork", el("span", "label", `fork of run ${runId} from step ${step}`));
-  const path = `/v1/runs/${encodeURIComponent(runId)}/fork`;
-  await stream(path, { step, session_values: values });
-}
-
-// ---- agents and sessions -------------------------------------------------------------
-
-function describeAgent() {
-  const option = $("agent").selectedOptions[0];
-  $("agent-description").textContent = option ? option.title : "";
-  if (option) localStorage.setItem(AGENT_STORE, option.value);
-}
-
-async function loadAgents() {
-  const agents = await getJSON("/v1/agents");
-  const options = agents.map((agent) => {
-    const option = el("option", "", agent.name);
-    option.value = agent.name;
-    option.title = agent.description;
-    return option;
-  });
-  $("agent").replaceChildren(...options);
-  const saved = localStorage.getItem(AGENT_STORE);
-  if (agents.some((agent) => agent.name === saved)) $("agent").value = saved;
-  describeAgent();
-}
-
-function setSession(id) {
-  state.session = id;
-  $("session-id").textContent = id;
-  for (const button of $("sessions").querySelectorAll("button")) {
-    button.setAttribute("aria-current", String(button.dataset.session === id));
-  }
-}
-
-async function refreshSessions() {
-  try {
-    const sessions = await getJSON("/v1/sessions");
-    const items = sessions.map((session) => {
-      const when = new Date(session.updated_at).toLocaleString();
-      const button = el("button", "session", session.session_id, el("small", "", when));
-      button.type = "button";
-      button.dataset.session = session.session_id;
-      button.addEventListener("click", () => openSession(session.session_id));
-      return el("li", "", button);
-    });
-    $("sessions").replaceChildren(...items);
-    setSession(state.session);
-  } catch (error) {
-    notice(error.message);
-  }
-}
-
-function clearView(sessionId) {
-  notice("");
-  state.lastPath = null;
-  state.handoffs.clear();
-  for (const id of ["events", "interrupts", "handoffs", "run-facts", "steps"]) {
-    $(id).replaceChildren();
-  }
-  $("history").hidden = true;
-  state.runId = null;
-  state.step = null;
-  hideTrace();
-  setSession(sessionId);
-}
-
-function newSession() {
-  const random = Math.random().toString(36).slice(2, 8);
-  clearView(`chat-${Date.now().toString(36)}-${random}`);
-}
-
-async function openSession(id) {
-  if (state.running) return;
-  try {
-    const detail = await getJSON(`/v1/sessions/${encodeURIComponent(id)}`);
-    clearView(id);
-    let author = null;
-    for (const message of detail.messages) {
-      if (message.role === "user") {
-        addRow(0, "user", el("span", "who", "you"), el("div", "text", message.content));
-        author = null;
-        continue;
-      }
-      if (message.author !== author) addAuthor(0, message.author, "");
-      author = message.author;
-      for (const [kind, ...nodes] of messageParts(message)) addRow(0, kind, ...nodes);
-    }
-    detail.handoffs.forEach(addHandoff);
-  } catch (error) {
-    notice(error.message);
-  }
 }
 
 // ---- start ---------------------------------------------------------------------------
@@ -600,7 +471,7 @@ async function reload() {
   notice("");
   try {
     await loadAgents();
-    await refreshSessions();
+    await Promise.all([refreshSessions(), refreshInbox(), loadTopology($("agent").value)]);
   } catch (error) {
     notice(error.message);
   }
@@ -615,8 +486,10 @@ function start() {
     else localStorage.removeItem(KEY_STORE);
     reload();
   });
-  $("agent").addEventListener("change", describeAgent);
+  $("agent").addEventListener("change", agentChanged);
   $("new-session").addEventListener("click", () => state.running || newSession());
+  $("refresh-inbox").addEventListener("click", refreshInbox);
+  $("stop").addEventListener("click", stop);
   $("send-form").addEventListener("submit", send);
   $("fork-form").addEventListener("submit", fork);
   $("input").addEventListener("keydown", (event) => {
@@ -626,4 +499,5 @@ function start() {
   reload();
 }
 
-start();
+// The page's other scripts (deferred, after this one) define the rest: start once all ran.
+document.addEventListener("DOMContentLoaded", start);
