@@ -591,8 +591,8 @@ class _Loop:
         step = await self._take_reply(box, box.message)
         if isinstance(step, Fail):
             return [ctx.event(error=step.error)], step
-        if isinstance(step, RunTools) and ctx.cancel_requested:  # a safe point before tools
-            self._save("tools")
+        if isinstance(step, RunTools) and (ctx.cancel_requested or self._journals(step)):
+            self._save("tools")  # a safe point before tools (the reply of a "once" call kept)
             stop = await ctx.safe_point()
             if stop is not None:
                 return [stop], Fail()
@@ -600,6 +600,11 @@ class _Loop:
             events, self.answer = self.answer, []
             return events, step
         return [], step
+
+    def _journals(self, step: RunTools) -> bool:
+        """Whether the reply asking for `step`'s calls is saved before they run: with
+        `durability="step"`, when one is a "once" call (a recovery must not ask again)."""
+        return self.ctx.saves_steps and self.agent._calls.journaled(step.calls, self.ctx)
 
     def _model(self) -> ChatModel:
         """The model to call: the agent's, or what the run's interceptor puts in its place."""
