@@ -22,7 +22,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from plait._signal import InterruptSignal
 from plait.context import RunContext
 from plait.errors import ResumeError, ToolError
 from plait.events import InterruptCtx
@@ -36,6 +35,7 @@ from plait.journal import (
     put_new,
     read_record,
 )
+from plait.kernel import Interrupted, call_in
 from plait.messages import ToolCall
 from plait.tools.base import Approval, Effect, Tool, ToolResult
 
@@ -132,7 +132,7 @@ class EffectRun:
 
 async def gated_call(
     tool: Tool, effect: Effect, approval: Approval | None, call: ToolCall, tctx: RunContext
-) -> str | ToolResult:
+) -> str | ToolResult | Interrupted:
     """Call `tool` through its gate: ask (or apply) its approval, then run it, journaled
     when its effect is "once"."""
     run: EffectRun | None = tctx.effects
@@ -249,7 +249,7 @@ async def _once(
     key: str,
     entry: dict[str, Any],
     version: int,
-) -> str | ToolResult:
+) -> str | ToolResult | Interrupted:
     """Run a `"once"` call at most once: answer a finished call from the journal, ask
     about one whose outcome is unknown, else mark it started and run it."""
     while True:
@@ -272,18 +272,18 @@ async def _once(
 
 async def _run_journaled(
     run: EffectRun, tool: Tool, call: ToolCall, tctx: RunContext, key: str, started: dict[str, Any]
-) -> str | ToolResult:
-    """Run the tool (marked started); record how it ended."""
+) -> str | ToolResult | Interrupted:
+    """Run the tool (marked started); record how it ended (a pause: not started)."""
     try:
-        result = await tool.call(call.arguments, tctx)
-    except InterruptSignal:  # the tool paused itself: it runs again from its start
-        await _settle(run, key, {**started, "state": None, "started_at": None})
-        raise
+        result = await call_in(tctx, tool.call, call.arguments, tctx)
     except asyncio.CancelledError:  # stopped in flight: its outcome is unknown
         raise
     except Exception as exc:
         await _settle(run, key, {**started, "state": "failed", "error": f"{exc}"})
         raise
+    if isinstance(result, Interrupted):  # the tool paused itself: it runs again from its start
+        await _settle(run, key, {**started, "state": None, "started_at": None})
+        return result
     content = result.content if isinstance(result, ToolResult) else result
     await _settle(run, key, {**started, "state": "finished", "result": content})
     return result
