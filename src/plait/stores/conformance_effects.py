@@ -10,6 +10,8 @@ appends.
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,7 +23,7 @@ from plait.errors import CheckpointAlreadyResumed, ResumeError, RunCancelled
 from plait.messages import Message
 from plait.run_state import IdSource
 from plait.stores.base import Store
-from plait.tools.base import Approval, ToolInfo
+from plait.tools.base import Approval, Effect, ToolInfo
 
 __all__ = ["EFFECT_CHECKS", "Clock", "payment_runner"]
 
@@ -54,14 +56,19 @@ class Payments:
 
 
 def payment_runner(
-    store: Store, payments: Payments, *, effect: str = "once", approval: Any = None, **options: Any
+    store: Store,
+    payments: Payments,
+    *,
+    effect: Effect = "once",
+    approval: bool | Approval | None = None,
+    **options: Any,
 ) -> Any:
     """Return a `Runner` on `store` whose agent calls `charge(cents=500)` once (call id
     "charge-1") and then answers with the tool's result."""
     from plait import ChatModelAgent, Runner, tool
     from plait.testing import FunctionModel, call
 
-    @tool(effect=effect, approval=approval)  # type: ignore[arg-type]
+    @tool(effect=effect, approval=approval)
     async def charge(ctx: AgentContext, cents: int) -> str:
         """Charge the customer."""
         assert ctx.idempotency_key is not None
@@ -93,6 +100,10 @@ async def _refused(resume: Callable[[], Awaitable[Any]]) -> ResumeError:
     except ResumeError as exc:
         return exc
     raise AssertionError(f"the resume was accepted: {result!r}")
+
+
+async def _resume(runner: Any, checkpoint_id: str, value: Any) -> Any:
+    return await runner.resume(checkpoint_id, value=value).collect()
 
 
 async def _stopped_in_flight(runner: Any, payments: Payments, checkpoint_id: str) -> Any:
@@ -212,8 +223,6 @@ async def approvals_are_bound_to_their_arguments(store: Store) -> None:
         separators=(",", ":"),
         ensure_ascii=False,
     )
-    import hashlib
-
     assert question == {
         "tool": "charge",
         "arguments": {"cents": 500},
@@ -223,8 +232,9 @@ async def approvals_are_bound_to_their_arguments(store: Store) -> None:
     }
     altered = json.dumps({"tool": "charge", "arguments": {"cents": 50000}}, sort_keys=True)
     other = hashlib.sha256(altered.encode()).hexdigest()
-    for wrong in ({"approved": True}, {"approved": True, "fingerprint": other}, True):
-        await _refused(lambda w=wrong: runner.resume(paused.checkpoint_id, value=w).collect())
+    wrongs: list[Any] = [{"approved": True}, {"approved": True, "fingerprint": other}, True]
+    for wrong in wrongs:
+        await _refused(functools.partial(_resume, runner, paused.checkpoint_id, wrong))
         record = await store.get_checkpoint(paused.checkpoint_id)
         assert record is not None and record.status == "pending"
     assert payments.charges == []
@@ -234,8 +244,8 @@ async def approvals_are_bound_to_their_arguments(store: Store) -> None:
     replay = await _refused(lambda: runner.resume(paused.checkpoint_id, value=approve).collect())
     assert isinstance(replay, CheckpointAlreadyResumed)
     again = await runner.query("pay").collect()
-    print_ = again.interrupts[0].info["approval"]["fingerprint"]
-    reject = {"approved": False, "fingerprint": print_, "comment": "too much"}
+    digest = again.interrupts[0].info["approval"]["fingerprint"]
+    reject = {"approved": False, "fingerprint": digest, "comment": "too much"}
     rejected = await runner.resume(again.checkpoint_id, value=reject, approver="bob").collect()
     assert rejected.final_output == "result: rejected by bob: too much"
     assert len(payments.charges) == 1
