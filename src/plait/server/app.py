@@ -38,6 +38,7 @@ from plait.server.bodies import (
     SessionInfo,
     StepOut,
 )
+from plait.server.approvals_api import approvals_router
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
@@ -418,7 +419,7 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    for routes in (router, openai_router(_caller), eval_router(_caller)):
+    for routes in (router, openai_router(_caller), eval_router(_caller), approvals_router(_caller)):
         app.include_router(routes)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else

@@ -312,6 +312,7 @@ class Runs:
             enable_streaming=streaming,
             hooks=[run.relay],
             durability="step",
+            user=store.user,
         )
         stream = runner.run(
             messages,
@@ -365,11 +366,12 @@ class Runs:
             store=store,
             hooks=[_Accepted(run), run.relay],
             durability="step",
+            user=store.user,
         )
         if answer is None:
-            stream = runner.resume(checkpoint_id, targets)
+            stream = runner.resume(checkpoint_id, targets, approver=store.user)
         else:
-            stream = runner.resume(checkpoint_id, targets, value=answer[0])
+            stream = runner.resume(checkpoint_id, targets, value=answer[0], approver=store.user)
         self._launch(run, runner, stream)
         await run.started()  # a lost claim race is the runner's CheckpointAlreadyResumed
         return run
@@ -400,6 +402,7 @@ class Runs:
             store=store,
             hooks=[_Accepted(run), run.relay],
             durability="step",
+            user=store.user,
         )
         stream = runner.fork(checkpoint_id, step, run.checkpoint_id, session_values)
         self._launch(run, runner, stream)
