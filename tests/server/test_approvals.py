@@ -44,8 +44,8 @@ def charges() -> list[int]:
 
 
 @pytest.fixture
-def app(tmp_path: Path, charges: list[int]) -> Iterator[Any]:
-    yield create_app(shop(charges), store=SqliteStore(tmp_path / "plait.db"), api_keys=KEYS)
+def app(tmp_path: Path, charges: list[int]) -> Any:
+    return create_app(shop(charges), store=SqliteStore(tmp_path / "plait.db"), api_keys=KEYS)
 
 
 @pytest.fixture

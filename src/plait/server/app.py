@@ -24,6 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from plait.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
+from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
     AgentInfo,
     CancelAccepted,
@@ -38,7 +39,6 @@ from plait.server.bodies import (
     SessionInfo,
     StepOut,
 )
-from plait.server.approvals_api import approvals_router
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers

@@ -78,10 +78,16 @@ def approvals_router(caller: Callable[..., Any]) -> APIRouter:
     (its value has `user` and `store`, the user's part of the store)."""
     router = APIRouter(tags=["approvals"])
     caller_dep: Any = Depends(caller)
+    _add_inbox_and_audit(router, caller_dep)
+    _add_rules(router, caller_dep)
+    return router
 
-    def approvals(who: Any) -> Approvals:
-        return Approvals(GuardedStore(who.store))
 
+def _approvals(who: Any) -> Approvals:
+    return Approvals(GuardedStore(who.store))
+
+
+def _add_inbox_and_audit(router: APIRouter, caller_dep: Any) -> None:
     @router.get(
         "/v1/approvals",
         summary="The caller's open approvals and unknown outcomes",
@@ -90,41 +96,7 @@ def approvals_router(caller: Callable[..., Any]) -> APIRouter:
     )
     async def inbox(who: Any = caller_dep) -> list[dict[str, Any]]:
         """List the questions the caller's paused runs wait on, oldest first."""
-        return await approvals(who).pending()
-
-    @router.get(
-        "/v1/approvals/rules",
-        summary="The caller's standing rules",
-        response_model=Rules,
-        responses=_errors(401),
-    )
-    async def rules(who: Any = caller_dep) -> Rules:
-        """List the tools whose calls the caller approves without a pause."""
-        return Rules(tools=await approvals(who).rules(who.user))
-
-    @router.post(
-        "/v1/approvals/rules",
-        summary="Approve a tool's calls without a pause",
-        response_model=Rules,
-        responses=_errors(401, 422),
-    )
-    async def allow(body: RuleRequest, who: Any = caller_dep) -> Rules:
-        """Approve the caller's later calls of `tool` without a pause; answer the rules."""
-        service = approvals(who)
-        await service.allow(who.user, body.tool)
-        return Rules(tools=await service.rules(who.user))
-
-    @router.delete(
-        "/v1/approvals/rules/{tool}",
-        summary="Take back a standing rule",
-        status_code=204,
-        responses=_errors(401),
-    )
-    async def revoke(tool: str, who: Any = caller_dep) -> Response:
-        """Take back the caller's rule for `tool`: its calls ask again."""
-        if "/" not in tool and 0 < len(tool) <= 128:
-            await approvals(who).revoke(who.user, tool)
-        return Response(status_code=204)
+        return await _approvals(who).pending()
 
     @router.get(
         "/v1/audit",
@@ -137,6 +109,40 @@ def approvals_router(caller: Callable[..., Any]) -> APIRouter:
     ) -> list[dict[str, Any]]:
         """List the caller's decisions (approve, reject, expiry, rule, unknown outcomes),
         newest first."""
-        return await approvals(who).audit(limit)
+        return await _approvals(who).audit(limit)
 
-    return router
+
+def _add_rules(router: APIRouter, caller_dep: Any) -> None:
+    @router.get(
+        "/v1/approvals/rules",
+        summary="The caller's standing rules",
+        response_model=Rules,
+        responses=_errors(401),
+    )
+    async def rules(who: Any = caller_dep) -> Rules:
+        """List the tools whose calls the caller approves without a pause."""
+        return Rules(tools=await _approvals(who).rules(who.user))
+
+    @router.post(
+        "/v1/approvals/rules",
+        summary="Approve a tool's calls without a pause",
+        response_model=Rules,
+        responses=_errors(401, 422),
+    )
+    async def allow(body: RuleRequest, who: Any = caller_dep) -> Rules:
+        """Approve the caller's later calls of `tool` without a pause; answer the rules."""
+        service = _approvals(who)
+        await service.allow(who.user, body.tool)
+        return Rules(tools=await service.rules(who.user))
+
+    @router.delete(
+        "/v1/approvals/rules/{tool}",
+        summary="Take back a standing rule",
+        status_code=204,
+        responses=_errors(401),
+    )
+    async def revoke(tool: str, who: Any = caller_dep) -> Response:
+        """Take back the caller's rule for `tool`: its calls ask again."""
+        if "/" not in tool and 0 < len(tool) <= 128:
+            await _approvals(who).revoke(who.user, tool)
+        return Response(status_code=204)
