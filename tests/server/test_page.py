@@ -37,6 +37,7 @@ PAGE_FILES = {
     "/": "text/html",
     "/ui/app.js": "text/javascript",
     "/ui/eval.js": "text/javascript",
+    "/ui/approvals.js": "text/javascript",
     "/ui/style.css": "text/css",
 }
 
@@ -89,7 +90,7 @@ def test_page_loads_nothing_from_another_server(base_url: str) -> None:
             text = http.get(path).text
             assert not re.search(r"https?:|url\(|@import", text), path
         links = re.findall(r'(?:src|href)="([^"]*)"', html)
-        assert sorted(links) == ["/ui/app.js", "/ui/eval.js", "/ui/style.css"]
+        assert sorted(links) == ["/ui/app.js", "/ui/approvals.js", "/ui/eval.js", "/ui/style.css"]
         policy = http.get("/").headers["content-security-policy"]
         assert "default-src 'none'" in policy
         assert "connect-src 'self'" in policy

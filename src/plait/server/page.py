@@ -22,6 +22,7 @@ FILES: dict[str, tuple[str, str]] = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/ui/eval.js": ("eval.js", "text/javascript; charset=utf-8"),
+    "/ui/approvals.js": ("approvals.js", "text/javascript; charset=utf-8"),
     "/ui/style.css": ("style.css", "text/css; charset=utf-8"),
 }
 
