@@ -266,33 +266,49 @@ async def _once(
         started = {**entry, "state": "started", "started_at": tctx.ids.now().isoformat()}
         written = await put_new(run.store, entry_id(key), started, version, run.ttl)
         if written is not None:
-            return await _run_journaled(run, tool, call, tctx, key, started)
+            return await _run_journaled(run, tool, call, tctx, key, (started, written))
         entry, version = await read_record(run.store, entry_id(key))  # another run got there
 
 
 async def _run_journaled(
-    run: EffectRun, tool: Tool, call: ToolCall, tctx: RunContext, key: str, started: dict[str, Any]
+    run: EffectRun,
+    tool: Tool,
+    call: ToolCall,
+    tctx: RunContext,
+    key: str,
+    marked: tuple[dict[str, Any], int],
 ) -> str | ToolResult | Interrupted:
-    """Run the tool (marked started); record how it ended (a pause: not started)."""
+    """Run the tool (`marked` started: the entry and its version); record how it ended (a
+    pause: not started)."""
+    started, version = marked
     try:
         result = await call_in(tctx, tool.call, call.arguments, tctx)
     except asyncio.CancelledError:  # stopped in flight: its outcome is unknown
         raise
     except Exception as exc:
-        await _settle(run, key, {**started, "state": "failed", "error": f"{exc}"})
+        await _settle(run, key, {**started, "state": "failed", "error": f"{exc}"}, version)
         raise
     if isinstance(result, Interrupted):  # the tool paused itself: it runs again from its start
-        await _settle(run, key, {**started, "state": None, "started_at": None})
+        await _settle(run, key, {**started, "state": None, "started_at": None}, version)
         return result
     content = result.content if isinstance(result, ToolResult) else result
-    await _settle(run, key, {**started, "state": "finished", "result": content})
+    await _settle(run, key, {**started, "state": "finished", "result": content}, version)
     return result
 
 
-async def _settle(run: EffectRun, key: str, entry: dict[str, Any]) -> None:
-    """Write how a started call ended over its entry."""
-    write = change(run.store, entry_id(key), lambda _: entry, ttl=run.ttl)
-    await asyncio.shield(asyncio.ensure_future(write))  # a stop now does not lose it
+async def _settle(
+    run: EffectRun, key: str, entry: dict[str, Any], version: int | None = None
+) -> None:
+    """Write how a started call ended over its entry (at `version` when known: no read)."""
+
+    async def write() -> None:
+        if (
+            version is None
+            or await put_new(run.store, entry_id(key), entry, version, run.ttl) is None
+        ):
+            await change(run.store, entry_id(key), lambda _: entry, ttl=run.ttl)
+
+    await asyncio.shield(asyncio.ensure_future(write()))  # a stop now does not lose it
 
 
 async def _unknown_outcome(
