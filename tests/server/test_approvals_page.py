@@ -119,3 +119,19 @@ def test_a_question_asked_while_the_page_is_open_appears_on_its_own(
     expect(item).to_have_count(1)
     expect(item.locator(".approval-args")).to_have_text('{\n  "cents": 42\n}')
     assert page.locator("#approvals-list li.approval").count() == before + 1
+
+
+def test_the_run_views_approve_button_answers_with_the_fingerprint(
+    base_url: str, page: Any, charges: list[int]
+) -> None:
+    from playwright.sync_api import expect
+
+    from tests.server.page_browser import send
+
+    sign_in(page, base_url, "ann-key")
+    send(page, "shop", "pay 77")
+    expect(page.locator("#interrupts form")).to_have_count(1)
+    page.click("#interrupts button.approve")
+    expect(page.locator("#events")).to_contain_text("result: charged 77")
+    assert 77 in charges
+    assert _audit(base_url, "ann-key")[0]["arguments"] == {"cents": 77}
