@@ -20,8 +20,9 @@ from plait.errors import ResumeError, UsageError
 from plait.events import InterruptCtx
 from plait.journal import EffectStore, edit_rules, read_audit, read_inbox, read_record
 from plait.journal import rules_id as _rules_id
+from plait.stores.base import check_id
 
-__all__ = ["Approvals", "check_answers"]
+__all__ = ["Approvals", "check_answers", "check_user"]
 
 _INBOX_FIELDS = (
     "checkpoint_id",
@@ -72,6 +73,19 @@ class Approvals:
 def _name(value: object, what: str) -> str:
     if not isinstance(value, str) or not value or "/" in value or len(value) > 128:
         raise UsageError(f"{what} must be a name of 1 to 128 characters without '/': {value!r}")
+    return value
+
+
+def check_user(value: object, what: str) -> str:
+    """Return `value` if it is a user id: a str of 1 to 128 characters without "/" that
+    every store can hold.
+
+    Raises:
+        UsageError: It is not.
+    """
+    if not isinstance(value, str) or not 0 < len(value) <= 128 or "/" in value:
+        raise UsageError(f"{what} must be a user id of 1 to 128 characters without '/'")
+    check_id(value, what)
     return value
 
 

@@ -19,7 +19,7 @@ from plait._json import check_plain_json
 from plait._sync import run_in_new_loop
 from plait.after_run import AfterRun, AfterRunHooks, check_after_run
 from plait.agent import Agent
-from plait.approvals import Approvals, check_answers
+from plait.approvals import Approvals, check_answers, check_user
 from plait.cassette import Cassette
 from plait.checkpoint import UNSET, Checkpoint
 from plait.context import RunContext
@@ -150,7 +150,7 @@ class Runner:
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
         self.sessions = Sessions(self._store, self._catalog)
-        self.user = _check_user(user, "user")
+        self.user = check_user(user, "user")
         self.approvals = Approvals(self._store)
         self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
 
@@ -341,7 +341,7 @@ class Runner:
         """
         check_id(checkpoint_id, "checkpoint_id")
         given = check_options(options)
-        setup = self._setup(_check_user(approver, "approver"))
+        setup = self._setup(check_user(approver, "approver"))
         prepare = functools.partial(
             self._prepare_resume, checkpoint_id, targets, value, given, setup.effects
         )
@@ -558,14 +558,6 @@ def _check_metadata(metadata: object) -> dict[str, Any]:
             f"None, bool, int, finite float, str, list, dict): {bad} is not"
         )
     return copy.deepcopy(data)
-
-
-def _check_user(value: object, what: str) -> str:
-    """Return `value` if it is a user id: a str of 1 to 128 characters without "/"."""
-    if not isinstance(value, str) or not 0 < len(value) <= 128 or "/" in value:
-        raise UsageError(f"{what} must be a user id of 1 to 128 characters without '/'")
-    check_id(value, what)
-    return value
 
 
 def _check_messages(messages: Any) -> tuple[Message, ...]:
