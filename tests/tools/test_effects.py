@@ -162,3 +162,26 @@ def test_runner_user_and_approver_must_be_user_ids() -> None:
         Runner(agent).resume("cp", value=1, approver="")
     with pytest.raises(UsageError):
         asyncio.run(Runner(agent).approvals.allow("", "pay"))
+
+
+async def test_an_approval_is_not_asked_again_after_a_stop() -> None:
+    from plait.stores.conformance_effects import Payments, payment_runner
+
+    payments = Payments()
+    runner = payment_runner(MemoryStore(), payments, approval=True)
+    paused = await runner.query("pay").collect()
+    question = paused.interrupts[0].info["approval"]
+    payments.hold = True
+    answer = {"approved": True, "fingerprint": question["fingerprint"]}
+    stream = runner.resume(paused.checkpoint_id, value=answer, approver="ann")
+    collecting = asyncio.ensure_future(stream.collect())
+    async with asyncio.timeout(60):
+        await payments.started.wait()
+    stream.cancel()
+    stopped = await collecting
+    payments.hold = False
+    asked = await runner.resume(stopped.checkpoint_id).collect()
+    assert [list(i.info) for i in asked.interrupts] == [["unknown_outcome"]]
+    assert len(payments.charges) == 1
+    audit = await runner.approvals.audit()
+    assert [(e["decision"], e["approver"]) for e in audit] == [("approved", "ann")]
