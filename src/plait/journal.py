@@ -190,31 +190,47 @@ async def add_inbox(store: EffectStore, items: list[dict[str, Any]]) -> None:
 
 
 async def read_inbox(store: EffectStore) -> list[dict[str, Any]]:
-    """Return the open questions of pending checkpoints, oldest first (dropping, from the
-    stored inbox, those whose checkpoint is done or gone)."""
+    """Return the open questions, oldest first: those still pending in their checkpoint.
+
+    A question whose checkpoint is done or gone, or no longer holds it (the run went on from
+    there, saving steps over it), is dropped from the stored inbox; one whose checkpoint is
+    being resumed (claimed) is not shown, but kept, in case the resume gives it back.
+    """
     document, _ = await read_record(store, INBOX)
     items: list[dict[str, Any]] = list(document.get("items", []))
-    checkpoints = {item["checkpoint_id"] for item in items}
-    statuses = dict(
-        zip(
-            checkpoints,
-            await asyncio.gather(*(_status(store, cp) for cp in checkpoints)),
-            strict=True,
-        )
-    )
-    settled = {cp for cp, status in statuses.items() if status in (None, "done")}
-    if settled:
+    checkpoints = list({item["checkpoint_id"]: None for item in items})
+    found = await asyncio.gather(*(_pending(store, cp) for cp in checkpoints))
+    pending = dict(zip(checkpoints, found, strict=True))
+
+    def state(item: dict[str, Any]) -> str:
+        status, ids = pending[item["checkpoint_id"]]
+        if status == "claimed":
+            return "claimed"
+        return "open" if status == "pending" and item["interrupt_id"] in ids else "gone"
+
+    if any(state(item) == "gone" for item in items):
+        gone = {(i["checkpoint_id"], i["interrupt_id"]) for i in items if state(i) == "gone"}
 
         def prune(d: dict[str, Any]) -> dict[str, Any]:
-            return {"items": [i for i in d.get("items", []) if i["checkpoint_id"] not in settled]}
+            kept = d.get("items", [])
+            return {
+                "items": [i for i in kept if (i["checkpoint_id"], i["interrupt_id"]) not in gone]
+            }
 
         await change(store, INBOX, prune)
-    return [item for item in items if statuses[item["checkpoint_id"]] == "pending"]
+    return [item for item in items if state(item) == "open"]
 
 
-async def _status(store: EffectStore, checkpoint_id: str) -> str | None:
+async def _pending(store: EffectStore, checkpoint_id: str) -> tuple[str | None, set[str]]:
+    """Return a checkpoint's status and the ids of the interrupts it waits on."""
     found = await store.get_checkpoint(checkpoint_id)
-    return None if found is None else found.status
+    if found is None:
+        return None, set()
+    try:
+        interrupts = json.loads(found.data).get("interrupts") or []
+        return found.status, {i["id"] for i in interrupts if isinstance(i, dict) and "id" in i}
+    except (ValueError, AttributeError, TypeError):  # not a checkpoint plait can read
+        return found.status, set()
 
 
 async def edit_rules(store: EffectStore, user: str, tool: str, allow: bool) -> None:

@@ -185,3 +185,33 @@ async def test_an_approval_is_not_asked_again_after_a_stop() -> None:
     assert len(payments.charges) == 1
     audit = await runner.approvals.audit()
     assert [(e["decision"], e["approver"]) for e in audit] == [("approved", "ann")]
+
+
+async def test_an_answered_question_leaves_the_inbox_while_its_run_goes_on() -> None:
+    from plait.stores.conformance_effects import Payments, payment_runner
+
+    payments = Payments()
+    runner = payment_runner(MemoryStore(), payments, approval=True, durability="step")
+    paused = await runner.query("pay").collect()
+    assert len(await runner.approvals.pending()) == 1
+    payments.hold = True
+    fingerprint = paused.interrupts[0].info["approval"]["fingerprint"]
+    answer = {"approved": True, "fingerprint": fingerprint}
+    stream = runner.resume(paused.checkpoint_id, value=answer)
+    collecting = asyncio.ensure_future(stream.collect())
+    async with asyncio.timeout(60):
+        await payments.started.wait()
+    # the run saved a step over the paused checkpoint before the charge: pending again,
+    # but no longer waiting on the question
+    record = await runner.store.get_checkpoint(paused.checkpoint_id)
+    assert record is not None and record.status == "pending"
+    assert await runner.approvals.pending() == []
+    stream.cancel()
+    stopped = await collecting
+    payments.hold = False
+    asked = await runner.resume(stopped.checkpoint_id).collect()
+    [question] = await runner.approvals.pending()
+    assert (question["kind"], question["interrupt_id"]) == (
+        "unknown_outcome",
+        asked.interrupts[0].id,
+    )
