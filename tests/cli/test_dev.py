@@ -120,7 +120,9 @@ def test_an_edit_reloads_the_app_and_a_paused_run_resumes_on_the_new_code(
         # the store was kept: the run is listed on the new app, completed
         assert http.get(f"/v1/runs/{checkpoint_id}").json()["status"] == "completed"
         assert "plait: dev: agent.py changed; reloading" in dev.stderr
-        assert len(re.findall(r"plait: serving shipper at ", dev.stderr)) == 2
+        # the new app's start line is printed just after it is up: wait for it
+        _until(lambda: len(re.findall(r"plait: serving shipper at ", dev.stderr)) == 2,
+               "the start line of the new app", dev)  # fmt: skip
         assert dev.terminate() == 0
 
 
