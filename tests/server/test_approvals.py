@@ -166,3 +166,21 @@ def test_the_routes_need_a_key_and_a_well_formed_rule(alice: TestClient, app: An
     assert alice.post("/v1/approvals/rules", json={"tool": "a/b"}).status_code == 422
     paths = alice.get("/openapi.json").json()["paths"]
     assert {"/v1/approvals", "/v1/approvals/rules", "/v1/audit"} <= set(paths)
+
+
+def test_the_inbox_spans_workers_sharing_a_store(tmp_path: Path, charges: list[int]) -> None:
+    headers = {"authorization": "Bearer key-alice"}
+    apps = [
+        create_app(shop(charges), store=SqliteStore(tmp_path / "shared.db"), api_keys=KEYS)
+        for _ in range(2)
+    ]
+    with TestClient(apps[0], headers=headers) as one, TestClient(apps[1], headers=headers) as two:
+        paused = _pay(one, 900)
+        [question] = two.get("/v1/approvals").json()
+        assert question["checkpoint_id"] == paused["checkpoint_id"]
+        answer = {"approved": True, "fingerprint": question["fingerprint"]}
+        done = _resume(two, question["checkpoint_id"], answer).json()
+        assert done["final_output"] == "result: charged 900"
+        assert one.get("/v1/approvals").json() == []
+        assert [e["approver"] for e in one.get("/v1/audit").json()] == ["alice"]
+    assert charges == [900]
