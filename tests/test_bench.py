@@ -108,3 +108,12 @@ def test_once_cost_benchmark_runs_and_reports_every_figure() -> None:
             prefix = f"{store}_{durability}"
             assert figures[f"{prefix}_plain_call_us"] > 0, prefix
             assert f"{prefix}_once_extra_per_call_us" in figures, prefix
+
+
+def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:
+    pytest.importorskip("temporalio")
+    figures = _quick("temporal_overhead.py")
+    for key in ("plain_step_ms", "temporal_step_ms", "bare_temporal_activity_ms"):
+        assert figures[key] > 0, key
+    assert "plait_share_per_activity_ms" in figures
+    assert "local_overhead_per_activity_ms" in figures

@@ -160,6 +160,29 @@ class RunContext:
         ctx._run.options = options
         return ctx
 
+    @classmethod
+    def detached(
+        cls,
+        *,
+        agent_name: str,
+        run_path: tuple[str, ...],
+        depth: int,
+        agent_address: str,
+        session_values: dict[str, Any],
+    ) -> RunContext:
+        """Create the context of an agent at `agent_address` of a run that lives elsewhere
+        (a durable-execution engine runs one tool call of it in another process): a run
+        state of its own holding `session_values`; restore the rest with `restore`."""
+        return cls(
+            agent_name=agent_name,
+            run_path=run_path,
+            depth=depth,
+            run=RunState(session_values, False),
+            root_input=(),
+            history=[],
+            address=agent_address,
+        )
+
     def configure(
         self,
         *,
@@ -576,6 +599,15 @@ class RunContext:
         run.paused.answers[self.address] = list(answered)
         raise_pause((InterruptCtx(id=run.ids.new_id(), address=self.address, info=info),))
 
+    def waiting_answers(self) -> tuple[list[Any], str]:
+        """Return the answers waiting for the interrupts at this place (a resumed run's,
+        in order) and the run's root id (made now if needed): what a tool call run in
+        another process needs to pause and resume as it would here."""
+        run = self._run
+        run.key_of(self.address)  # makes the root id on first use
+        assert run.root_id is not None
+        return list(run.resume_answers.get(self.address) or ()), run.root_id
+
     def interrupt_state(self) -> Any:
         """Return the `state` saved by the interrupt at this point, when resumed."""
         return self._run.resume_user_states.get(self.address)
@@ -683,7 +715,7 @@ class RunContext:
         return snapshot
 
     def restore(
-        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints
+        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints | None
     ) -> None:
         """Put a saved run back into this (root) context, with `answers` for its interrupts
         and `points` telling each agent how the resume concerns it (`resume_info`)."""

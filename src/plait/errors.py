@@ -33,6 +33,7 @@ PlaitError
 ├── SerializationError          names the path to the value that could not be encoded
 ├── ResumeError                 bad resume targets, a live run's checkpoint, a changed agent
 │   └── CheckpointAlreadyResumed  resumed before (a new pause has a new id)
+├── WorkflowNondeterminism      a Temporal run in flight no longer replays (names the workflow)
 └── RunCancelled
 ```
 
@@ -84,6 +85,7 @@ __all__ = [
     "ToolTimeout",
     "UsageError",
     "UsageLimitExceeded",
+    "WorkflowNondeterminism",
 ]
 
 
@@ -471,6 +473,14 @@ class CheckpointAlreadyResumed(ResumeError):
 
 class RunCancelled(PlaitError):
     """The run was cancelled before it finished."""
+
+
+class WorkflowNondeterminism(PlaitError):
+    """A run on Temporal (`plait.temporal`) no longer replays: its agents, tools or models
+    changed in a way that makes the workflow take other steps than its history records;
+    `workflow_id` names the run's workflow."""
+
+    workflow_id: str
 
 
 class ToolTimeout(ToolError, TimeoutError):

@@ -209,7 +209,7 @@ class RunState:
         )
 
     def restore(
-        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints
+        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints | None
     ) -> None:
         """Put a saved run state back, with `answers` for its interrupts."""
         self.state.update(snapshot.state)

@@ -446,7 +446,7 @@ class RunStream:
             await turn.settle()
         lease = None
         if running:
-            lease = Lease(owner=self._owner, until=time.time() + setup.lease)
+            lease = Lease(owner=self._owner, until=setup.ids.now().timestamp() + setup.lease)
         data = Checkpoint.encode(
             ctx.snapshot(),
             interrupts,

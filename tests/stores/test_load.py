@@ -2,9 +2,12 @@
 
 2,000 runs of a `ChatModelAgent` whose tool calls `plait.interrupt` go through one `Runner`
 concurrently (`asyncio.gather`), then 2,000 resumes do: every pause must be saved, every
-resume must finish, with no error, with the stores' default settings. The PostgreSQL and Redis
-servers are the ones tests/stores/test_postgres.py and test_redis.py use; those cases skip
-when a server does not answer.
+resume must finish, with no error, with the stores' default pool sizes. The PostgreSQL and
+Redis stores get a wide timeout: their default (10 s) bounds each operation's wait for a free
+connection too, and 2,000 operations queued on 50 connections, on a machine whose cores are
+busy with other work, can wait longer than that without anything being wrong. The servers
+are the ones tests/stores/test_postgres.py and test_redis.py use; those cases skip when a
+server does not answer.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from plait.stores import MemoryStore, SqliteStore, Store
 from plait.testing import ScriptedModel, call, reply
 
 RUNS = 2000
+#: Seconds each PostgreSQL or Redis operation may take here, its wait for a connection included.
+TIMEOUT = 120.0
 PG_DSN = os.environ.get("PLAIT_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("PLAIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -46,7 +51,7 @@ async def _postgres() -> AsyncIterator[Store]:
     except psycopg.Error as exc:
         pytest.skip(f"no PostgreSQL server at {PG_DSN}: {exc}")
     prefix = f"plait_load_{uuid.uuid4().hex[:10]}_"
-    async with PostgresStore(PG_DSN, table_prefix=prefix) as store:
+    async with PostgresStore(PG_DSN, table_prefix=prefix, timeout=TIMEOUT) as store:
         yield store
     with psycopg.connect(PG_DSN, autocommit=True) as connection:
         for table in ("checkpoints", "sessions", "schema_version"):
@@ -66,7 +71,7 @@ async def _redis() -> AsyncIterator[Store]:
         pytest.skip(f"no Redis server at {REDIS_URL}: {exc}")
     prefix = f"plait-load-{uuid.uuid4().hex}:"
     try:
-        async with RedisStore(REDIS_URL, prefix=prefix) as store:
+        async with RedisStore(REDIS_URL, prefix=prefix, timeout=TIMEOUT) as store:
             yield store
         keys = list(client.scan_iter(match=f"{prefix}*"))
         if keys:
@@ -77,7 +82,7 @@ async def _redis() -> AsyncIterator[Store]:
 
 @pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Return each store in turn, with its default settings."""
+    """Return each store in turn, with its default pool sizes."""
     if request.param == "memory":
         yield MemoryStore()
     elif request.param == "sqlite":

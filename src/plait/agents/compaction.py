@@ -16,6 +16,7 @@ import dataclasses
 import inspect
 from collections.abc import Sequence
 
+from plait._route import side_model
 from plait.agent_context import AgentContext
 from plait.agents.model_call import model_error, wrong_output
 from plait.context import inside
@@ -144,6 +145,7 @@ class Compaction(Hooks):
     ) -> str:
         """Return the summary `model` writes of `dropped` (its usage counts in the run's)."""
         prompt = [Message.system(SUMMARY_INSTRUCTION), Message.user(_transcript(dropped))]
+        model = side_model(inside(ctx), model)
         try:
             reply = await model.generate(prompt)
         except Exception as exc:

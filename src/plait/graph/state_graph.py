@@ -29,7 +29,7 @@ from typing import Any
 from plait._json import load_plain
 from plait._merge import Done
 from plait._merge import merge as fan_in
-from plait._threads import run_in_thread
+from plait._route import run_sync_node
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
 from plait.agents.agent_tool import run_nested
@@ -400,7 +400,7 @@ class CompiledGraph:
         if _is_async(node):
             result = node(state)
         else:  # on a daemon thread (never waited for once abandoned), context copied
-            result = await run_in_thread(functools.partial(node, state))
+            result = await run_sync_node(nctx, name, node, state)
         if inspect.isawaitable(result):
             result = await result
         return result

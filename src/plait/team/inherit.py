@@ -75,8 +75,10 @@ class InheritPolicy:
         to_agent: str,
         fallback_model: ChatModel | None,
         record: Callable[[Message], None],
+        route: Callable[[ChatModel], ChatModel] | None = None,
     ) -> list[Message]:
-        """Return the messages of `history` the target keeps, or new ones in their place."""
+        """Return the messages of `history` the target keeps, or new ones in their place
+        (`route` gives the model a summary is written by, in place of the policy's)."""
         if self.kind == "all":
             return list(history)
         if self.kind == "none":
@@ -86,6 +88,8 @@ class InheritPolicy:
         model = self.model or fallback_model
         if model is None:
             return list(history)
+        if route is not None:
+            model = route(model)
         seen = history.seen_by(to_agent, history)
         text = "\n".join(f"{m.role}: {m.content}" for m in seen if m.content)
         reply = await model.generate([Message.system(SUMMARY_PROMPT), Message.user(text)], tools=())
@@ -128,10 +132,11 @@ async def inherit(
     to_agent: str,
     fallback_model: ChatModel | None,
     record: Callable[[Message], None],
+    route: Callable[[ChatModel], ChatModel] | None = None,
 ) -> list[Message]:
     """Apply an inheritance policy or callable; return what `to_agent` sees."""
     if isinstance(policy, InheritPolicy):
-        kept = await policy.apply(history, from_agent, to_agent, fallback_model, record)
+        kept = await policy.apply(history, from_agent, to_agent, fallback_model, record, route)
         return history.seen_by(to_agent, kept)
     result: Any = policy(history, from_agent, to_agent)
     if hasattr(result, "__await__"):

@@ -19,6 +19,7 @@ from contextlib import aclosing
 from typing import Protocol
 
 from plait._quote import quote
+from plait._route import side_model
 from plait.agent import Agent, AgentInput
 from plait.agent_context import AgentContext
 from plait.agents.chat_model import ChatModelAgent
@@ -341,6 +342,7 @@ class Swarm(HandoffLoop):
             target.name,
             model,
             lambda reply: ctx.record_model_call(reply.usage),
+            functools.partial(side_model, ctx),
         )
         if transfer.message:
             return [*kept, Message.user(transfer.message)]
@@ -394,11 +396,11 @@ class _Clock:
         self.started: float | None = None
 
     def start(self) -> None:
-        self.started = time.monotonic()
+        self.started = _now()
 
     def stamp(self, record: SwarmRecord) -> SwarmRecord:
         """Return the swarm's record with the member's running time so far."""
-        ran = 0.0 if self.started is None else time.monotonic() - self.started
+        ran = 0.0 if self.started is None else _now() - self.started
         return record.model_copy(update={"elapsed": self.base + ran})
 
 
@@ -416,3 +418,12 @@ async def _reason(transfer: TransferToAgentAction, said: MessageVariant | None) 
 def _clip(text: str) -> str:
     """Return `text` cut to at most `REASON_CHARS` characters (an ellipsis marks a cut)."""
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+def _now() -> float:
+    """The running loop's clock (monotonic seconds; a durable engine's loop gives its own
+    deterministic time)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:  # no loop running: the clock a default loop reads
+        return time.monotonic()
