@@ -100,6 +100,16 @@ def test_ctrl_c_benchmark_runs_every_case() -> None:
     }
 
 
+def test_once_cost_benchmark_runs_and_reports_every_figure() -> None:
+    _require_servers()
+    figures = _quick("once_cost.py")
+    for store in ("sqlite", "postgres"):
+        for durability in ("exit", "step"):
+            prefix = f"{store}_{durability}"
+            assert figures[f"{prefix}_plain_call_us"] > 0, prefix
+            assert f"{prefix}_once_extra_per_call_us" in figures, prefix
+
+
 def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:
     pytest.importorskip("temporalio")
     figures = _quick("temporal_overhead.py")

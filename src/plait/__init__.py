@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from plait.sessions import SessionSummary, SessionView
     from plait.team import Inherit, Team
     from plait.time_travel import StepSnapshot
-    from plait.tools import FunctionTool, Tool, ToolInfo, ToolResult, tool
+    from plait.tools import Approval, FunctionTool, Tool, ToolInfo, ToolResult, tool
 
 __version__ = "0.1.0"
 
@@ -79,6 +79,7 @@ __all__ = [
     "AgentInput",
     "AgentOutput",
     "AgentTool",
+    "Approval",
     "BreakLoopAction",
     "ChatModelAgent",
     "Compaction",
@@ -137,6 +138,7 @@ __all__ = [
 
 _EXPORTS = {
     "Agent": "plait.agent",
+    "Approval": "plait.tools",
     "AgentAction": "plait.events",
     "AgentEvent": "plait.events",
     "AgentInput": "plait.agent",

@@ -293,6 +293,11 @@ class Checkpoint:
         )
 
     @property
+    def user_states(self) -> dict[str, Any]:
+        """Return the `state` of each interrupt, by its address."""
+        return self._doc.user_states
+
+    @property
     def agent(self) -> str:
         """Return the name of the root agent the run belongs to."""
         return self._doc.agent

@@ -194,10 +194,13 @@ class RunContext:
         metadata: Mapping[str, Any] | None = None,
         session_id: str | None = None,
         checkpoint_id: str | None = None,
+        effects: Any = None,
     ) -> None:
         """Set the run-wide options (the runner does this once, at the start of a run);
-        `metadata` is added to the run's (over what a resumed checkpoint held)."""
+        `metadata` is added to the run's (over what a resumed checkpoint held); `effects`
+        is what the gates of its tool calls use (`plait.effects.EffectRun`)."""
         run = self._run
+        run.effects = effects
         run.session_id = session_id
         run.checkpoint_id = checkpoint_id
         run.durability = durability
@@ -254,6 +257,13 @@ class RunContext:
             run_path if run_path is not None else (*self.run_path, name),
             f"{address if address is not None else self.address};agent:{name}",
         )
+
+    def at_gate(self, kind: str) -> RunContext:
+        """Return the context of a gate in front of this tool call (an approval, a
+        journal's question), whose interrupt is its own, apart from the tool's."""
+        ctx = self._copy(self.agent_name, self.run_path, f"{self.address};{kind}")
+        ctx.tool_name, ctx.tool_call_id = self.tool_name, self.tool_call_id
+        return ctx
 
     def for_tool(self, name: str, call_id: str | None) -> RunContext:
         """Return the context of one tool call made by this agent (built on every call, so
@@ -445,6 +455,11 @@ class RunContext:
     def ids(self) -> IdSource:
         """Return the run's source of ids and timestamps."""
         return self._run.ids
+
+    @property
+    def effects(self) -> Any:
+        """Return what the gates of this run's tool calls use (None outside a runner)."""
+        return self._run.effects
 
     @property
     def hooks(self) -> HookChain:

@@ -117,6 +117,7 @@ class RunState:
         "cancel_requested",
         "checkpoint_id",
         "durability",
+        "effects",
         "enable_streaming",
         "extras",
         "frames",
@@ -178,6 +179,7 @@ class RunState:
         self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
         self.extras: dict[str, Any] | None = None  # kept by process-wide hooks, never saved
         self.interceptor: Interceptor | None = None  # answers model and tool calls (a cassette)
+        self.effects: Any = None  # the gates' store, user and approver (`plait.effects`)
 
     def snapshot(self) -> RunSnapshot:
         """Return what a checkpoint holds of the run state (the root context adds its input

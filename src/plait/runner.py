@@ -19,9 +19,11 @@ from plait._json import check_plain_json
 from plait._sync import run_in_new_loop
 from plait.after_run import AfterRun, AfterRunHooks, check_after_run
 from plait.agent import Agent
+from plait.approvals import Approvals, check_answers, check_user
 from plait.cassette import Cassette
 from plait.checkpoint import UNSET, Checkpoint
 from plait.context import RunContext
+from plait.effects import EffectRun
 from plait.errors import (
     CheckpointAlreadyResumed,
     CheckpointNotFound,
@@ -84,6 +86,8 @@ class Runner:
     `plait.after_run`); `plait.memory.save_turns(service)` is one.
     `cassette` (`plait.cassette.Cassette`) records the model and tool calls of the runner's
     runs into a file, or answers them from one.
+    `user` is whose runs these are, for standing approval rules (`approvals`, see
+    docs/approvals.md; the server passes its authenticated user).
     `checkpoint_ttl` and `session_ttl` are the seconds checkpoints and sessions are kept (None:
     no expiry; else 0 < ttl <= `MAX_TTL`). `sessions` reads, lists and deletes the sessions the
     runner keeps (`plait.sessions.Sessions`). Ids are checked before any store is touched (rules
@@ -113,6 +117,7 @@ class Runner:
         after_run: Sequence[AfterRun] = (),
         cassette: Cassette | None = None,
         keep_history: int = 100,
+        user: str = "local",
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
@@ -145,6 +150,8 @@ class Runner:
         self.metadata = _check_metadata(metadata)
         self._catalog = catalog_for(self.store)
         self.sessions = Sessions(self._store, self._catalog)
+        self.user = check_user(user, "user")
+        self.approvals = Approvals(self._store)
         self._active: weakref.WeakValueDictionary[str, RunStream] = weakref.WeakValueDictionary()
 
     async def read_checkpoint(self, checkpoint_id: str) -> Checkpoint:
@@ -318,6 +325,7 @@ class Runner:
         *,
         value: Any = UNSET,
         options: Sequence[RunOption] | None = None,
+        approver: str = "local",
     ) -> RunStream:
         """Continue a paused run.
 
@@ -329,14 +337,25 @@ class Runner:
         leaves the checkpoint as it was. An id no store can hold raises `UsageError` here.
         `options` come after the per-run options saved with the run (which hold): they add
         what is not saved, such as tools and model objects, or change the rest.
+        `approver` is who answers the run's approvals (recorded in the audit log).
         """
         check_id(checkpoint_id, "checkpoint_id")
         given = check_options(options)
-        prepare = functools.partial(self._prepare_resume, checkpoint_id, targets, value, given)
-        return RunStream(self._setup(), checkpoint_id, prepare, resumed_from=checkpoint_id)
+        setup = self._setup(check_user(approver, "approver"))
+        prepare = functools.partial(
+            self._prepare_resume, checkpoint_id, targets, value, given, setup.effects
+        )
+        return RunStream(setup, checkpoint_id, prepare, resumed_from=checkpoint_id)
 
-    def _setup(self) -> RunSetup:
+    def _setup(self, approver: str = "local") -> RunSetup:
         """What each stream of this runner gets: where to save, and the run's options."""
+        effects = EffectRun(
+            self._store,
+            user=self.user,
+            approver=approver,
+            ttl=self.checkpoint_ttl,
+            agent=self.agent.name,
+        )
         return RunSetup(
             agent_name=self.agent.name,
             store=self._store,
@@ -353,6 +372,7 @@ class Runner:
             metadata=self.metadata,
             catalog=self._catalog,
             keep_history=self.keep_history,
+            effects=effects,
         )
 
     def _context(
@@ -431,6 +451,7 @@ class Runner:
         targets: Mapping[str, Any] | None,
         value: Any,
         options: tuple[RunOption, ...],
+        effects: EffectRun,
     ) -> Prepared:
         record = await self._store.get_checkpoint(checkpoint_id)
         if record is None:
@@ -443,6 +464,9 @@ class Runner:
             )
         check_lease(checkpoint)  # a run going on from its step checkpoint has taken it
         by_id = checkpoint.targets(targets, value)
+        states = checkpoint.user_states
+        check_answers(checkpoint.interrupts, states, by_id, self.ids.now())
+        effects.answered = {i.address: i.id for i in checkpoint.interrupts}
         if checkpoint.agent != self.agent.name:
             raise ResumeError(
                 f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "
@@ -511,9 +535,12 @@ class Runner:
         *,
         value: Any = UNSET,
         options: Sequence[RunOption] | None = None,
+        approver: str = "local",
     ) -> RunResult:
         """Resume in a new event loop and return the `RunResult` (a rejected resume raises)."""
-        stream = self.resume(checkpoint_id, targets, value=value, options=options)
+        stream = self.resume(
+            checkpoint_id, targets, value=value, options=options, approver=approver
+        )
         return run_in_new_loop(stream.collect)
 
 

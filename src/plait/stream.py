@@ -74,6 +74,7 @@ class RunSetup:
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     catalog: SessionCatalog | None = None  # where the store's sessions are listed
     keep_history: int = 0  # the last steps kept as the run's history (time travel)
+    effects: Any = None  # what the gates of its tool calls use (`plait.effects.EffectRun`)
 
 
 def check_lease(checkpoint: Checkpoint) -> None:
@@ -215,7 +216,8 @@ class RunStream:
         Tool calls in flight are stopped: an async tool is cancelled; a sync tool's thread,
         which cannot be killed, is abandoned (its `ctx.cancelled` turns true). A model call
         in flight is let finish. The run is then saved and ends with a `RunCancelled` error
-        event; `Runner.resume` continues it, running the stopped tool calls again. A run
+        event; `Runner.resume` continues it, running the stopped tool calls again (but a
+        stopped `"once"` call asks what became of it: docs/approvals.md). A run
         that had already finished is not affected.
         """
         self._cancel = True
@@ -295,7 +297,13 @@ class RunStream:
             session_id=None if self._turn is None else self._turn.session_id,
             checkpoint_id=self._checkpoint_id,
             metadata=copy.deepcopy(self._setup.metadata) if self._setup.metadata else None,
+            effects=self._setup.effects,
         )
+        if self._setup.effects is not None:
+            ref = weakref.ref(self)
+            self._setup.effects.checkpoint = lambda: (
+                None if (s := ref()) is None else s.checkpoint_id
+            )
         if self._setup.durability == "step":
             self._owner = f"{_HOST}:{os.getpid()}:{self._setup.ids.new_id()}"
             _LIVE.add(self._owner)
@@ -508,6 +516,8 @@ class RunStream:
             await self._write(checkpoint_id, contexts, running=False)
             if self._resumed_from is not None:
                 await self._retire(self._checkpoint_id)
+            if (effects := self._setup.effects) is not None and effects.waiting:
+                await effects.list_questions(contexts, checkpoint_id, ctx.ids.now())
         except PlaitError as exc:
             self._pause_id = None
             return ctx.event(error=exc)

@@ -476,3 +476,19 @@ async def test_streamed_calls_without_ids_get_unique_ids_before_the_agent_runs_t
     assert len(set(ids)) == 2 and all(ids)
     assert (first["tool_call_id"], first["content"]) == (ids[0], "sunny in Oslo")
     assert (second["tool_call_id"], second["content"]) == (ids[1], "sunny in Rome")
+
+
+def test_a_tools_effect_and_approval_are_never_sent_to_the_provider(server: ScriptedServer) -> None:
+    @plait.tool(effect="once", approval=plait.Approval(expires_in=60))
+    def pay(cents: int) -> str:
+        """Pay."""
+        return "paid"
+
+    assert pay.info().effect == "once"
+    server.reset(_text("no payment today"))
+    agent = plait.ChatModelAgent("payer", _model(server), tools=[pay])
+    assert plait.Runner(agent).query_sync("pay?").final_output == "no payment today"
+    [request] = server.requests
+    [sent] = request["tools"]
+    assert sent == {"type": "function", "function": {"name": "pay", "description": "Pay.",
+                    "parameters": pay.info().parameters}}  # fmt: skip

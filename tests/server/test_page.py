@@ -41,6 +41,7 @@ PAGE_FILES = {
     "/ui/sidebar.js": "text/javascript",
     "/ui/topology.js": "text/javascript",
     "/ui/eval.js": "text/javascript",
+    "/ui/approvals.js": "text/javascript",
     "/ui/style.css": "text/css",
 }
 

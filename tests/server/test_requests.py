@@ -240,6 +240,11 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
         ("post", "/v1/eval"): {"200", "400", "401", "404", "413", "422"},
         ("get", "/v1/runs"): {"200", "401", "422"},
         ("get", "/v1/agents/{name}/topology"): {"200", "401", "404"},
+        ("get", "/v1/approvals"): {"200", "401"},
+        ("get", "/v1/approvals/rules"): {"200", "401"},
+        ("post", "/v1/approvals/rules"): {"200", "401", "422"},
+        ("delete", "/v1/approvals/rules/{tool}"): {"204", "401"},
+        ("get", "/v1/audit"): {"200", "401", "422"},
     }
     documented = {
         (method, path): operation

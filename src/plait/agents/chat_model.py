@@ -386,6 +386,9 @@ class ChatModelAgent:
                         # then is honoured at once)
                         events, step = await loop.after_call()
                     case RunTools(calls):
+                        if loop.resumed_tools and (stop := await loop.save_resumed(calls)):
+                            yield stop  # asked to stop before the resumed round ran
+                            return
                         if loop.is_simple(calls):  # one tool that passes no events up
                             for event in await loop.one_tool(calls[0]):
                                 yield event
@@ -425,6 +428,7 @@ class _Loop:
         "messages",
         "options",
         "reply",
+        "resumed_tools",
         "round",
     )
 
@@ -442,6 +446,7 @@ class _Loop:
         output = agent._output
         self.check = None if output is None else OutputCheck(output, agent.name, agent._final_tool)
         self.answer: list[AgentEvent] = []  # the events of a structured answer, to yield
+        self.resumed_tools = False  # the run resumes in a round of tool calls
         ctx.chat_model = agent.model  # what the hooks see of the model (tracing names it)
 
     def start(self) -> Step:
@@ -456,6 +461,7 @@ class _Loop:
             if record.phase == "tools":
                 self.done = self._restore_done(record)
                 step = RunTools(self.messages[-1].tool_calls)
+                self.resumed_tools = True
         self.ctx.set_model_messages(self.messages)
         self.ctx.set_model(self.agent.model)
         return step
@@ -591,8 +597,8 @@ class _Loop:
         step = await self._take_reply(box, box.message)
         if isinstance(step, Fail):
             return [ctx.event(error=step.error)], step
-        if isinstance(step, RunTools) and ctx.cancel_requested:  # a safe point before tools
-            self._save("tools")
+        if isinstance(step, RunTools) and (ctx.cancel_requested or self._journals(step)):
+            self._save("tools")  # a safe point before tools (the reply of a "once" call kept)
             stop = await ctx.safe_point()
             if stop is not None:
                 return [stop], Fail()
@@ -600,6 +606,21 @@ class _Loop:
             events, self.answer = self.answer, []
             return events, step
         return [], step
+
+    async def save_resumed(self, calls: tuple[ToolCall, ...]) -> AgentEvent | None:
+        """Before the round a resume starts in, save the run when a call of it is "once"
+        (with `durability="step"`): a crash then recovers from here, not from the claimed
+        checkpoint. Return the event ending the run if it was asked to stop."""
+        self.resumed_tools = False
+        if not self._journals(RunTools(calls)):
+            return None
+        self._save("tools", list(self.done.values()))
+        return await self.ctx.safe_point()
+
+    def _journals(self, step: RunTools) -> bool:
+        """Whether the reply asking for `step`'s calls is saved before they run: with
+        `durability="step"`, when one is a "once" call (a recovery must not ask again)."""
+        return self.ctx.saves_steps and self.agent._calls.journaled(step.calls, self.ctx)
 
     def _model(self) -> ChatModel:
         """The model to call: the agent's, or what the run's interceptor puts in its place."""

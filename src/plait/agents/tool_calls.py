@@ -15,6 +15,7 @@ from typing import Literal
 
 from plait._quote import quote
 from plait.context import Emit, RunContext
+from plait.effects import gated_call
 from plait.errors import (
     InvalidToolArguments,
     LimitExceeded,
@@ -27,7 +28,7 @@ from plait.events import AgentAction, AgentEvent, InterruptCtx, TransferToAgentA
 from plait.hooks import HookChain, call_hook, ends_run
 from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
-from plait.tools.base import HasTimeout, Tool, ToolResult
+from plait.tools.base import Approval, Effect, Gated, HasTimeout, Tool, ToolResult
 
 __all__ = ["Outcome", "Round", "ToolCalls"]
 
@@ -92,6 +93,22 @@ class ToolCalls:
         self.return_directly = return_directly
         self.tool_errors = tool_errors
         self._limits = {name: _limit(tool, tool_timeout) for name, tool in tools.items()}
+        # the tools whose calls pass a gate: an approval, or the journal of a "once" effect
+        self._gates: dict[str, tuple[Effect, Approval | None]] = {
+            name: (tool.effect, tool.approval)
+            for name, tool in tools.items()
+            if isinstance(tool, Gated) and (tool.effect == "once" or tool.approval is not None)
+        }
+
+    def journaled(self, calls: tuple[ToolCall, ...], ctx: RunContext) -> bool:
+        """Whether any of `calls` is of a "once" tool (its key is made now, so that the
+        reply saved before it runs holds the run's root id)."""
+        found = False
+        for call in calls:
+            gate = self._gates.get(call.name)
+            if gate is not None and gate[0] == "once":
+                found = ctx.for_tool(call.name, call.id).idempotency_key is not None
+        return found
 
     def accept(self, outcome: Outcome, ctx: RunContext, rnd: Round) -> AgentEvent | None:
         """Record a finished tool call; return its event unless it is held back.
@@ -198,8 +215,11 @@ class ToolCalls:
         if tctx.cancel_requested:
             return None
         limit = self._limits.get(call.name)
+        gate = self._gates.get(call.name)
         with tctx.guard(limit) as guard:
-            return await call_in(tctx, tool.call, call.arguments, tctx)
+            if gate is None:
+                return await call_in(tctx, tool.call, call.arguments, tctx)
+            return await call_in(tctx, gated_call, tool, *gate, call, tctx)
         if guard.reason == "cancel" or limit is None:
             return None
         raise ToolTimeout(tool_name=call.name, limit=limit, call_id=call.id, agent_name=self.name)

@@ -44,8 +44,17 @@ EXIT_CODES: Mapping[Status, int] = {"completed": 0, "failed": 1, "cancelled": 1,
 _LEAVE = frozenset({"exit", "quit", ":q"})
 
 
-def parse_answer(text: str) -> Any:
-    """Return an answer typed by a person: JSON when it parses as JSON, else the text."""
+def _approval(info: Any) -> dict[str, Any] | None:
+    """Return the question of a tool's approval (docs/approvals.md), or None."""
+    asked = info.get("approval") if isinstance(info, dict) else None
+    return asked if isinstance(asked, dict) and "fingerprint" in asked else None
+
+
+def parse_answer(text: str, approval: dict[str, Any] | None = None) -> Any:
+    """Return an answer typed by a person: JSON when it parses as JSON, else the text. To a
+    tool's `approval`, "y"/"yes" and "n"/"no" answer bound to its fingerprint."""
+    if approval is not None and text.lower() in ("y", "yes", "n", "no"):
+        return {"approved": text.lower() in ("y", "yes"), "fingerprint": approval["fingerprint"]}
     try:
         return json.loads(text)
     except ValueError:
@@ -174,10 +183,12 @@ class Conversation:
         for interrupt in pending:
             if self.terminal.json_lines or len(pending) > 1:  # else it was just shown
                 self.view.interrupt(interrupt)
-            line = await self.terminal.ask("[bold]answer[/] [dim](JSON, or plain text)[/]> ")
+            asked = _approval(interrupt.info)
+            hint = "y to approve, n to reject, or JSON" if asked else "JSON, or plain text"
+            line = await self.terminal.ask(f"[bold]answer[/] [dim]({hint})[/]> ")
             if line is None:
                 return None
-            answers[interrupt.id] = parse_answer(line.strip())
+            answers[interrupt.id] = parse_answer(line.strip(), asked)
         return answers
 
     def paused_hint(self, result: RunResult) -> None:

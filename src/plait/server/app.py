@@ -24,6 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from plait.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
+from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
     AgentInfo,
     CancelAccepted,
@@ -428,7 +429,13 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    for routes in (router, openai_router(_caller), eval_router(_caller), runs_router(_caller)):
+    for routes in (
+        router,
+        openai_router(_caller),
+        eval_router(_caller),
+        runs_router(_caller),
+        approvals_router(_caller),
+    ):
         app.include_router(routes)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else

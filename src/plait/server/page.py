@@ -26,6 +26,7 @@ FILES: dict[str, tuple[str, str]] = {
     "/ui/sidebar.js": ("sidebar.js", "text/javascript; charset=utf-8"),
     "/ui/topology.js": ("topology.js", "text/javascript; charset=utf-8"),
     "/ui/eval.js": ("eval.js", "text/javascript; charset=utf-8"),
+    "/ui/approvals.js": ("approvals.js", "text/javascript; charset=utf-8"),
     "/ui/style.css": ("style.css", "text/css; charset=utf-8"),
 }
 

@@ -339,6 +339,7 @@ class Runs:
             enable_streaming=streaming,
             hooks=[run.relay],
             durability="step",
+            user=store.user,
         )
         stream = runner.run(
             messages,
@@ -394,11 +395,12 @@ class Runs:
             store=store,
             hooks=[_Accepted(run), run.relay],
             durability="step",
+            user=store.user,
         )
         if answer is None:
-            stream = runner.resume(checkpoint_id, targets)
+            stream = runner.resume(checkpoint_id, targets, approver=store.user)
         else:
-            stream = runner.resume(checkpoint_id, targets, value=answer[0])
+            stream = runner.resume(checkpoint_id, targets, value=answer[0], approver=store.user)
         self._launch(run, runner, stream)
         await run.started()  # a lost claim race is the runner's CheckpointAlreadyResumed
         return run
@@ -430,6 +432,7 @@ class Runs:
             store=store,
             hooks=[_Accepted(run), run.relay],
             durability="step",
+            user=store.user,
         )
         stream = runner.fork(checkpoint_id, step, run.checkpoint_id, session_values)
         self._launch(run, runner, stream)

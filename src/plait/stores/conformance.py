@@ -17,6 +17,7 @@ from plait.agent_context import AgentContext
 from plait.errors import SessionConflict, StoreError, UsageError
 from plait.messages import Message
 from plait.stores.base import MAX_ID_LENGTH, MAX_TTL, SessionRecord, Store
+from plait.stores.conformance_effects import EFFECT_CHECKS
 from plait.tools.base import ToolInfo
 
 __all__ = [
@@ -466,6 +467,7 @@ CHECKS: list[Check] = [
     good_ids_are_held_by_every_store,
     step_history_is_kept_and_forked,
     step_history_is_capped_and_expires,
+    *EFFECT_CHECKS,  # effects and approvals (plait.stores.conformance_effects)
 ]
 
 

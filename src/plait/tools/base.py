@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from plait._json import JSONMixin
 from plait._record import record
@@ -15,18 +15,49 @@ from plait.errors import UsageError
 from plait.events import AgentAction
 
 __all__ = [
+    "EFFECTS",
     "TRANSFER_TOOL",
+    "Approval",
+    "Effect",
     "EmitsEvents",
+    "Gated",
     "HasTimeout",
     "Tool",
     "ToolInfo",
     "ToolResult",
     "Toolset",
+    "check_approval",
+    "check_effect",
     "check_timeout",
 ]
 
 #: The name of the tool an agent transfers with (a flow's sub-agents, a swarm's peers).
 TRANSFER_TOOL = "transfer_to_agent"
+
+#: What running a tool does to the world (see docs/approvals.md): `"read"` nothing,
+#: `"idempotent"` (the default) something that may safely happen again, `"once"` something
+#: that must happen at most once: its calls are journaled in the run's store.
+Effect = Literal["read", "idempotent", "once"]
+EFFECTS: tuple[Effect, ...] = ("read", "idempotent", "once")
+
+
+@record
+class Approval:
+    """A person approves each call of a tool before it runs (`@tool(approval=...)`).
+
+    `expires_in` (seconds, None: never) bounds how long the question stays open; a resume
+    after that applies `default` ("reject" or "approve") whatever the answer.
+    """
+
+    expires_in: float | None = None
+    default: Literal["reject", "approve"] = "reject"
+
+    def __post_init__(self) -> None:
+        check_timeout(self.expires_in, "Approval(expires_in=...)")
+        if self.default not in ("reject", "approve"):
+            raise UsageError(
+                f"Approval(default=...) is 'reject' or 'approve', got {self.default!r}"
+            )
 
 
 @record
@@ -40,6 +71,8 @@ class ToolInfo(JSONMixin):
     # What a model may use besides the schema, never sent to a provider: the transfer tool
     # puts {"agents": {name: description}} here for models that choose agents themselves.
     hints: dict[str, Any] = field(default_factory=dict)
+    # What calling the tool does (never sent to a provider): "read", "idempotent" or "once".
+    effect: Effect = "idempotent"
 
 
 @record
@@ -97,6 +130,34 @@ class HasTimeout(Protocol):
     calling agent's `tool_timeout`)."""
 
     timeout: float | None
+
+
+@runtime_checkable
+class Gated(Protocol):
+    """A tool whose calls pass a gate before they run: an approval, and the journal of a
+    `"once"` effect (`plait.effects`)."""
+
+    effect: Effect
+    approval: Approval | None
+
+
+def check_effect(value: object, owner: str) -> Effect:
+    """Return `value` if it is an effect: "read", "idempotent" or "once"."""
+    for effect in EFFECTS:
+        if value == effect and isinstance(value, str):
+            return effect
+    raise UsageError(f"{owner}: effect is 'read', 'idempotent' or 'once', got {value!r}")
+
+
+def check_approval(value: object, owner: str) -> Approval | None:
+    """Return the `Approval` that `value` asks for: True is `Approval()`, False or None none."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Approval()
+    if isinstance(value, Approval):
+        return value
+    raise UsageError(f"{owner}: approval is True, False, None or a plait.Approval, got {value!r}")
 
 
 def check_timeout(value: object, owner: str) -> float | None:

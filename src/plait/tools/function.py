@@ -12,7 +12,15 @@ from plait._threads import run_in_thread
 from plait.agent_context import AgentContext
 from plait.context import RunContext
 from plait.errors import InvalidToolArguments, UsageError
-from plait.tools.base import ToolInfo, ToolResult, check_timeout
+from plait.tools.base import (
+    Approval,
+    Effect,
+    ToolInfo,
+    ToolResult,
+    check_approval,
+    check_effect,
+    check_timeout,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -41,6 +49,11 @@ class FunctionTool:
     runs longer is stopped and reported as a `ToolTimeout`. A thread cannot be killed: a sync
     function that is stopped (timed out, or its run cancelled) runs on in its daemon thread,
     unwaited for, until it returns; it can check `ctx.cancelled` to return early.
+
+    `effect` says what a call does to the world: "read" (nothing), "idempotent" (the
+    default: a call stopped or paused may run again) or "once" (journaled in the run's
+    store, so it never runs twice). `approval` (True or a `plait.Approval`) makes each call
+    wait for a person's approval, bound to its exact arguments. See docs/approvals.md.
     """
 
     def __init__(
@@ -50,10 +63,14 @@ class FunctionTool:
         name: str | None = None,
         description: str | None = None,
         timeout: float | None = None,
+        effect: Effect = "idempotent",
+        approval: bool | Approval | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         self.timeout = check_timeout(timeout, f"tool '{self.name}'")
+        self.effect: Effect = check_effect(effect, f"tool '{self.name}'")
+        self.approval: Approval | None = check_approval(approval, f"tool '{self.name}'")
         self._is_async = inspect.iscoroutinefunction(fn)
         self._ctx_params: tuple[str, ...] = ()
         from pydantic import ValidationError
@@ -98,7 +115,12 @@ class FunctionTool:
 
     def info(self) -> ToolInfo:
         """Describe the tool to the model."""
-        return ToolInfo(name=self.name, description=self.description, parameters=self._parameters)
+        return ToolInfo(
+            name=self.name,
+            description=self.description,
+            parameters=self._parameters,
+            effect=self.effect,
+        )
 
     async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
         """Validate the arguments, run the function (`ctx` given to the parameters that ask
@@ -188,7 +210,12 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout: float | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    effect: Effect = "idempotent",
+    approval: bool | Approval | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -199,13 +226,23 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    effect: Effect = "idempotent",
+    approval: bool | Approval | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a sync or async function into a tool (`@tool`, or `@tool(name=...,
-    description=..., timeout=...)` with `timeout` in seconds per call)."""
+    description=..., timeout=..., effect=..., approval=...)` with `timeout` in seconds per
+    call; `effect` and `approval` as in `FunctionTool`)."""
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "timeout": timeout,
+        "effect": effect,
+        "approval": approval,
+    }
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description, timeout=timeout)
+        return FunctionTool(fn, **options)
 
     def decorate(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, timeout=timeout)
+        return FunctionTool(f, **options)
 
     return decorate

@@ -441,8 +441,11 @@ function interruptForm(checkpointId, pending) {
     el("div", "answers", approve, reject, value, button("Send value", "value")),
   );
   const answer = (v) => resume(form, checkpointId, pending.id, v);
-  approve.addEventListener("click", () => answer("approve"));
-  reject.addEventListener("click", () => answer("reject"));
+  // a tool's approval (docs/approvals.md) is answered bound to the arguments it shows
+  const asked = pending.info && pending.info.approval;
+  const verdict = (yes) => (asked ? { approved: yes, fingerprint: asked.fingerprint } : yes ? "approve" : "reject");
+  approve.addEventListener("click", () => answer(verdict(true)));
+  reject.addEventListener("click", () => answer(verdict(false)));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     try {

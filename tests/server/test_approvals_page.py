@@ -1,0 +1,139 @@
+"""The dev page's Approvals inbox (driven in a real headless Chromium): the caller's open
+questions with the exact arguments, answered with Approve / Reject."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait.server import create_app
+from plait.stores import SqliteStore
+from tests.server.page_browser import NO_CHROMIUM, VIEWPORT, chromium, find_chromium, sign_in
+from tests.server.support import WAIT, ServerThread, client
+from tests.server.test_approvals import shop
+
+pytestmark = pytest.mark.timeout(120)
+
+KEYS = {"ann-key": "ann", "ben-key": "ben"}
+
+
+@pytest.fixture(scope="module")
+def charges() -> list[int]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory, charges: list[int]) -> Iterator[str]:
+    store = SqliteStore(Path(tmp_path_factory.mktemp("approvals")) / "plait.db")
+    app = create_app(shop(charges), store=store, api_keys=KEYS, ui=True)
+    with ServerThread(app) as running:
+        yield running.url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip(NO_CHROMIUM)
+    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: plait[dev]")
+    with chromium(executable) as found:
+        yield found
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT * 1000)
+    context = browser.new_context(viewport=VIEWPORT)
+    yield context.new_page()
+    context.close()
+
+
+def _pay(base_url: str, key: str, cents: int) -> dict[str, Any]:
+    with client(base_url, key) as http:
+        body = {"input": f"pay {cents}", "stream": False}
+        summary: dict[str, Any] = http.post("/v1/agents/shop/runs", json=body).json()
+    assert summary["status"] == "paused"
+    return summary
+
+
+def _audit(base_url: str, key: str) -> list[dict[str, Any]]:
+    with client(base_url, key) as http:
+        found: list[dict[str, Any]] = http.get("/v1/audit").json()
+    return found
+
+
+def test_the_approvals_script_never_turns_server_text_into_html(base_url: str) -> None:
+    with client(base_url) as http:
+        response = http.get("/ui/approvals.js")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/javascript")
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in response.text
+
+
+def test_the_inbox_shows_the_exact_arguments_and_approves_or_rejects(
+    base_url: str, page: Any, charges: list[int]
+) -> None:
+    from playwright.sync_api import expect
+
+    first, second = _pay(base_url, "ann-key", 1234), _pay(base_url, "ann-key", 99)
+    _pay(base_url, "ben-key", 5)  # ben's question is not ann's
+    sign_in(page, base_url, "ann-key")
+    items = page.locator("#approvals-list li.approval")
+    expect(items).to_have_count(2)
+    one = page.locator(f'#approvals-list li[data-interrupt="{first["interrupts"][0]["id"]}"]')
+    expect(one.locator(".approval-args")).to_have_text('{\n  "cents": 1234\n}')
+    fingerprint = first["interrupts"][0]["info"]["approval"]["fingerprint"]
+    expect(one.locator(".approval-fingerprint")).to_contain_text(fingerprint)
+    one.locator('button[data-answer="approve"]').click()
+    expect(page.locator("#approvals-status")).to_contain_text("completed: result: charged 1234")
+    expect(items).to_have_count(1)
+    two = page.locator(f'#approvals-list li[data-interrupt="{second["interrupts"][0]["id"]}"]')
+    two.locator(".approval-note").fill("not today")
+    two.locator('button[data-answer="reject"]').click()
+    expect(page.locator("#approvals-status")).to_contain_text("rejected by ann: not today")
+    expect(items).to_have_count(0)
+    assert charges == [1234]
+    audit = _audit(base_url, "ann-key")
+    assert [(e["decision"], e["approver"], e["arguments"]) for e in audit] == [
+        ("rejected", "ann", {"cents": 99}),
+        ("approved", "ann", {"cents": 1234}),
+    ]
+    assert _audit(base_url, "ben-key") == []
+
+
+def test_a_question_asked_while_the_page_is_open_appears_on_its_own(
+    base_url: str, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    sign_in(page, base_url, "ben-key")
+    paused = _pay(base_url, "ben-key", 42)
+    item = page.locator(f'#approvals-list li[data-interrupt="{paused["interrupts"][0]["id"]}"]')
+    expect(item).to_have_count(1)
+    expect(item.locator(".approval-args")).to_have_text('{\n  "cents": 42\n}')
+    with client(base_url, "ben-key") as http:
+        inbox = http.get("/v1/approvals").json()
+    shown = page.locator("#approvals-list li.approval")
+    expect(shown).to_have_count(len(inbox))  # ben's questions, and only his
+
+
+def test_the_run_views_approve_button_answers_with_the_fingerprint(
+    base_url: str, page: Any, charges: list[int]
+) -> None:
+    from playwright.sync_api import expect
+
+    from tests.server.page_browser import send
+
+    sign_in(page, base_url, "ann-key")
+    send(page, "shop", "pay 77")
+    expect(page.locator("#interrupts form")).to_have_count(1)
+    page.click("#interrupts button.approve")
+    expect(page.locator("#events")).to_contain_text("result: charged 77")
+    assert 77 in charges
+    assert _audit(base_url, "ann-key")[0]["arguments"] == {"cents": 77}

@@ -1,0 +1,140 @@
+"""A `"once"` call killed with SIGKILL mid-call is never run again, on every shared store.
+
+One process pauses on the payment's approval; a second approves it and is killed while the
+payment is in flight; a third recovers the run: the approval is not asked again, the
+payment does not run again (the marker file says "start" once), and the run pauses on an
+`unknown_outcome` question, which a fourth settles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.stores.test_processes import ROOT, _where
+
+_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    from plait import AgentContext, ChatModelAgent, Runner, tool
+    from plait.stores import PostgresStore, RedisStore, SqliteStore
+    from plait.testing import FunctionModel, call
+
+    kind, where, prefix, mode, marker, answer = sys.argv[1:7]
+
+    @tool(effect="once", approval=True)
+    async def charge(ctx: AgentContext, cents: int) -> str:
+        \"\"\"Charge the customer.\"\"\"
+        with open(marker, "a") as out:
+            out.write(f"start {ctx.idempotency_key}\\n")
+        if mode == "approve":
+            await asyncio.sleep(3600)  # killed here
+        return f"charged {cents}"
+
+    def model(messages, tools):
+        results = [m.content for m in messages if m.role == "tool"]
+        if not results:
+            return call("charge", {"cents": 500}, id="charge-1")
+        return f"result: {results[-1]}"
+
+    def open_store():
+        if kind == "sqlite":
+            return SqliteStore(where)
+        if kind == "postgres":
+            return PostgresStore(where, table_prefix=prefix)
+        return RedisStore(where, prefix=prefix)
+
+    async def main():
+        store = open_store()
+        agent = ChatModelAgent("shop", FunctionModel(model), tools=[charge])
+        runner = Runner(agent, store=store, durability="step")
+        if mode == "pause":
+            result = await runner.query("pay", checkpoint_id="pay-run").collect()
+        elif mode == "recover":
+            result = await runner.resume("pay-run").collect()
+        else:
+            checkpoint_id, value = json.loads(answer)
+            result = await runner.resume(checkpoint_id, value=value, approver="ann").collect()
+        audit = await runner.approvals.audit()
+        out = {
+            "final": result.final_output,
+            "checkpoint": result.checkpoint_id,
+            "interrupts": [{"id": i.id, "info": i.info} for i in result.interrupts],
+            "error": repr(result.error) if result.error else None,
+            "audit": [[e["decision"], e["approver"], e["via"]] for e in audit],
+        }
+        await store.close()
+        print(json.dumps(out))
+
+    asyncio.run(main())
+    """
+)
+
+
+def _run(script: Path, *args: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _starts(marker: Path) -> list[str]:
+    return marker.read_text().splitlines() if marker.exists() else []
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_a_once_call_killed_mid_call_is_not_run_again(kind: str, tmp_path: Path) -> None:
+    script, marker = tmp_path / "shop.py", tmp_path / "marker"
+    script.write_text(_SCRIPT)
+    where = _where(kind, tmp_path)
+    prefix = f"k{uuid.uuid4().hex[:10]}" + ("_" if kind == "postgres" else ":")
+    common = (kind, where, prefix)
+    paused = _run(script, *common, "pause", str(marker), "-")
+    [question] = paused["interrupts"]  # type: ignore[misc]
+    fingerprint = question["info"]["approval"]["fingerprint"]
+    value = {"approved": True, "fingerprint": fingerprint}
+    answer = json.dumps([paused["checkpoint"], value])
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *common, "approve", str(marker), answer],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not _starts(marker):  # the payment is in flight once the marker says so
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, "the payment never started"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    if proc.stderr is not None:
+        proc.stderr.close()
+    recovered = _run(script, *common, "recover", str(marker), "-")
+    assert len(_starts(marker)) == 1, _starts(marker)
+    [unknown] = recovered["interrupts"]  # type: ignore[misc]
+    assert list(unknown["info"]) == ["unknown_outcome"], recovered
+    key = unknown["info"]["unknown_outcome"]["key"]
+    assert _starts(marker) == [f"start {key}"]
+    settle = json.dumps([recovered["checkpoint"], {"outcome": "done", "result": "charged 500"}])
+    done = _run(script, *common, "answer", str(marker), settle)
+    assert done["final"] == "result: charged 500", done
+    assert len(_starts(marker)) == 1
+    assert done["audit"] == [["done", "ann", "resume"], ["approved", "ann", "resume"]]
