@@ -402,3 +402,25 @@ async def test_a_compaction_summary_is_a_model_activity(
     assert "they talked at length" in result.final_output
     assert calls(tmp_path) == ["model summary", "model answer"]
     assert await _activity_kinds(handle) == ["plait-model", "plait-model"]
+
+
+@pytest.mark.parametrize("gate", [{"effect": "once"}, {"approval": True}], ids=["once", "approval"])
+def test_a_tool_with_a_once_effect_or_an_approval_is_refused_not_run_ungated(
+    gate: dict[str, Any],
+) -> None:
+    from plait import ChatModelAgent, tool
+    from plait.errors import UsageError
+    from plait.testing import ScriptedModel
+
+    @tool(**gate)
+    def pay(cents: int) -> str:
+        """Pay.
+
+        Args:
+            cents: How much.
+        """
+        return f"paid {cents}"
+
+    agent = ChatModelAgent("Payer", ScriptedModel([]), tools=[pay])
+    with pytest.raises(UsageError, match=r"tool 'pay' has .*plait\.temporal does not run"):
+        temporal.replayer([agent])

@@ -17,6 +17,7 @@ from typing import Any
 
 from plait.agent import Agent
 from plait.errors import UsageError
+from plait.tools.base import Gated
 
 __all__ = ["Catalog", "runs_in_workflow"]
 
@@ -117,6 +118,7 @@ class Catalog:
             self._add(self.models, obj)
             return ()
         if _is_tool(obj) and not runs_in_workflow(obj):
+            _refuse_gated(obj)
             self._add(self.tools, obj)
             return ()
         nodes = getattr(getattr(obj, "graph", None), "nodes", None)
@@ -130,6 +132,21 @@ class Catalog:
         for node in nodes.values():
             if callable(node) and not isinstance(node, Agent) and id(node) not in self._numbers:
                 self._add(self.nodes, node)
+
+
+def _refuse_gated(tool: object) -> None:
+    """Refuse a tool whose calls pass a gate (a "once" effect or an approval): its journal,
+    approvals and audit log live in a `Runner`'s store, which a Temporal run has none of."""
+    if not isinstance(tool, Gated) or (tool.effect != "once" and tool.approval is None):
+        return
+    what = "effect='once'" if tool.effect == "once" else "an approval"
+    name = getattr(tool, "name", None) or type(tool).__name__
+    raise UsageError(
+        f"tool {name!r} has {what}, which plait.temporal does not run: the journal of once "
+        "calls, approvals and the audit log live in a Runner's store, and a Temporal run has "
+        "none; run this agent with a Runner (or plait serve), or ask for the approval with "
+        "interrupt() in the tool and leave retries to Temporal's retry policy"
+    )
 
 
 def _fields(obj: object) -> list[object]:
