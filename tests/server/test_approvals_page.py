@@ -11,8 +11,8 @@ import pytest
 
 from plait.server import create_app
 from plait.stores import SqliteStore
-from tests.server.page_browser import NO_CHROMIUM, VIEWPORT, chromium, find_chromium, sign_in
-from tests.server.support import WAIT, ServerThread, client
+from tests.server.page_browser import sign_in
+from tests.server.support import ServerThread, client
 from tests.server.test_approvals import shop
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,26 +31,6 @@ def base_url(tmp_path_factory: pytest.TempPathFactory, charges: list[int]) -> It
     app = create_app(shop(charges), store=store, api_keys=KEYS, ui=True)
     with ServerThread(app) as running:
         yield running.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(NO_CHROMIUM)
-    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: plait[dev]")
-    with chromium(executable) as found:
-        yield found
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT * 1000)
-    context = browser.new_context(viewport=VIEWPORT)
-    yield context.new_page()
-    context.close()
 
 
 def _pay(base_url: str, key: str, cents: int) -> dict[str, Any]:

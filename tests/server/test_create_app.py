@@ -98,3 +98,34 @@ def test_a_stopping_server_leaves_its_running_runs_resumable(tmp_path: Path) -> 
         assert summary["status"] == "cancelled"
         resumed = http.post(f"/v1/runs/{summary['checkpoint_id']}/resume", json={"stream": False})
         assert resumed.json()["final_output"] == "done: slow work done"
+
+
+def test_apps_made_and_first_served_at_once_in_threads_all_answer() -> None:
+    """Servers in threads of one process: their first requests come at once, and FastAPI's
+    table of routes (with its process-wide warning filters) is built with the app."""
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    count = 6
+    barrier = threading.Barrier(count)
+    answers: list[int] = []
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            barrier.wait(WAIT)
+            agent = ChatModelAgent("Echo", FunctionModel(lambda m, t: "hi"))
+            app = create_app(agent, store=MemoryStore())
+            barrier.wait(WAIT)
+            with TestClient(app, base_url="http://127.0.0.1") as http:
+                answers.append(http.get("/v1/runs", params={"agent": "Echo"}).status_code)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=serve) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert errors == [] and answers == [200] * count

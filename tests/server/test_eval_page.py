@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from plait.server import create_app
 from plait.stores import MemoryStore
 from tests.cli.eval_targets import calculator
-from tests.server.page_browser import NO_CHROMIUM, VIEWPORT, chromium, find_chromium, sign_in
+from tests.server.page_browser import VIEWPORT, sign_in
 from tests.server.support import WAIT, ServerThread, client
 
 pytestmark = pytest.mark.timeout(120)
@@ -108,16 +108,6 @@ def test_the_route_needs_the_api_key() -> None:
 def base_url() -> Iterator[str]:
     with ServerThread(_app()) as running:
         yield running.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(NO_CHROMIUM)
-    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: plait[dev]")
-    with chromium(executable) as found:
-        yield found
 
 
 def test_the_eval_script_never_turns_server_text_into_html(base_url: str) -> None:

@@ -18,18 +18,14 @@ from plait.stores import from_url
 from plait.testing import ScriptedModel
 from tests.server.page_browser import (
     KEY,
-    NO_CHROMIUM,
     REVIEW_REQUEST,
-    VIEWPORT,
-    chromium,
-    find_chromium,
     page_server,
     send,
     sign_in,
     start_review,
 )
 from tests.server.review_team import FINAL_REVIEW
-from tests.server.support import WAIT, client
+from tests.server.support import client
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,28 +47,6 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Serve the page's test agents (with an API key) and the dev page."""
     with page_server(tmp_path_factory.mktemp("page") / "plait.db") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Return a headless Chromium (the system's, driven by Playwright)."""
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(NO_CHROMIUM)
-    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: plait[dev]")
-    with chromium(executable) as found:
-        yield found
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """Return a fresh page (its own localStorage) in the browser."""
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT * 1000)
-    context = browser.new_context(viewport=VIEWPORT)
-    yield context.new_page()
-    context.close()
 
 
 def test_page_and_its_files_are_served_without_a_key(base_url: str) -> None:

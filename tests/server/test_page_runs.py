@@ -22,10 +22,6 @@ from plait.testing import FunctionModel, ScriptedModel, call, reply
 from plait.tools.base import ToolInfo
 from tests.server.page_browser import (
     KEY,
-    NO_CHROMIUM,
-    VIEWPORT,
-    chromium,
-    find_chromium,
     send,
     sign_in,
 )
@@ -133,26 +129,6 @@ def _serve(db: Path) -> ServerThread:
 def base_url(db: Path) -> Iterator[str]:
     with _serve(db) as running:
         yield running.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(NO_CHROMIUM)
-    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: plait[dev]")
-    with chromium(executable) as found:
-        yield found
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT * 1000)
-    context = browser.new_context(viewport=VIEWPORT)
-    yield context.new_page()
-    context.close()
 
 
 def _rows(page: Any, selector: str) -> Any:

@@ -11,9 +11,9 @@ import pytest
 
 from plait.server import create_app
 from plait.stores import SqliteStore
-from tests.server.page_browser import KEY, NO_CHROMIUM, VIEWPORT, chromium, find_chromium, sign_in
+from tests.server.page_browser import KEY, sign_in
 from tests.server.page_browser import send as send_message
-from tests.server.support import WAIT, ServerThread, client
+from tests.server.support import ServerThread, client
 from tests.server.test_time_travel import counting_agent
 
 pytestmark = pytest.mark.timeout(120)
@@ -25,26 +25,6 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     app = create_app(counting_agent(), store=SqliteStore(db), api_keys={KEY: "alice"}, ui=True)
     with ServerThread(app) as running:
         yield running.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(NO_CHROMIUM)
-    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: plait[dev]")
-    with chromium(executable) as found:
-        yield found
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT * 1000)
-    context = browser.new_context(viewport=VIEWPORT)
-    yield context.new_page()
-    context.close()
 
 
 def test_step_back_through_a_run_and_fork_it_with_other_values(page: Any, base_url: str) -> None:

@@ -14,9 +14,9 @@ from plait import ChatModelAgent, tool, tracing
 from plait.server import create_app
 from plait.stores import SqliteStore
 from plait.testing import FunctionModel, call, reply
-from tests.server.page_browser import KEY, NO_CHROMIUM, VIEWPORT, chromium, find_chromium, send
+from tests.server.page_browser import KEY, send
 from tests.server.page_browser import sign_in as sign_in_with
-from tests.server.support import WAIT, ServerThread
+from tests.server.support import ServerThread
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,28 +51,6 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield running.url
     finally:
         tracing.uninstrument()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Return a headless Chromium (the system's, driven by Playwright)."""
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip(NO_CHROMIUM)
-    pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: plait[dev]")
-    with chromium(executable) as found:
-        yield found
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """Return a fresh page (its own localStorage) in the browser."""
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT * 1000)
-    context = browser.new_context(viewport=VIEWPORT)
-    yield context.new_page()
-    context.close()
 
 
 def _bar(row: Any) -> tuple[float, float]:

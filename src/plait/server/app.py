@@ -12,6 +12,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -429,14 +430,7 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    for routes in (
-        router,
-        openai_router(_caller),
-        eval_router(_caller),
-        runs_router(_caller),
-        approvals_router(_caller),
-    ):
-        app.include_router(routes)
+    _include_routes(app)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
@@ -444,6 +438,26 @@ def create_app(
     if ui:
         _mount_page(app)
     return app
+
+
+#: Held while an app builds its table of routes (see `_include_routes`).
+_BUILDING = threading.Lock()
+
+
+def _include_routes(app: FastAPI) -> None:
+    """Add the API's routes to `app`, and build FastAPI's table of them now.
+
+    FastAPI builds the table at the first request otherwise, and the warning filters it
+    sets while it does are process-wide: two apps in one process (servers in threads)
+    building theirs at once would see each other's filters.
+    """
+    groups = (router, openai_router(_caller), eval_router(_caller), runs_router(_caller))
+    for routes in (*groups, approvals_router(_caller)):
+        app.include_router(routes)
+    nowhere = {"type": "http", "path": "/\x00", "root_path": "", "method": "GET", "headers": []}
+    with _BUILDING:  # one app at a time, in this process
+        for route in app.router.routes:
+            route.matches(nowhere)  # a path no route matches: every route is looked at
 
 
 def _check_limits(max_request_bytes: object, cancel_poll: float) -> None:
