@@ -430,13 +430,10 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    _include_routes(app)
+    _include_routes(app, ui)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
-    _mount_agui(app)
-    if ui:
-        _mount_page(app)
     return app
 
 
@@ -444,18 +441,23 @@ def create_app(
 _BUILDING = threading.Lock()
 
 
-def _include_routes(app: FastAPI) -> None:
-    """Add the API's routes to `app`, and build FastAPI's table of them now.
+def _include_routes(app: FastAPI, ui: bool) -> None:
+    """Add the API's routes to `app` (with the dev page's when `ui`), and build FastAPI's
+    table of them now.
 
     FastAPI builds the table at the first request otherwise, and the warning filters it
-    sets while it does are process-wide: two apps in one process (servers in threads)
-    building theirs at once would see each other's filters.
+    sets while it makes a route's fields are process-wide: two apps in one process
+    (servers in threads) making theirs at once would see each other's filters. So routes
+    are made and built one app at a time, when the app is made.
     """
-    groups = (router, openai_router(_caller), eval_router(_caller), runs_router(_caller))
-    for routes in (*groups, approvals_router(_caller)):
-        app.include_router(routes)
     nowhere = {"type": "http", "path": "/\x00", "root_path": "", "method": "GET", "headers": []}
-    with _BUILDING:  # one app at a time, in this process
+    with _BUILDING:
+        groups = (router, openai_router(_caller), eval_router(_caller), runs_router(_caller))
+        for routes in (*groups, approvals_router(_caller)):
+            app.include_router(routes)
+        _mount_agui(app)
+        if ui:
+            _mount_page(app)
         for route in app.router.routes:
             route.matches(nowhere)  # a path no route matches: every route is looked at
 
