@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from plait.errors import SessionConflict, StoreError
-from plait.stores.base import CheckpointRecord, SessionRecord
+from plait.stores.base import CheckpointRecord, SessionStore
 
 __all__ = [
     "PAGE",
@@ -53,24 +53,9 @@ PAGE = 64
 _ATTEMPTS = 50
 
 
-class EffectStore(Protocol):
+class EffectStore(SessionStore, Protocol):
     """What the records need of a store: sessions with compare-and-set, and checkpoints
     read back (the inbox keeps only questions of pending checkpoints)."""
-
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
-        """Return the record with its version, or None."""
-        ...
-
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
-    ) -> int:
-        """Write the record (compare-and-set with `expected_version`)."""
-        ...
 
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
