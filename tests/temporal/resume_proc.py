@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 from temporalio.client import Client
@@ -26,3 +27,8 @@ async def main(address: str, workflow_id: str, value: str) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    # A short-lived process with a Temporal client can abort in the interpreter's shutdown
+    # (temporalio/sdk-python#300): leave without it, as docs/temporal.md advises.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
