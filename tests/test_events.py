@@ -202,3 +202,31 @@ def test_an_unencodable_custom_value_is_named_by_its_path() -> None:
     with pytest.raises(SerializationError) as info:
         output.to_json()
     assert info.value.path == "AgentOutput.custom['cart'][1]['price']"
+
+
+async def test_the_events_of_a_step_equal_the_ones_the_constructors_build() -> None:
+    from plait import ChatModelAgent, Runner, tool
+    from plait.testing import ScriptedModel, call, reply
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    agent = ChatModelAgent("calc", ScriptedModel([call("add", {"a": 1, "b": 2}), reply("3")]))
+    agent = agent.with_tools([add])
+    events = (await Runner(agent).query("1+2?").collect()).events
+    messages = [await e.output.message.get_message() for e in events if e.output]
+    expected = [
+        AgentEvent(
+            agent_name="calc",
+            run_path=("calc",),
+            output=AgentOutput(
+                message=MessageVariant(is_streaming=False, role=m.role, tool_name=m.name, message=m)
+            ),
+        )
+        for m in messages
+    ]
+    assert [m.role for m in messages] == ["assistant", "tool", "assistant"]
+    assert list(events) == expected
+    assert [e.to_json() for e in events] == [e.to_json() for e in expected]

@@ -525,7 +525,20 @@ class RunContext:
 
         Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
         """
-        self._run.charge(self._budgets, usage)
+        if usage is None and not self._budgets:
+            self._run.model_calls += 1  # all there is to count
+        else:
+            self._run.charge(self._budgets, usage)
+
+    def run_state(self) -> RunState:
+        """Return the state of the whole run (plait's own agents read its flags and counters
+        directly on their hot paths)."""
+        return self._run
+
+    @property
+    def under_budgets(self) -> bool:
+        """Whether team budgets (steps, tokens) apply here."""
+        return bool(self._budgets)
 
     def count_request(self) -> None:
         """Count one model call an agent sends now."""
@@ -741,6 +754,9 @@ class RunContext:
         error: PlaitError | None = None,
     ) -> AgentEvent:
         """Build an event of this agent; `message` is shorthand for a whole-message output."""
+        if message is not None and error is None:
+            role = "tool" if message.role == "tool" else "assistant"
+            return message_event(self.agent_name, self.run_path, self.depth, role, message, action)
         if message is not None:
             role = "tool" if message.role == "tool" else "assistant"
             variant = _make_variant(False, role, message.name, message, None)
@@ -755,6 +771,53 @@ class RunContext:
 _make_variant: Callable[..., MessageVariant] = MessageVariant._make  # type: ignore[attr-defined]
 _make_output: Callable[..., AgentOutput] = AgentOutput._make  # type: ignore[attr-defined]
 _make_event: Callable[..., AgentEvent] = AgentEvent._make  # type: ignore[attr-defined]
+_new = object.__new__
+_set = object.__setattr__
+
+
+def message_event(
+    agent_name: str,
+    run_path: tuple[str, ...],
+    depth: int,
+    role: str,
+    message: Message,
+    action: AgentAction | None,
+) -> AgentEvent:
+    """Build the event of a whole message, its output and message variant, in one call (the
+    event of every model reply and tool result): equal to `AgentEvent(agent_name=...,
+    output=AgentOutput(message=MessageVariant(is_streaming=False, role=role,
+    tool_name=message.name, message=message)), action=action)`. Records keep every field
+    in their `__dict__` (`plait._record`)."""
+    variant = _new(MessageVariant)
+    _set(
+        variant,
+        "__dict__",
+        {
+            "is_streaming": False,
+            "role": role,
+            "tool_name": message.name,
+            "message": message,
+            "stream": None,
+        },
+    )
+    output = _new(AgentOutput)
+    _set(output, "__dict__", {"message": variant, "custom": None})
+    event = _new(AgentEvent)
+    _set(
+        event,
+        "__dict__",
+        {
+            "agent_name": agent_name,
+            "run_path": run_path,
+            "depth": depth,
+            "output": output,
+            "action": action,
+            "error": None,
+            "handoff": None,
+        },
+    )
+    return event
+
 
 _new_context = object.__new__
 

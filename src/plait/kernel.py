@@ -126,7 +126,9 @@ async def _run(
     if not entered:
         ctx.enter_resume(agent)
     replay = _Replay(ctx)
-    path, depth, history = ctx.run_path, ctx.depth, ctx.lane_history
+    skip, emitted = replay.skip, 0  # its own events: said before a pause, and seen now
+    path, depth = ctx.run_path, ctx.depth
+    history = ctx.lane_history if record else None
     events = agent.run(agent_input, ctx)
     try:
         while True:
@@ -136,7 +138,7 @@ async def _run(
             except StopAsyncIteration:
                 return
             except InterruptSignal as signal:
-                replay.pause()
+                replay.pause(emitted)
                 yield ctx.pause_event(signal.contexts)
                 return
             except Exception as exc:
@@ -147,13 +149,13 @@ async def _run(
             if event.error is not None:
                 pass
             elif event.action is not None and is_pause(event, depth):
-                replay.pause()
-            elif event.run_path == path and event.depth == depth:  # one of its own
-                replay.emitted += 1
-                if replay.emitted <= replay.skip:
+                replay.pause(emitted)
+            elif event.depth == depth and event.run_path == path:  # one of its own
+                emitted += 1
+                if emitted <= skip:
                     continue  # said before the pause
                 output = event.output
-                if record and output is not None and output.message is not None:
+                if history is not None and output is not None and output.message is not None:
                     history.append((event.agent_name, output.message))
             yield event
     finally:
@@ -173,20 +175,20 @@ class _Replay:
     the agent pauses, at its place in the run.
     """
 
-    __slots__ = ("ctx", "emitted", "paused", "skip")
+    __slots__ = ("ctx", "paused", "skip")
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         saved = ctx.take_record("replay", ReplayRecord)
         self.skip = 0 if saved is None else saved.emitted  # own events seen before the pause
-        self.emitted = 0  # own events in this run of the agent, passed on or not
         self.paused = False
 
-    def pause(self) -> None:
-        """The agent paused: keep its count if it will run again from its start."""
+    def pause(self, emitted: int) -> None:
+        """The agent paused, having emitted `emitted` events of its own in this run of it
+        (passed on or not): keep the count if it will run again from its start."""
         self.paused = True
-        if self.emitted and not self.ctx.keeps_state(besides="replay"):
-            self.ctx.keep_record("replay", ReplayRecord(emitted=self.emitted))
+        if emitted and not self.ctx.keeps_state(besides="replay"):
+            self.ctx.keep_record("replay", ReplayRecord(emitted=emitted))
 
     def close(self) -> None:
         """The agent ended: forget the count unless it paused."""

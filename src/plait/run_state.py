@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from plait._tasks import current_task
 from plait.errors import (
     MaxHandoffsExceeded,
     MaxStepsExceeded,
@@ -375,12 +376,13 @@ class CallGuard:
         self._cancelling = 0
 
     def __enter__(self) -> CallGuard:
-        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        task = current_task(loop)
         if task is None:  # not in a task: nothing to cancel
             return self
         self._task, self._cancelling = task, task.cancelling()
         if self.limit is not None:
-            self._handle = task.get_loop().call_later(self.limit, self._fire, "timeout")
+            self._handle = loop.call_later(self.limit, self._fire, "timeout")
         self._run.guards.add(self)
         return self
 

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
+from plait._tasks import current_task
 from plait.checkpoint import Checkpoint, Lease
 from plait.context import RunContext
 from plait.errors import (
@@ -237,7 +238,8 @@ class RunStream:
 
     async def __anext__(self) -> AgentEvent:
         keep = self._filter
-        self._consumer = asyncio.current_task()
+        loop = self._loop
+        self._consumer = asyncio.current_task() if loop is None else current_task(loop)
         self._busy = True
         try:
             while True:
@@ -366,8 +368,23 @@ class RunStream:
             self._finish()
             raise
         self._last_event = event
-        action = event.action
-        if event.depth == 0 and action is not None and action.interrupted and event.error is None:
+        action, error = event.action, event.error
+        if action is None and error is None:  # the common case: note an output, inline
+            output = event.output
+            if (
+                output is not None
+                and event.depth == 0
+                and (output.message or output.custom is not None)
+            ):
+                self._last_output = event
+            if event.handoff is not None:
+                self._handoffs.append(event.handoff)
+            if self._turn is not None:
+                self._turn.note(event)
+            if self._paused:
+                await self._close()
+            return event
+        if event.depth == 0 and action is not None and action.interrupted and error is None:
             event = await self._pause(event, ctx)
         if isinstance(event.error, ResumeError) and self._claimed is not None:
             await self._unclaim()

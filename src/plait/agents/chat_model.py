@@ -366,6 +366,7 @@ class ChatModelAgent:
                 agent = await agent._open_toolsets(toolsets, ctx)
             loop = _Loop(agent, input, ctx)
             step = loop.start()
+            emitting = agent._emitting
         except PlaitError as exc:
             if toolsets is not None:
                 await toolsets.aclose()
@@ -384,19 +385,25 @@ class ChatModelAgent:
                                     yield event
                         # decided once the caller has seen the step's events (a stop asked for
                         # then is honoured at once)
-                        events, step = await loop.after_call()
+                        decided = loop.decide_call()
+                        events, step = decided or await loop.after_call()
                     case RunTools(calls):
                         if loop.resumed_tools and (stop := await loop.save_resumed(calls)):
                             yield stop  # asked to stop before the resumed round ran
                             return
-                        if loop.is_simple(calls):  # one tool that passes no events up
-                            for event in await loop.one_tool(calls[0]):
-                                yield event
+                        # one call of a tool that passes no events up, none done before
+                        if len(calls) == 1 and not loop.done and calls[0].name not in emitting:
+                            rnd = loop.round = Round()
+                            outcome = await agent._calls.run(calls[0], ctx, 0, loop.hooks)
+                            shown = agent._calls.accept(outcome, ctx, rnd)
+                            if shown is not None:
+                                yield shown
                         else:
                             async with aclosing(loop.tool_round(calls)) as live:
                                 async for event in live:
                                     yield event
-                        events, step = await loop.after_round()
+                        decided = loop.decide_round()
+                        events, step = decided or await loop.after_round()
                     case Final() | Transfer():
                         ctx.drop_record("react")
                         return
@@ -430,6 +437,8 @@ class _Loop:
         "reply",
         "resumed_tools",
         "round",
+        "run",
+        "teams",
     )
 
     def __init__(self, agent: ChatModelAgent, agent_input: AgentInput, ctx: RunContext) -> None:
@@ -447,6 +456,8 @@ class _Loop:
         self.check = None if output is None else OutputCheck(output, agent.name, agent._final_tool)
         self.answer: list[AgentEvent] = []  # the events of a structured answer, to yield
         self.resumed_tools = False  # the run resumes in a round of tool calls
+        self.run = ctx.run_state()  # its flags and counters, read on every step
+        self.teams = ctx.under_budgets  # team budgets apply
         ctx.chat_model = agent.model  # what the hooks see of the model (tracing names it)
 
     def start(self) -> Step:
@@ -490,20 +501,16 @@ class _Loop:
         )
         self.ctx.keep_record("react", record)
 
-    def is_simple(self, calls: tuple[ToolCall, ...]) -> bool:
-        """Whether a round's events can be collected and then yielded: one tool call that
-        passes no events up, with nothing done before a pause."""
-        return len(calls) == 1 and calls[0].name not in self.agent._emitting and not self.done
-
     def _before_call(self) -> PlaitError | None:
         """Count the call against the agent's and the teams' limits."""
         if self.calls_made >= self.agent.max_iterations:
             return MaxIterationsExceeded(agent_name=self.agent.name, limit=self.calls_made)
         self.calls_made += 1
-        try:
-            self.ctx.check_steps()  # a team's total_max_steps
-        except PlaitError as exc:
-            return exc
+        if self.teams:
+            try:
+                self.ctx.check_steps()  # a team's total_max_steps
+            except PlaitError as exc:
+                return exc
         return None
 
     async def _open_call(self, box: Reply) -> PlaitError | None:
@@ -552,16 +559,42 @@ class _Loop:
 
     async def model_call(self) -> list[AgentEvent]:
         """Call the model once (not streaming); return its events."""
-        ctx, box = self.ctx, Reply()
-        error = await self._open_call(box)
+        ctx, box, hooks = self.ctx, Reply(), self.hooks
+        if hooks.before_model or hooks.during_model or self.run.interceptor is not None:
+            error = await self._open_call(box)
+            if error is not None:
+                return [*box.events, ctx.event(error=error)]
+            if box.paused:
+                return list(box.events)
+            await self._generate(box)
+            if box.message is None:
+                return list(box.events)
+            return [*box.events, ctx.event(message=box.message)]
+        # the common case, inline (one frame): count the call, then make it
+        self.reply = box
+        error = self._before_call()
         if error is not None:
-            return [*box.events, ctx.event(error=error)]
-        if box.paused:
-            return list(box.events)
-        await self._generate(box)
-        if box.message is None:
-            return list(box.events)
-        return [*box.events, ctx.event(message=box.message)]
+            box.refused = error
+            return [ctx.event(error=error)]
+        self.run.requests += 1
+        agent = self.agent
+        try:
+            reply = await agent.model.generate(
+                self.messages, tools=agent._tool_infos, **self.options
+            )
+        except Exception as exc:
+            box.error = model_error(agent.name, exc)
+            return []
+        if not isinstance(reply, Message):
+            box.error = wrong_output(
+                agent.model, agent.name, "generate() returned", reply, "a Message"
+            )
+            return []
+        calls = reply.tool_calls
+        if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique
+            reply = unique_ids(reply, ctx.ids.new_id)
+        box.message = reply
+        return [ctx.event(message=reply)]
 
     async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
         """Call the model once, streaming: its streaming event comes first."""
@@ -583,6 +616,30 @@ class _Loop:
             async for event in chunks:
                 yield event
 
+    def decide_call(self) -> tuple[Sequence[AgentEvent], Step] | None:
+        """`after_call` in the common case, without awaiting: a reply no hook sees, under no
+        team budget, of an agent with no structured output, with no stop asked for and no
+        step saves; None in any other case (await `after_call`)."""
+        box, run = self.reply, self.run
+        reply = box.message
+        if (
+            reply is None
+            or box.refused is not None
+            or box.paused
+            or self.hooks.after_model
+            or self.teams
+            or self.check is not None
+            or run.cancel_requested
+            or run.durability == "step"
+        ):
+            return None
+        self.ctx.record_model_call(reply.usage)  # it cannot raise: no team budget applies
+        self.messages.append(reply)
+        if reply.tool_calls:
+            return (), RunTools(reply.tool_calls)
+        self.agent._store_output(self.ctx, reply.content)
+        return (), Final(reply)
+
     async def after_call(self) -> tuple[list[AgentEvent], Step]:
         """Take the reply and decide the next step; a stop request is honoured here."""
         ctx, box = self.ctx, self.reply
@@ -597,7 +654,10 @@ class _Loop:
         step = await self._take_reply(box, box.message)
         if isinstance(step, Fail):
             return [ctx.event(error=step.error)], step
-        if isinstance(step, RunTools) and (ctx.cancel_requested or self._journals(step)):
+        run = self.run
+        if isinstance(step, RunTools) and (
+            run.cancel_requested or (run.durability == "step" and self._journals(step))
+        ):
             self._save("tools")  # a safe point before tools (the reply of a "once" call kept)
             stop = await ctx.safe_point()
             if stop is not None:
@@ -719,14 +779,6 @@ class _Loop:
                 reply = replaced
         return reply if reply is given else unique_ids(reply, self.ctx.ids.new_id)
 
-    async def one_tool(self, call: ToolCall) -> list[AgentEvent]:
-        """Run one tool call (the only one of the round); return its events."""
-        agent, ctx, rnd = self.agent, self.ctx, Round()
-        outcome = await agent._calls.run(call, ctx, 0, self.hooks)
-        event = agent._calls.accept(outcome, ctx, rnd)
-        self.round = rnd
-        return [event] if event is not None else []
-
     async def tool_round(self, calls: tuple[ToolCall, ...]) -> AsyncGenerator[AgentEvent, None]:
         """Run a round of tool calls concurrently, passing events up live."""
         rnd = Round(self.done)
@@ -735,6 +787,26 @@ class _Loop:
             async for event in live:
                 yield event
         self.round = rnd
+
+    def decide_round(self) -> tuple[Sequence[AgentEvent], Step] | None:
+        """`after_round` in the common case, without awaiting: one result, shown, of an
+        agent with no structured output, with no stop asked for and no step saves (the
+        model is called again); None in any other case (await `after_round`)."""
+        rnd, run = self.round, self.run
+        outcomes = rnd.outcomes
+        if (
+            len(outcomes) != 1
+            or rnd.failed
+            or rnd.stopped
+            or rnd.interrupts
+            or rnd.direct is not None
+            or self.check is not None
+            or run.cancel_requested
+            or run.durability == "step"
+        ):
+            return None
+        self.messages.append(outcomes[0].message)
+        return (), CALL_MODEL
 
     async def after_round(self) -> tuple[list[AgentEvent], Step]:
         """Decide what a finished round of tool calls leads to: fail, pause, answer, hand

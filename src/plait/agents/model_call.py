@@ -23,15 +23,14 @@ class Reply:
     """The model's reply to one call, or why there is none (and, when hooks see the call,
     its request)."""
 
-    __slots__ = ("error", "events", "message", "paused", "refused", "request")
-
-    def __init__(self) -> None:
-        self.request: ModelRequest | None = None
-        self.events: list[AgentEvent] | tuple[()] = ()  # what `before_model` hooks passed up
-        self.message: Message | None = None
-        self.error: PlaitError | None = None
-        self.refused: PlaitError | None = None  # the call could not be made (a limit)
-        self.paused: tuple[InterruptCtx, ...] = ()  # a hook paused the run before the call
+    # Defaults on the class, immutable, set on an instance only when they change: a new
+    # Reply is made on every model call and costs no `__init__` call.
+    request: ModelRequest | None = None
+    events: list[AgentEvent] | tuple[()] = ()  # what `before_model` hooks passed up
+    message: Message | None = None
+    error: PlaitError | None = None
+    refused: PlaitError | None = None  # the call could not be made (a limit)
+    paused: tuple[InterruptCtx, ...] = ()  # a hook paused the run before the call
 
 
 async def stream_reply(

@@ -9,7 +9,7 @@ the round ends as stopped, to be saved and resumed (the stopped calls then run a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -128,7 +128,10 @@ class ToolCalls:
         if outcome.fatal is not None:
             rnd.failed = True
             return ctx.event(error=outcome.fatal)
-        if outcome.call.name in self.return_directly or outcome.ends_turn:
+        action = outcome.action  # one that exits or transfers ends the turn (`ends_turn`)
+        if outcome.call.name in self.return_directly or (
+            action is not None and (action.exit or action.transfer_to_agent is not None)
+        ):
             held = rnd.direct
             if held is None or outcome.index > held.index:
                 rnd.direct = outcome
@@ -139,14 +142,14 @@ class ToolCalls:
             return None  # finished before the pause: its event was already seen
         return ctx.event(message=outcome.message, action=outcome.action)
 
-    async def run(
+    def run(
         self,
         call: ToolCall,
         ctx: RunContext,
         index: int,
         hooks: HookChain,
         emit: Emit | None = None,
-    ) -> Outcome:
+    ) -> Awaitable[Outcome]:
         """Run one tool call through the tool hooks; failures become an outcome (a hook's
         error ends the run). A `before_tool` hook runs in the call's context: it may pause
         the run there (`ctx.interrupt`) before the tool runs.
@@ -156,6 +159,13 @@ class ToolCalls:
         tctx = ctx.for_tool(call.name, call.id)
         if emit is not None:
             tctx.set_emit(emit)
+        if hooks.before_tool or hooks.after_tool:
+            return self._hooked(call, tctx, index, hooks)
+        return self._call(call, tctx, index)  # no hooks: one frame less
+
+    async def _hooked(
+        self, call: ToolCall, tctx: RunContext, index: int, hooks: HookChain
+    ) -> Outcome:
         if hooks.before_tool:
             try:
                 checked = await call_in(tctx, _before_tool, hooks, tctx, call)
@@ -165,17 +175,16 @@ class ToolCalls:
                 message = Message.tool("", call.id, name=call.name)
                 return Outcome(index, call, message, interrupts=checked.contexts)
             call = checked
-        tctx.count_tool_call()
         outcome = await self._call(call, tctx, index)
-        if outcome.interrupts or outcome.stopped:
-            tctx.count_tool_call(-1)  # it runs again on the resume, and counts then
         if hooks.after_tool and outcome.fatal is None and not outcome.interrupts:
             if not outcome.stopped:
                 return await _after_tool(hooks, tctx, outcome)
         return outcome
 
     async def _call(self, call: ToolCall, tctx: RunContext, index: int) -> Outcome:
-        """Call the tool; failures, pauses and stops become an outcome."""
+        """Call the tool, counted while it runs; failures, pauses and stops become an
+        outcome."""
+        tctx.count_tool_call()
         tool = self._tools.get(call.name)
         if tool is not None and (tap := tctx.interceptor) is not None:
             tool = tap.tool(tctx, tool)  # a cassette answers the call, or records it
@@ -184,15 +193,33 @@ class ToolCalls:
         if tool is None:
             content, fatal = self._unknown_tool(call)
         else:
+            # the call runs in its guard; it ends without a result (None) when a stop of the
+            # run cut it short or came before it started, and past its timeout it fails
+            result: str | ToolResult | Interrupted | None = None
             try:
-                result = await self._guarded(tool, call, tctx)
+                if not tctx.cancel_requested:
+                    limit = self._limits.get(call.name)
+                    gate = self._gates.get(call.name)
+                    ended = False  # the call returned (else its guard stopped it)
+                    with tctx.guard(limit) as guard:
+                        if gate is None:
+                            result = await call_in(tctx, tool.call, call.arguments, tctx)
+                        else:
+                            result = await call_in(tctx, gated_call, tool, *gate, call, tctx)
+                        ended = True
+                    if not ended and guard.reason == "timeout" and limit is not None:
+                        raise ToolTimeout(
+                            tool_name=call.name, limit=limit, call_id=call.id, agent_name=self.name
+                        )
             except Exception as exc:
                 tctx.tool_error = exc  # seen by the `after_tool` hooks
                 content, fatal = self._tool_failure(call, exc)
             else:
                 if result is None:
+                    tctx.count_tool_call(-1)  # it runs again on the resume, and counts then
                     return Outcome(index, call, Message.tool("", call.id), stopped=True)
                 if isinstance(result, Interrupted):
+                    tctx.count_tool_call(-1)
                     message = Message.tool("", call.id, name=call.name)
                     return Outcome(index, call, message, interrupts=result.contexts)
                 if isinstance(result, ToolResult):
@@ -206,23 +233,6 @@ class ToolCalls:
             content, action, fatal = self._stray_transfer(call, action.transfer_to_agent)
         message = Message.tool(content, call.id, name=call.name)
         return Outcome(index, call, message, action, fatal)
-
-    async def _guarded(
-        self, tool: Tool, call: ToolCall, tctx: RunContext
-    ) -> str | ToolResult | Interrupted | None:
-        """Call the tool in its guard; None when a stop of the run cut it short (or came
-        before it started). Past its timeout, raise `ToolTimeout`."""
-        if tctx.cancel_requested:
-            return None
-        limit = self._limits.get(call.name)
-        gate = self._gates.get(call.name)
-        with tctx.guard(limit) as guard:
-            if gate is None:
-                return await call_in(tctx, tool.call, call.arguments, tctx)
-            return await call_in(tctx, gated_call, tool, *gate, call, tctx)
-        if guard.reason == "cancel" or limit is None:
-            return None
-        raise ToolTimeout(tool_name=call.name, limit=limit, call_id=call.id, agent_name=self.name)
 
     def _unknown_tool(self, call: ToolCall) -> tuple[str, PlaitError | None]:
         names = ", ".join(self._tools) or "(none)"

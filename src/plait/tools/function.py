@@ -77,6 +77,11 @@ class FunctionTool:
 
         self._validation_error = ValidationError
         self._args_model = self._build_args_model(fn, description)
+        # the model's validator, called directly: `model_validate_json` without its wrapper
+        self._validate_json = self._args_model.__pydantic_validator__.validate_json
+        import pydantic_core
+
+        self._to_json = pydantic_core.to_json
 
     def _build_args_model(self, fn: Callable[..., Any], description: str | None) -> type[BaseModel]:
         import docstring_parser
@@ -126,7 +131,7 @@ class FunctionTool:
         """Validate the arguments, run the function (`ctx` given to the parameters that ask
         for it) and encode its result."""
         try:
-            args = self._args_model.model_validate_json(arguments_json or "{}", strict=True)
+            args = self._validate_json(arguments_json or "{}", strict=True)
         except self._validation_error as exc:
             raise InvalidToolArguments(
                 describe_invalid_arguments(exc, self.name),
@@ -134,16 +139,18 @@ class FunctionTool:
                 call_id=getattr(ctx, "tool_call_id", None),
                 agent_name=ctx.agent_name,
             ) from None
-        kwargs = dict(args.__dict__)
-        for pname in self._ctx_params:
-            kwargs[pname] = ctx
+        kwargs = args.__dict__
+        if self._ctx_params:
+            kwargs = dict(kwargs)
+            for pname in self._ctx_params:
+                kwargs[pname] = ctx
         if self._is_async:
             result = await self.fn(**kwargs)
         else:
             result = await run_in_thread(self.fn, **kwargs)
-        if isinstance(result, str | ToolResult):
+        if isinstance(result, _TEXT_OR_RESULT):
             return result
-        return _encode(result)
+        return self._to_json(result, inf_nan_mode="strings").decode()  # JSON, NaN as "NaN"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly."""
@@ -153,10 +160,7 @@ class FunctionTool:
         return f"FunctionTool({self.name!r})"
 
 
-def _encode(value: Any) -> str:
-    import pydantic_core
-
-    return pydantic_core.to_json(value, inf_nan_mode="strings").decode()
+_TEXT_OR_RESULT = (str, ToolResult)  # what a tool's function returns as it is
 
 
 _MAX_PROBLEMS = 10  # the most schema mismatches one error message lists
