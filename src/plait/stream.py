@@ -244,9 +244,34 @@ class RunStream:
         try:
             while True:
                 try:
-                    event = await (
-                        self._next_held() if self._turn is not None else self._next_event()
-                    )
+                    events = self._agent_events
+                    if self._turn is None and self._prepare is None and not self._finished:
+                        # under way, no session: `_next_event` inline (one frame less)
+                        assert events is not None
+                        try:
+                            event = await anext(events)
+                        except StopAsyncIteration:
+                            event = await self._ended()
+                        except BaseException:
+                            self._finish()
+                            raise
+                        if event.action is None and event.error is None and not self._paused:
+                            self._last_event = event  # `_after_event` of a plain event, inline
+                            output = event.output
+                            if (
+                                output is not None
+                                and event.depth == 0
+                                and (output.message or output.custom is not None)
+                            ):
+                                self._last_output = event
+                            if event.handoff is not None:
+                                self._handoffs.append(event.handoff)
+                        else:
+                            event = await self._after_event(event)
+                    elif self._turn is not None:
+                        event = await self._next_held()
+                    else:
+                        event = await self._next_event()
                 except StopAsyncIteration:
                     if self._result is None and self._setup.hooks.after_run:
                         await self._after_run()
@@ -355,35 +380,32 @@ class RunStream:
             raise StopAsyncIteration
         if self._prepare is not None:
             await self._start()
-        ctx = self._ctx
-        assert ctx is not None and self._agent_events is not None
+        assert self._agent_events is not None
         try:
             event = await anext(self._agent_events)
         except StopAsyncIteration:
-            failure = await self._completed()
-            if failure is None:
-                raise
-            event = ctx.event(error=failure)  # the run ended but its records were not kept
+            event = await self._ended()
         except BaseException:
             self._finish()
             raise
+        return await self._after_event(event)
+
+    async def _ended(self) -> AgentEvent:
+        """The agent's events ended: raise StopAsyncIteration, or return the error event
+        of a run whose records could not be kept."""
+        failure = await self._completed()
+        if failure is None:
+            raise StopAsyncIteration
+        assert self._ctx is not None
+        return self._ctx.event(error=failure)
+
+    async def _after_event(self, event: AgentEvent) -> AgentEvent:
+        """Take `event` into the run: a pause is saved, an error or a pause ends the run, an
+        output is noted (and the session's turn notes it)."""
+        ctx = self._ctx
+        assert ctx is not None
         self._last_event = event
         action, error = event.action, event.error
-        if action is None and error is None:  # the common case: note an output, inline
-            output = event.output
-            if (
-                output is not None
-                and event.depth == 0
-                and (output.message or output.custom is not None)
-            ):
-                self._last_output = event
-            if event.handoff is not None:
-                self._handoffs.append(event.handoff)
-            if self._turn is not None:
-                self._turn.note(event)
-            if self._paused:
-                await self._close()
-            return event
         if event.depth == 0 and action is not None and action.interrupted and error is None:
             event = await self._pause(event, ctx)
         if isinstance(event.error, ResumeError) and self._claimed is not None:

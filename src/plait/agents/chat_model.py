@@ -22,7 +22,7 @@ from plait.agents.model_call import Reply, model_error, stream_reply, wrong_outp
 from plait.agents.structured import FINAL_RESULT, FinalResultTool, OutputCheck, StructuredOutput
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
 from plait.checkpoint import DoneCall, ReactRecord
-from plait.context import Emit, RunContext, inside
+from plait.context import Emit, RunContext, inside, message_event
 from plait.errors import (
     MaxIterationsExceeded,
     ModelError,
@@ -572,12 +572,15 @@ class _Loop:
             return [*box.events, ctx.event(message=box.message)]
         # the common case, inline (one frame): count the call, then make it
         self.reply = box
-        error = self._before_call()
-        if error is not None:
-            box.refused = error
-            return [ctx.event(error=error)]
-        self.run.requests += 1
         agent = self.agent
+        if self.teams or self.calls_made >= agent.max_iterations:
+            error = self._before_call()  # a limit may refuse the call
+            if error is not None:
+                box.refused = error
+                return [ctx.event(error=error)]
+        else:
+            self.calls_made += 1  # `_before_call`, inline
+        self.run.requests += 1
         try:
             reply = await agent.model.generate(
                 self.messages, tools=agent._tool_infos, **self.options
@@ -594,7 +597,8 @@ class _Loop:
         if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique
             reply = unique_ids(reply, ctx.ids.new_id)
         box.message = reply
-        return [ctx.event(message=reply)]
+        role = "tool" if reply.role == "tool" else "assistant"  # as `ctx.event` makes it
+        return [message_event(ctx.agent_name, ctx.run_path, ctx.depth, role, reply, None)]
 
     async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
         """Call the model once, streaming: its streaming event comes first."""
@@ -633,7 +637,10 @@ class _Loop:
             or run.durability == "step"
         ):
             return None
-        self.ctx.record_model_call(reply.usage)  # it cannot raise: no team budget applies
+        if reply.usage is None:
+            run.model_calls += 1  # all `record_model_call` counts then
+        else:
+            self.ctx.record_model_call(reply.usage)  # it cannot raise: no team budget applies
         self.messages.append(reply)
         if reply.tool_calls:
             return (), RunTools(reply.tool_calls)

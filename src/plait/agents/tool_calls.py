@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from plait._quote import quote
-from plait.context import Emit, RunContext
+from plait.context import Emit, RunContext, message_event
 from plait.effects import gated_call
 from plait.errors import (
     InvalidToolArguments,
@@ -140,7 +140,9 @@ class ToolCalls:
                 outcome = held  # superseded: emitted now, like any other result
         if outcome.index in rnd.done:
             return None  # finished before the pause: its event was already seen
-        return ctx.event(message=outcome.message, action=outcome.action)
+        return message_event(
+            ctx.agent_name, ctx.run_path, ctx.depth, "tool", outcome.message, outcome.action
+        )
 
     def run(
         self,
@@ -184,9 +186,10 @@ class ToolCalls:
     async def _call(self, call: ToolCall, tctx: RunContext, index: int) -> Outcome:
         """Call the tool, counted while it runs; failures, pauses and stops become an
         outcome."""
-        tctx.count_tool_call()
+        run = tctx.run_state()
+        run.tool_calls += 1  # `count_tool_call`, inline
         tool = self._tools.get(call.name)
-        if tool is not None and (tap := tctx.interceptor) is not None:
+        if tool is not None and (tap := run.interceptor) is not None:
             tool = tap.tool(tctx, tool)  # a cassette answers the call, or records it
         action: AgentAction | None = None
         fatal: PlaitError | None = None
@@ -197,7 +200,7 @@ class ToolCalls:
             # run cut it short or came before it started, and past its timeout it fails
             result: str | ToolResult | Interrupted | None = None
             try:
-                if not tctx.cancel_requested:
+                if not run.cancel_requested:
                     limit = self._limits.get(call.name)
                     gate = self._gates.get(call.name)
                     ended = False  # the call returned (else its guard stopped it)
@@ -216,10 +219,10 @@ class ToolCalls:
                 content, fatal = self._tool_failure(call, exc)
             else:
                 if result is None:
-                    tctx.count_tool_call(-1)  # it runs again on the resume, and counts then
+                    run.tool_calls -= 1  # it runs again on the resume, and counts then
                     return Outcome(index, call, Message.tool("", call.id), stopped=True)
                 if isinstance(result, Interrupted):
-                    tctx.count_tool_call(-1)
+                    run.tool_calls -= 1
                     message = Message.tool("", call.id, name=call.name)
                     return Outcome(index, call, message, interrupts=result.contexts)
                 if isinstance(result, ToolResult):
