@@ -41,7 +41,18 @@ class MessageStream:
     message (`collect()`).
     """
 
-    __slots__ = ("_buf", "_busy", "_done", "_error", "_merged", "_on_error", "_src", "_wake")
+    __slots__ = (
+        "_buf",
+        "_busy",
+        "_done",
+        "_error",
+        "_merged",
+        "_on_error",
+        "_puller",
+        "_src",
+        "_stopped",
+        "_wake",
+    )
 
     def __init__(
         self,
@@ -58,6 +69,8 @@ class MessageStream:
         self._merged: Message | None = None
         self._busy = False
         self._wake: asyncio.Future[None] | None = None
+        self._puller: asyncio.Task[Any] | None = None  # the task reading the source now
+        self._stopped = False
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self._read()
@@ -80,6 +93,7 @@ class MessageStream:
                 await asyncio.shield(self._wake)
             else:
                 self._busy = True
+                self._puller = asyncio.current_task()
                 try:
                     chunk = await self._src.__anext__()  # type: ignore[union-attr]
                 except StopAsyncIteration:
@@ -88,6 +102,8 @@ class MessageStream:
                     self._done = True
                     self._error = self._on_error(exc) if self._on_error is not None else exc
                 except BaseException:
+                    if self._stopped and self._uncancel():  # `stop()` cut the read short
+                        continue
                     self._done = True
                     self._error = RunCancelled("the stream was cancelled before the model finished")
                     raise
@@ -95,8 +111,34 @@ class MessageStream:
                     buf.append(chunk)
                 finally:
                     self._busy = False
+                    self._puller = None
                     if self._wake is not None:
                         self._wake_readers()
+
+    def stop(self) -> None:
+        """End the stream now, as a run that is asked to stop does: a read of the source in
+        flight is cut short, readers get `RunCancelled` after the chunks received so far,
+        and `stopped` becomes true (call this on the stream's event loop)."""
+        if self._done:
+            return
+        self._stopped = True
+        self._done = True
+        self._error = RunCancelled("the run was stopped while the model was writing")
+        puller = self._puller
+        if puller is not None and not puller.done():
+            puller.cancel()
+        self._wake_readers()
+
+    def _uncancel(self) -> bool:
+        """Take back the cancellation `stop()` sent to the reading task; False when the task
+        is being cancelled by someone else too."""
+        task = asyncio.current_task()
+        return task is not None and task.uncancel() == 0
+
+    @property
+    def stopped(self) -> bool:
+        """Whether `stop()` ended the stream before the model finished."""
+        return self._stopped
 
     @property
     def done(self) -> bool:
@@ -130,15 +172,16 @@ class MessageStream:
         return self._merged
 
     async def aclose(self) -> None:
-        """Stop reading the source; readers waiting for more get `RunCancelled`."""
-        if self._done:
-            return
-        self._done = True
-        self._error = RunCancelled("the stream was closed before the model finished")
-        src = self._src
-        aclose = getattr(src, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        """Stop reading the source and close it; readers waiting for more get
+        `RunCancelled`."""
+        if not self._done or self._stopped:
+            if not self._done:
+                self._done = True
+                self._error = RunCancelled("the stream was closed before the model finished")
+            src, self._src = self._src, None
+            aclose = getattr(src, "aclose", None)
+            if aclose is not None:
+                await aclose()
         self._wake_readers()
 
     def _wake_readers(self) -> None:

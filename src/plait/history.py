@@ -51,7 +51,14 @@ def whole(variant: MessageVariant) -> Message:
 
 def whole_messages(records: Iterable[HistoryRecord]) -> list[tuple[str, Message]]:
     """Return the records as (author, whole message) pairs."""
-    return [(author, whole(variant)) for author, variant in records]
+    return [(author, whole(variant)) for author, variant in records if not dropped(variant)]
+
+
+def dropped(variant: MessageVariant) -> bool:
+    """Whether `variant` is a model reply cut short by a stop: it is asked for again on the
+    resume, so no history, session or checkpoint keeps it."""
+    stream = variant.stream
+    return stream is not None and stream.stopped
 
 
 def as_records(pairs: Iterable[tuple[str, Message]]) -> list[HistoryRecord]:
@@ -80,6 +87,8 @@ def history_for(
             for a, m in zip(root_authors, root_input, strict=True)
         ]
     for author, variant in history:
+        if dropped(variant):
+            continue
         message = whole(variant)
         messages.append(message if author == agent_name else rewrite_message(author, message))
     return messages

@@ -58,6 +58,13 @@ class SavedOptions(Protocol):
         ...
 
 
+class Stoppable(Protocol):
+    """A call in flight that a stop request ends (a tool call's guard, a model's stream)."""
+
+    def stop_soon(self) -> None:
+        """End the call as soon as the event loop can."""
+
+
 class Interceptor(Protocol):
     """What stands between a run's agents and their models and tools (`plait.cassette`): each
     model and tool call goes to the object it returns instead of the agent's own."""
@@ -175,7 +182,7 @@ class RunState:
         self.hooks = NO_HOOKS  # the runner's hooks (`plait.hooks`)
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
-        self.guards: set[CallGuard] = set()  # the tool calls in flight
+        self.guards: set[Stoppable] = set()  # the tool and model calls in flight
         self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
         self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
         self.extras: dict[str, Any] | None = None  # kept by process-wide hooks, never saved

@@ -23,7 +23,7 @@ from plait._json import dump_plain, load_plain, to_json
 from plait._typed import restore_types, value_types
 from plait.errors import CheckpointCorrupt, SessionConflict
 from plait.events import AgentEvent, HandoffLog
-from plait.history import USER
+from plait.history import USER, dropped
 from plait.messages import Message
 from plait.stores.base import SessionStore
 
@@ -125,7 +125,8 @@ class SessionTurn:
         """Turn the remembered events into messages (streams are complete by now)."""
         for event in self._pending:
             assert event.message is not None
-            self.turn.append((event.agent_name, await event.message.get_message()))
+            if not dropped(event.message):
+                self.turn.append((event.agent_name, await event.message.get_message()))
         self._pending.clear()
 
     async def settle_failed(self) -> None:

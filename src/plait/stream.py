@@ -168,6 +168,7 @@ class RunStream:
         self._resumed_from = resumed_from
         self._turn: SessionTurn | None = None
         self._held: AgentEvent | None = None
+        self._upcoming: AgentEvent | None = None  # a streamed message, passed on next
         self._events: list[AgentEvent] = []
         self._last_output: AgentEvent | None = None
         self._error: PlaitError | None = None
@@ -260,6 +261,8 @@ class RunStream:
                             self._note(event)
                         else:
                             event = await self._after_event(event)
+                    elif self._upcoming is not None:
+                        event, self._upcoming = self._upcoming, None
                     elif self._turn is not None:
                         event = await self._next_held()
                     else:
@@ -278,15 +281,27 @@ class RunStream:
                 idle.set()
 
     async def _next_held(self) -> AgentEvent:
-        """With a session, hold one event back so the session is written before the last."""
-        if self._held is None:
-            self._held = await self._next_event()
+        """With a session, hold one event back so the session is written before the last.
+
+        A streamed message is passed on at once, so its text reaches the reader as the model
+        writes it; when it is the run's last event, the session is written before the run's
+        events end (before `StopAsyncIteration`)."""
         current = self._held
+        if current is None:
+            current = await self._next_event()
+            if _streams(current):
+                return current
         try:
-            self._held = await self._next_event()
+            upcoming = await self._next_event()
         except StopAsyncIteration:
             self._held = None
             self._turn = None
+            return current
+        if _streams(upcoming):
+            self._held = None
+            self._upcoming = upcoming
+        else:
+            self._held = upcoming
         return current
 
     async def _start(self) -> None:
@@ -683,3 +698,9 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def _streams(event: AgentEvent) -> bool:
+    """Tell whether `event` carries a message that is still being streamed."""
+    output = event.output
+    return output is not None and output.message is not None and output.message.is_streaming

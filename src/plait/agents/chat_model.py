@@ -41,6 +41,7 @@ from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel, supports_output_schema
 from plait.models.spec import resolve_model
 from plait.options import RunOptions
+from plait.run_state import CallGuard
 from plait.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
 from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, Toolset, check_timeout
 from plait.tools.function import FunctionTool
@@ -580,13 +581,19 @@ class _Loop:
                 return [ctx.event(error=error)]
         else:
             self.calls_made += 1  # `_before_call`, inline
-        self.run.requests += 1
+        run = self.run
+        run.requests += 1
+        guard = CallGuard(run, None)  # a stop request ends the call in flight
         try:
-            reply = await agent.model.generate(
-                self.messages, tools=agent._tool_infos, **self.options
-            )
+            with guard:
+                reply = await agent.model.generate(
+                    self.messages, tools=agent._tool_infos, **self.options
+                )
         except Exception as exc:
             box.error = model_error(agent.name, exc)
+            return []
+        if guard.reason is not None:
+            box.stopped = True
             return []
         if not isinstance(reply, Message):
             box.error = wrong_output(
@@ -655,6 +662,11 @@ class _Loop:
         if box.paused:  # a `before_model` hook paused the run: the call is made on resume
             self._save("model")
             return [ctx.pause_event(box.paused)], Pause(box.paused)
+        if box.stopped:  # stopped while the model wrote: asked again on resume
+            self.calls_made -= 1
+            self._save("model")
+            stop = await ctx.safe_point()
+            return [stop or ctx.event(error=RunCancelled("the run was cancelled"))], Fail()
         if box.message is None:
             error = box.error or ModelError("the model gave no reply", agent_name=ctx.agent_name)
             return [ctx.event(error=error)], Fail(error)
@@ -695,6 +707,13 @@ class _Loop:
         return self.agent.model if tap is None else tap.model(self.ctx, self.agent.model)
 
     async def _generate(self, box: Reply) -> None:
+        guard = CallGuard(self.run, None)  # a stop request ends the call in flight
+        with guard:
+            await self._generate_unguarded(box)
+        if guard.reason is not None:
+            box.message, box.error, box.stopped = None, None, True
+
+    async def _generate_unguarded(self, box: Reply) -> None:
         agent, request, model = self.agent, box.request, self._model()
         try:
             if fns := self.hooks.during_model:  # the call runs alongside them, held till done

@@ -31,6 +31,7 @@ class Reply:
     error: PlaitError | None = None
     refused: PlaitError | None = None  # the call could not be made (a limit)
     paused: tuple[InterruptCtx, ...] = ()  # a hook paused the run before the call
+    stopped: bool = False  # the run was asked to stop while the model wrote: no reply
 
 
 async def stream_reply(
@@ -76,14 +77,36 @@ async def stream_reply(
         ids.chunk,
     )
     stream = MessageStream(chunks, on_error=lambda exc: model_error(name, exc))
+    stopper = _Stopper(stream)
+    run = ctx.run_state()
+    run.guards.add(stopper)
+    if run.cancel_requested:
+        stream.stop()
     try:
         yield ctx.event(output=streaming_output(stream))
         try:
             box.message = await stream.collect()
         except PlaitError as exc:
             box.error = exc
+        if stream.stopped:
+            box.message, box.error, box.stopped = None, None, True
     finally:
+        run.guards.discard(stopper)
         await stream.aclose()
+
+
+class _Stopper:
+    """What stops a streamed model call when the run is asked to stop (one of the run's
+    guards, as a tool call's `CallGuard` is)."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: MessageStream) -> None:
+        self.stream = stream
+
+    def stop_soon(self) -> None:
+        """End the model's stream now: the reply is dropped, and asked for again on resume."""
+        self.stream.stop()
 
 
 def model_error(name: str, exc: Exception) -> PlaitError:

@@ -1,0 +1,131 @@
+"""A model that is writing: its text streams at once, with or without a session, and a stop
+ends the call in flight (streamed or not), leaving a run that resumes and asks the model
+again, with nothing doubled in the session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+
+from plait import ChatModelAgent, Message, Runner
+from plait.errors import RunCancelled
+from plait.stores import MemoryStore
+from plait.tools.base import ToolInfo
+
+pytestmark = pytest.mark.timeout(90)
+
+
+class Writer:
+    """A model whose first reply writes "Hel", then waits for `gate` before "lo"; every
+    later reply is "again" at once. `writing` is set when the first chunk is out."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.writing = asyncio.Event()
+        self.calls = 0
+        self.stopped = 0  # calls that were cut short
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> Message:
+        """Answer whole: the first call waits for the gate."""
+        self.calls += 1
+        if self.calls == 1:
+            self.writing.set()
+            try:
+                await self.gate.wait()
+            except asyncio.CancelledError:
+                self.stopped += 1
+                raise
+            return Message.assistant("Hello")
+        return Message.assistant("again")
+
+    async def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> AsyncIterator[Message]:
+        """Answer in chunks: the first call stops after "Hel" until the gate opens."""
+        self.calls += 1
+        if self.calls > 1:
+            yield Message.assistant("again")
+            return
+        yield Message.assistant("Hel")
+        self.writing.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.stopped += 1
+            raise
+        yield Message.assistant("lo")
+
+
+async def _bounded(coro: Any) -> Any:
+    async with asyncio.timeout(20):  # what is fixed here hangs for good
+        return await coro
+
+
+def _texts(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in messages]
+
+
+async def test_streamed_text_reaches_the_reader_while_the_model_writes_with_a_session() -> None:
+    model = Writer()
+    store = MemoryStore()
+    runner = Runner(ChatModelAgent("A", model), store=store, enable_streaming=True)
+    stream = runner.query("hi", session_id="s1")
+    event = await _bounded(anext(stream))  # before the model finished
+    assert event.message is not None and event.message.stream is not None
+    chunks = aiter(event.message.stream)
+    first = await _bounded(anext(chunks))
+    assert first.content == "Hel"
+    assert not model.gate.is_set()
+    model.gate.set()
+    rest = [chunk.content async for chunk in chunks]
+    assert rest == ["lo"]
+    result = await _bounded(stream.collect())
+    assert result.final_output == "Hello"
+    session = await runner.sessions.get("s1")
+    assert session is not None
+    assert _texts(session.messages) == [("user", "hi"), ("assistant", "Hello")]
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_stop_while_the_model_writes_ends_the_call_and_the_run_resumes(
+    streaming: bool,
+) -> None:
+    model = Writer()
+    runner = Runner(ChatModelAgent("A", model), store=MemoryStore(), enable_streaming=streaming)
+    stream = runner.query("hi", session_id="s1")
+    consumer = asyncio.create_task(stream.collect())
+    await _bounded(model.writing.wait())
+    stream.cancel()
+    result = await _bounded(consumer)
+    assert isinstance(result.error, RunCancelled)
+    assert result.final_output is None
+    assert model.stopped == 1  # the call in flight was ended, not let finish
+    assert result.checkpoint_id == stream.checkpoint_id
+    session = await runner.sessions.get("s1")
+    assert session is None or ("assistant", "Hello") not in _texts(session.messages)
+    resumed = await _bounded(runner.resume(result.checkpoint_id).collect())
+    assert resumed.error is None
+    assert resumed.final_output == "again"
+    assert model.calls == 2  # asked again on resume
+    session = await runner.sessions.get("s1")
+    assert session is not None
+    assert _texts(session.messages) == [("user", "hi"), ("assistant", "again")]
+
+
+async def test_a_stop_asked_before_the_streamed_call_starts_makes_no_reply() -> None:
+    model = Writer()
+    model.gate.set()
+    runner = Runner(ChatModelAgent("A", model), store=MemoryStore(), enable_streaming=True)
+    stream = runner.query("hi")
+    stream.cancel()  # before the first event: the run stops at its first chance
+    result = await _bounded(stream.collect())
+    assert isinstance(result.error, RunCancelled)
+    assert result.final_output is None
+    assert model.calls == 0  # the model was never asked
+    resumed = await _bounded(runner.resume(result.checkpoint_id).collect())
+    assert resumed.final_output == "Hello"
