@@ -41,7 +41,7 @@ class Saver:
 
     async def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
         assert isinstance(ctx, AgentContext)
-        if ctx.load_state("count") is None:
+        if ctx.resume_info is None:  # the first run; on the resume the values must be there
             ctx.save_state("count", {"n": 1, "tags": ("a", "b")})
             ctx.save_state("cart", Cart(items=["pen"], total=2.5))
             yield ctx.event(message=Message.assistant("saved"))

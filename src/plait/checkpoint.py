@@ -171,11 +171,12 @@ class CustomRecord(_Record):
 
 
 class ReplayRecord(_Record):
-    """An agent that keeps no record of its own and runs again from its start when resumed:
-    how many of its own events it emitted before the pause (they are not emitted again)."""
+    """An agent that runs again from its start when resumed: how many of its own events it
+    emitted before the pause, and what they said (the same events are not emitted again)."""
 
     kind: Literal["replay"] = "replay"
     emitted: int
+    said: list[str] = []  # a digest of each of those events, in order (`plait.kernel`)
 
 
 class GraphJoin(_Record):

@@ -696,10 +696,10 @@ class RunContext:
         state; every pause and step save includes it until `drop_state`."""
         self._run.frames[(self.address, kind)] = record
 
-    def keeps_state(self, *, besides: str) -> bool:
-        """Whether a component at this place keeps a resume record (other than `besides`);
-        values kept with `save_state` count: that agent knows where it is."""
-        return any(a == self.address and k != besides for a, k in self._run.frames)
+    def keeps_state(self, *, besides: tuple[str, ...]) -> bool:
+        """Whether a component at this place keeps a resume record (other than those of the
+        kinds `besides`)."""
+        return any(a == self.address and k not in besides for a, k in self._run.frames)
 
     def drop_record(self, kind: str) -> None:
         """Forget this component's record: it finished its work."""

@@ -29,6 +29,9 @@ One run, and one resume, as calls:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -152,8 +155,10 @@ async def _run(
                 replay.pause(emitted)
             elif event.depth == depth and event.run_path == path:  # one of its own
                 emitted += 1
-                if emitted <= skip:
+                if emitted <= skip and replay.said_before(emitted, event):
                     continue  # said before the pause
+                skip = 0  # it says something new: from here on all is passed on
+                replay.own.append(event)
                 output = event.output
                 if history is not None and output is not None and output.message is not None:
                     history.append((event.agent_name, output.message))
@@ -168,32 +173,71 @@ async def _run(
 class _Replay:
     """What an agent emits again when it runs again from its start on a resume.
 
-    An agent that keeps no resume record of its own (a custom agent) cannot continue where
-    it paused: it runs again from its start. Its own events before the pause were seen
-    (and recorded in the history and the session) then, so the first that many of its own
-    events after the resume are not passed on again. The count is kept with the run when
-    the agent pauses, at its place in the run.
+    An agent that keeps no resume record of its own (a custom agent, with or without values
+    kept by `save_state`) cannot continue where it paused: it runs again from its start. Its
+    own events before the pause were seen (and recorded in the history and the session)
+    then, so after the resume its first own events are not passed on again as long as they
+    say what those did, in the same order; from the first that differs on, everything is.
+    The count and a digest of each event are kept with the run when the agent pauses, at
+    its place in the run.
     """
 
-    __slots__ = ("ctx", "paused", "skip")
+    __slots__ = ("ctx", "own", "paused", "said", "skip")
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         saved = ctx.take_record("replay", ReplayRecord)
         self.skip = 0 if saved is None else saved.emitted  # own events seen before the pause
+        self.said: list[str] = [] if saved is None else saved.said
+        self.own: list[AgentEvent] = []  # its own events passed on in this run of it
         self.paused = False
+
+    def said_before(self, n: int, event: AgentEvent) -> bool:
+        """Whether `event`, the agent's `n`-th own event, says what its `n`-th did before
+        the pause (a record without digests goes by the count alone)."""
+        said = self.said
+        if not said:
+            return True
+        return n <= len(said) and _digest(event) == said[n - 1]
 
     def pause(self, emitted: int) -> None:
         """The agent paused, having emitted `emitted` events of its own in this run of it
-        (passed on or not): keep the count if it will run again from its start."""
+        (passed on or not): keep them if it will run again from its start."""
         self.paused = True
-        if emitted and not self.ctx.keeps_state(besides="replay"):
-            self.ctx.keep_record("replay", ReplayRecord(emitted=emitted))
+        if emitted and not self.ctx.keeps_state(besides=_RUNS_AGAIN):
+            kept = emitted - len(self.own)  # dropped as said before: their digests stand
+            said = [*self.said[:kept], *(_digest(e) for e in self.own)]
+            self.ctx.keep_record("replay", ReplayRecord(emitted=emitted, said=said))
 
     def close(self) -> None:
         """The agent ended: forget the count unless it paused."""
         if not self.paused and self.skip:
             self.ctx.drop_record("replay")
+
+
+_RUNS_AGAIN = ("replay", "custom")  # records of an agent that runs again from its start
+
+
+def _digest(event: AgentEvent) -> str:
+    """Return what `event` says, as a short digest: its message (role, text, tool calls)
+    and its custom output."""
+    output = event.output
+    said: list[Any] = [event.agent_name]
+    if output is not None:
+        variant = output.message
+        if variant is not None:
+            message = variant.message
+            if message is None and variant.stream is not None and variant.stream.done:
+                with contextlib.suppress(Exception):
+                    message = variant.stream.merged()
+            if message is not None:
+                calls = [[c.name, c.arguments] for c in message.tool_calls]
+                said += [message.role, message.content, calls, variant.tool_name]
+            else:
+                said.append(None)
+        said.append(output.custom)
+    text = json.dumps(said, sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 async def call_in(
