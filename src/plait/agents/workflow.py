@@ -287,7 +287,9 @@ class ParallelAgent(_Workflow):
             child_ctx, state = lanes[child.name], states[child.name]
             async with aclosing(self._run_child(child, child_ctx, state)) as events:
                 async for event in events:
-                    if not is_pause(event, child_ctx.depth):
+                    # a pause is kept back (all pause as one); a stop, a pause with an error
+                    # (`RunCancelled`), ends the run now
+                    if event.error is not None or not is_pause(event, child_ctx.depth):
                         emit(event)
             if state.outcome() is None:
                 pending.discard(child.name)
