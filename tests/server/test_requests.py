@@ -265,3 +265,41 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
     assert {"ForkRequest", "StepOut"} <= set(components)
     fork = documented[("post", "/v1/runs/{checkpoint_id}/fork")]["responses"]["200"]["content"]
     assert {"application/json", "text/event-stream"} <= set(fork)
+
+
+# --- text that is not text ----------------------------------------------------------------
+
+LONE = [
+    ("/v1/agents/helper/runs", '{"input": "\\ud800 hi", "stream": true}'),
+    ("/v1/agents/helper/runs", '{"input": "\\ud800 hi", "stream": false}'),
+    ("/v1/agents/helper/runs", '{"input": [{"role": "user", "content": "hi \\udc00"}]}'),
+    (
+        "/v1/chat/completions",
+        '{"model": "helper", "messages": [{"role": "user", '
+        '"content": "\\ud800 hi"}], "stream": true}',
+    ),
+    (
+        "/v1/chat/completions",
+        '{"model": "helper", "messages": [{"role": "user", "content": "\\ud83d hi"}]}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), LONE)
+def test_a_lone_surrogate_is_refused_at_once_and_starts_no_run(
+    alice: httpx.Client, path: str, body: str
+) -> None:
+    before = alice.get("/v1/runs", params={"status": "running"}).json()["runs"]
+    response = alice.post(path, content=body, headers={"content-type": "application/json"})
+    assert "surrogate" in _error(response, 400)
+    after = alice.get("/v1/runs", params={"status": "running"}).json()["runs"]
+    assert [r["run_id"] for r in after] == [r["run_id"] for r in before]
+
+
+def test_a_surrogate_pair_and_an_escaped_backslash_are_text(alice: httpx.Client) -> None:
+    body = '{"input": "\\ud83d\\ude00 and \\\\ud800", "stream": false}'
+    response = alice.post(
+        "/v1/agents/helper/runs", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["final_output"] == "echo: \U0001f600 and \\ud800"

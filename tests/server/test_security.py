@@ -96,6 +96,13 @@ def test_a_keyless_server_answers_its_loopback_names(keyless: str, name: str) ->
         assert response.status_code == 200, response.text
 
 
+@pytest.mark.parametrize("name", ["evillocalhost", "localhost.evil.test", "x-localhost"])
+def test_a_name_that_only_ends_like_localhost_is_refused(keyless: str, name: str) -> None:
+    with client(keyless) as http:
+        response = http.get("/v1/agents", headers={"host": f"{name}:{_port(keyless)}"})
+        assert response.status_code == 403, response.text
+
+
 def test_a_keyless_server_refuses_a_foreign_origin(keyless: str) -> None:
     with client(keyless) as http:
         body = {"input": "hi", "stream": False}

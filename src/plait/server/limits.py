@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,14 @@ from plait.errors import (
     UsageError,
 )
 
-__all__ = ["ApiError", "BodyLimit", "error_response", "install_error_handlers", "status_for"]
+__all__ = [
+    "ApiError",
+    "BodyLimit",
+    "error_response",
+    "install_error_handlers",
+    "lone_surrogate",
+    "status_for",
+]
 
 _log = logging.getLogger("plait.server")
 _MAX_MESSAGE = 2000
@@ -100,19 +108,53 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
+        at = lone_surrogate(body)
+        if at is not None:
+            text = (
+                f"the body holds a lone UTF-16 surrogate (a \\u escape at byte {at}), "
+                "which is not text: send valid Unicode"
+            )
+            await _answer(send, error_response(400, "http", text))
+            return
         await self.app(scope, _replay(bytes(body), receive), send)
 
     async def _refuse(self, send: Send) -> None:
         message = f"the request body is over the limit of {self.max_bytes} bytes"
-        response = error_response(413, "http", message, {"connection": "close"})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": response.raw_headers,
-            }
-        )
-        await send({"type": "http.response.body", "body": response.body})
+        await _answer(send, error_response(413, "http", message, {"connection": "close"}))
+
+
+async def _answer(send: Send, response: JSONResponse) -> None:
+    """Send `response` from the middleware, before the app sees the request."""
+    start = {"type": "http.response.start", "status": response.status_code}
+    await send({**start, "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
+_ESCAPE = re.compile(rb"\\(u[0-9a-fA-F]{4}|.)", re.S)
+
+
+def lone_surrogate(body: bytes | bytearray) -> int | None:
+    """Return the byte offset of the first JSON escape in `body` that is a lone UTF-16
+    surrogate (a high one not followed at once by a low one, or a low one alone), or None.
+
+    Such a string decodes in Python but is not text: it cannot be encoded as UTF-8, so no
+    store, stream or summary could keep it. The server refuses it at the door."""
+    if b"\\u" not in body:
+        return None
+    high: tuple[int, int] | None = None  # (start, end) of a high surrogate's escape
+    for match in _ESCAPE.finditer(body):
+        escape = match.group(1)
+        code = int(escape[1:], 16) if len(escape) == 5 else -1
+        if high is not None:
+            if 0xDC00 <= code <= 0xDFFF and match.start() == high[1]:
+                high = None
+                continue
+            return high[0]
+        if 0xD800 <= code <= 0xDBFF:
+            high = (match.start(), match.end())
+        elif 0xDC00 <= code <= 0xDFFF:
+            return match.start()
+    return None if high is None else high[0]
 
 
 def _content_length(scope: Scope) -> int | None:
