@@ -4,6 +4,7 @@ again, and turns that bring nothing new, told to the model, paused for a person,
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,19 @@ from plait.errors import LimitExceeded, LoopDetected, UsageError
 from plait.stores import SqliteStore
 from plait.testing import ScriptedModel, call, calls, reply
 
-RAN: list[str] = []
+# What the tools ran, per test: a sync tool's thread that a stopped run abandoned may still
+# append after its test ended, to that test's list, never to the next one's.
+_RAN: ContextVar[list[str]] = ContextVar("ran")
+
+
+def ran() -> list[str]:
+    """Return what the tools ran in this test."""
+    return _RAN.get()
 
 
 @pytest.fixture(autouse=True)
-def _clear() -> None:
-    RAN.clear()
+def _fresh() -> None:
+    _RAN.set([])
 
 
 @tool
@@ -30,7 +38,7 @@ def search(q: str) -> str:
     Args:
         q: What to search for.
     """
-    RAN.append(q)
+    ran().append(q)
     return f"results for {q}"
 
 
@@ -41,7 +49,7 @@ def find(q: str) -> str:
     Args:
         q: What to find.
     """
-    RAN.append(q)
+    ran().append(q)
     return "nothing found"
 
 
@@ -76,7 +84,7 @@ def test_stop_ends_the_run_at_the_third_same_call_before_it_runs(streaming: bool
     result = Runner(agent, enable_streaming=streaming).query_sync("go")
     error = result.error
     assert isinstance(error, LoopDetected) and isinstance(error, LimitExceeded)
-    assert RAN == ["same", "same"]  # the third did not run
+    assert ran() == ["same", "same"]  # the third did not run
     assert len(model.requests) == 3  # and the model was not called again
     assert "'search'" in str(error) and "3 times in a row" in str(error)
     assert (error.tool_name, error.arguments, error.count, error.reason) == (
@@ -93,7 +101,7 @@ def test_tell_runs_every_call_and_notes_the_third_once(streaming: bool) -> None:
     agent = _agent(model, LoopGuard(), max_iterations=30)
     result = Runner(agent, enable_streaming=streaming).query_sync("go")
     assert result.error is None and result.final_output == "done"
-    assert RAN == ["same"] * 15
+    assert ran() == ["same"] * 15
     texts = _tool_texts(result)
     noted = [i for i, text in enumerate(texts) if "Note:" in text]
     assert noted == [2]  # once, on the third
@@ -111,7 +119,7 @@ def test_pause_interrupts_before_the_third_call_with_the_loop_info(streaming: bo
     (pending,) = result.interrupts
     assert pending.info == {"loop": {"tool": "search", "arguments": {"q": "same"}, "count": 3}}
     assert pending.address.startswith("agent:a;tool:search:")
-    assert RAN == ["same", "same"]
+    assert ran() == ["same", "same"]
     assert len(model.requests) == 3
 
 
@@ -132,7 +140,7 @@ def test_different_arguments_or_tools_do_not_count() -> None:
     model = ScriptedModel(script)
     result = Runner(_agent(model, LoopGuard(on="stop"))).query_sync("go")
     assert isinstance(result.error, LoopDetected)
-    assert len(RAN) == 9 and len(model.requests) == 10
+    assert len(ran()) == 9 and len(model.requests) == 10
 
 
 def test_a_user_message_starts_the_count_again() -> None:
@@ -147,7 +155,7 @@ def test_a_user_message_starts_the_count_again() -> None:
         Message.user("again"),
     ]
     result = Runner(_agent(model, LoopGuard(max_repeats=2, on="stop"))).run_sync(history)
-    assert result.error is None and RAN == ["same"]
+    assert result.error is None and ran() == ["same"]
 
 
 def test_same_calls_in_one_reply_count_in_order() -> None:
@@ -155,7 +163,7 @@ def test_same_calls_in_one_reply_count_in_order() -> None:
     model = ScriptedModel([batch, reply("done")])
     result = Runner(_agent(model, LoopGuard(on="stop"))).query_sync("go")
     assert isinstance(result.error, LoopDetected) and result.error.count == 3
-    assert len(RAN) <= 2  # the third of the reply never ran
+    assert len(ran()) <= 2  # the third of the reply never ran
 
 
 def test_tell_notes_each_new_row_of_same_calls() -> None:
@@ -175,13 +183,13 @@ async def test_pause_resumed_true_runs_the_call_and_counts_from_zero(tmp_path: P
         model = _same()
         agent = _agent(model, LoopGuard(on="pause"), max_iterations=30)
         paused = await Runner(agent, store=store).run([Message.user("go")]).collect()
-        assert RAN == ["same"] * 2 and paused.checkpoint_id is not None
+        assert ran() == ["same"] * 2 and paused.checkpoint_id is not None
 
         runner = Runner(agent, store=store)  # another runner on the same store
         again = await runner.resume(paused.checkpoint_id, value=True).collect()
         # the approved third call ran; the 4th and 5th are the 1st and 2nd of a new row,
         # and the 6th pauses again
-        assert RAN == ["same"] * 5
+        assert ran() == ["same"] * 5
         (pending,) = again.interrupts
         assert pending.info["loop"]["count"] == 3
         assert len(model.requests) == 6
@@ -190,7 +198,7 @@ async def test_pause_resumed_true_runs_the_call_and_counts_from_zero(tmp_path: P
         stopped = await runner.resume(again.checkpoint_id, value=False).collect()
         assert isinstance(stopped.error, LoopDetected)
         assert stopped.error.tool_name == "search" and stopped.error.count == 3
-        assert RAN == ["same"] * 5  # the refused call never ran
+        assert ran() == ["same"] * 5  # the refused call never ran
         assert len(model.requests) == 6
 
 
@@ -199,7 +207,7 @@ def test_pause_resumed_false_ends_the_run() -> None:
     paused = runner.query_sync("go")
     assert paused.checkpoint_id is not None
     result = runner.resume_sync(paused.checkpoint_id, value=False)
-    assert isinstance(result.error, LoopDetected) and RAN == ["same", "same"]
+    assert isinstance(result.error, LoopDetected) and ran() == ["same", "same"]
 
 
 def test_a_guard_inside_an_agent_tool_pauses_and_resumes_the_whole_run() -> None:
@@ -211,11 +219,11 @@ def test_a_guard_inside_an_agent_tool_pauses_and_resumes_the_whole_run() -> None
     runner = Runner(ChatModelAgent("outer", outer_model, tools=[AgentTool(inner)]))
     paused = runner.query_sync("go")
     (pending,) = paused.interrupts
-    assert pending.info["loop"]["tool"] == "search" and RAN == ["s", "s"]
+    assert pending.info["loop"]["tool"] == "search" and ran() == ["s", "s"]
     assert paused.checkpoint_id is not None
     done = runner.resume_sync(paused.checkpoint_id, value=True)
     assert done.error is None and done.final_output == "outer done"
-    assert RAN == ["s", "s", "s"]
+    assert ran() == ["s", "s", "s"]
 
 
 def test_stop_inside_an_agent_tool_ends_the_whole_run() -> None:
@@ -242,7 +250,7 @@ def test_idle_turns_stop_the_run_before_the_next_model_call(streaming: bool) -> 
     result = Runner(_agent(model, guard), enable_streaming=streaming).query_sync("go")
     # turn 1 is new, turns 2 and 3 are idle: the 4th model call is not made
     assert isinstance(result.error, LoopDetected)
-    assert len(model.requests) == 3 and RAN == ["q0", "q1", "q2"]
+    assert len(model.requests) == 3 and ran() == ["q0", "q1", "q2"]
     assert result.error.reason == "idle" and result.error.count == 2
     assert result.error.tool_name == "find" and result.error.arguments == {"q": "q2"}
     assert "2 turns in a row without a new tool result" in str(result.error)
@@ -264,7 +272,7 @@ def test_a_new_result_starts_the_idle_count_again() -> None:
 def test_idle_turns_tell_the_model_once() -> None:
     model = _vain(6)
     result = Runner(_agent(model, LoopGuard(max_idle_turns=2))).query_sync("go")
-    assert result.error is None and len(RAN) == 6
+    assert result.error is None and len(ran()) == 6
     noted = [
         i
         for i, request in enumerate(model.requests)

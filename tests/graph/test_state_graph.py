@@ -294,7 +294,7 @@ def test_typed_state_values_survive_a_pause_and_resume(schema: Any) -> None:
 
 
 def test_sync_nodes_of_one_super_step_run_at_the_same_time_with_their_context() -> None:
-    barrier = threading.Barrier(2, timeout=5)
+    barrier = threading.Barrier(2, timeout=60)  # a bound: the two meet at once
 
     def meet(name: str) -> Any:
         def node(state: dict[str, Any]) -> dict[str, Any]:
