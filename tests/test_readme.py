@@ -31,8 +31,59 @@ def test_quickstart_has_exactly_two_commands_demo_then_tests() -> None:
 def test_python_examples_in_the_readme_run() -> None:
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
     assert blocks
-    for block in blocks:
-        exec(compile(block, "README.md", "exec", dont_inherit=True), {"__name__": "readme_example"})
+    for block in blocks:  # run as a script is run: its `__main__` part too
+        exec(compile(block, "README.md", "exec", dont_inherit=True), {"__name__": "__main__"})
+
+
+def _first_agent(tmp_path: Path) -> Path:
+    section = README.split("## A first agent", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None
+    path = tmp_path / "first_agent.py"
+    path.write_text(block.group(1))
+    return path
+
+
+def test_the_first_agent_runs_with_plait_run_twice(tmp_path: Path) -> None:
+    _first_agent(tmp_path)
+    for _ in range(2):  # a fresh process each time, each loading the file
+        out = subprocess.run(
+            [sys.executable, "-m", "plait", "run", "first_agent.py:agent", "What is 2 + 3?"],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "2 + 3 = 5" in out.stdout
+
+
+def test_the_first_agent_serves_request_after_request(tmp_path: Path) -> None:
+    import runpy
+
+    from plait.server import create_app
+    from plait.stores import MemoryStore
+    from tests.server.support import ServerThread, client
+
+    agent = runpy.run_path(str(_first_agent(tmp_path)))["agent"]
+    app = create_app(agent, store=MemoryStore())
+    with ServerThread(app) as server, client(server.url) as http:
+        for _ in range(3):
+            body = {"input": "What is 2 + 3?", "stream": False}
+            answer = http.post("/v1/agents/calculator/runs", json=body).json()
+            assert answer["status"] == "completed", answer
+            assert answer["final_output"] == "2 + 3 = 5"
+
+
+def test_a_spent_script_says_how_to_answer_every_run() -> None:
+    from plait import ChatModelAgent, Runner
+    from plait.testing import ScriptedModel, reply
+
+    runner = Runner(ChatModelAgent("a", ScriptedModel([reply("once")])))
+    assert runner.query_sync("one").final_output == "once"
+    second = runner.query_sync("two")
+    assert second.error is not None and "per_run=True" in str(second.error)
 
 
 def test_python_examples_in_the_docs_run() -> None:

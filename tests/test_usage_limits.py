@@ -287,6 +287,32 @@ def test_requests_of_a_coordinator_team_member_count_for_the_run() -> None:
     assert len(lead_model.requests) == 1 and len(member_model.requests) == 3
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_request_past_the_limit_inside_an_agent_tool_is_never_sent(streaming: bool) -> None:
+    inner_model = ScriptedModel(_lookups(5, "inner done"))
+    inner = ChatModelAgent("inner", inner_model, tools=[lookup], description="Looks up.")
+    outer_model = ScriptedModel([call("inner", {"request": "go"}), reply("all done")])
+    outer = ChatModelAgent("outer", outer_model, tools=[AgentTool(inner)])
+    runner = Runner(outer, limits=UsageLimits(max_requests=3), enable_streaming=streaming)
+    result = runner.query_sync("go")
+    # outer 1, inner 2 and 3; inner's next request would be the 4th: refused, not sent
+    assert isinstance(result.error, UsageLimitExceeded)
+    assert result.error.limit_name == "max_requests" and result.error.count == 4
+    assert len(outer_model.requests) == 1 and len(inner_model.requests) == 2
+
+
+def test_a_request_past_the_limit_inside_a_team_member_is_never_sent() -> None:
+    member_model = ScriptedModel(_lookups(5, "member done"))
+    member = ChatModelAgent("helper", member_model, tools=[lookup], description="Helps.")
+    lead_model = ScriptedModel([call("helper", {"request": "go"}), reply("team done")])
+    lead = ChatModelAgent("lead", lead_model)
+    team = Team.coordinator(name="team", description="A team.", coordinator=lead, members=[member])
+    result = Runner(team, limits=UsageLimits(max_requests=2)).query_sync("go")
+    assert isinstance(result.error, UsageLimitExceeded)
+    assert result.error.count == 3
+    assert len(lead_model.requests) == 1 and len(member_model.requests) == 1
+
+
 # --- across pauses --------------------------------------------------------------------------
 
 

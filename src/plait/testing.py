@@ -148,9 +148,15 @@ class ScriptedModel(FunctionModel):
         position = _turn_position(messages) if self.per_run else self._position
         if position >= len(self.script):
             used = "all were used in this run" if self.per_run else "all were used"
+            hint = (
+                ""
+                if self.per_run
+                else " (to answer every run from the start of the script, as a served agent "
+                "must, make it with ScriptedModel(..., per_run=True))"
+            )
             raise ModelError(
                 f"ScriptedModel: the script has {len(self.script)} replies and {used}; "
-                f"request {position + 1} has no reply"
+                f"request {position + 1} has no reply{hint}"
             )
         entry = self.script[position]
         self._position = position + 1
