@@ -10,45 +10,53 @@ from typing import Any
 
 import pytest
 
-from plait import ChatModelAgent, Message, Runner
+from plait import ChatModelAgent, Message, Runner, tool
 from plait.errors import RunCancelled
 from plait.stores import MemoryStore
+from plait.testing import call
 from plait.tools.base import ToolInfo
 
 pytestmark = pytest.mark.timeout(90)
 
 
 class Writer:
-    """A model whose first reply writes "Hel", then waits for `gate` before "lo"; every
-    later reply is "again" at once. `writing` is set when the first chunk is out."""
+    """A model whose gated reply writes "Hel", then waits for `gate` before "lo"; every
+    later reply is "again" at once. With `tool_first`, the first reply calls `look` and the
+    second is the gated one. `writing` is set when the gated reply's first chunk is out."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tool_first: bool = False) -> None:
         self.gate = asyncio.Event()
         self.writing = asyncio.Event()
         self.calls = 0
+        self.gated = 2 if tool_first else 1  # which call is gated
         self.stopped = 0  # calls that were cut short
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
     ) -> Message:
-        """Answer whole: the first call waits for the gate."""
+        """Answer whole: the gated call waits for the gate."""
         self.calls += 1
-        if self.calls == 1:
-            self.writing.set()
-            try:
-                await self.gate.wait()
-            except asyncio.CancelledError:
-                self.stopped += 1
-                raise
-            return Message.assistant("Hello")
-        return Message.assistant("again")
+        if self.calls < self.gated:
+            return call("look", {}, id=f"look{self.calls}")
+        if self.calls > self.gated:
+            return Message.assistant("again")
+        self.writing.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.stopped += 1
+            raise
+        return Message.assistant("Hello")
 
     async def stream(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
     ) -> AsyncIterator[Message]:
-        """Answer in chunks: the first call stops after "Hel" until the gate opens."""
+        """Answer in chunks: the gated call stops after "Hel" until the gate opens."""
         self.calls += 1
-        if self.calls > 1:
+        if self.calls < self.gated:
+            yield call("look", {}, id=f"look{self.calls}")
+            return
+        if self.calls > self.gated:
             yield Message.assistant("again")
             return
         yield Message.assistant("Hel")
@@ -61,6 +69,12 @@ class Writer:
         yield Message.assistant("lo")
 
 
+@tool
+def look() -> str:
+    """Look around."""
+    return "all quiet"
+
+
 async def _bounded(coro: Any) -> Any:
     async with asyncio.timeout(20):  # what is fixed here hangs for good
         return await coro
@@ -71,12 +85,20 @@ def _texts(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 
 async def test_streamed_text_reaches_the_reader_while_the_model_writes_with_a_session() -> None:
-    model = Writer()
+    model = Writer(tool_first=True)
     store = MemoryStore()
-    runner = Runner(ChatModelAgent("A", model), store=store, enable_streaming=True)
+    agent = ChatModelAgent("A", model, tools=[look])
+    runner = Runner(agent, store=store, enable_streaming=True)
     stream = runner.query("hi", session_id="s1")
-    event = await _bounded(anext(stream))  # before the model finished
-    assert event.message is not None and event.message.stream is not None
+    roles = []
+    while True:  # the tool call, its result, then the answer while the model writes it
+        event = await _bounded(anext(stream))
+        assert event.message is not None
+        roles.append(event.message.role)
+        if len(roles) == 3:
+            break
+    assert roles == ["assistant", "tool", "assistant"]
+    assert event.message.stream is not None
     chunks = aiter(event.message.stream)
     first = await _bounded(anext(chunks))
     assert first.content == "Hel"
@@ -88,7 +110,8 @@ async def test_streamed_text_reaches_the_reader_while_the_model_writes_with_a_se
     assert result.final_output == "Hello"
     session = await runner.sessions.get("s1")
     assert session is not None
-    assert _texts(session.messages) == [("user", "hi"), ("assistant", "Hello")]
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]
+    assert session.messages[-1].content == "Hello"
 
 
 @pytest.mark.parametrize("streaming", [True, False])

