@@ -185,4 +185,7 @@ def test_a_reply_cut_short_is_no_longer_drawn_as_being_written(page: Any, base_u
     cut = page.locator("#events .row.cut")
     expect(cut).to_have_text("Half a rep")
     expect(page.locator("#events .row.streaming")).to_have_count(0)
+    expect(page.locator("#events .row.event")).to_have_count(0)  # its event is that row's
+    cut.locator("button.raw").click()
+    expect(page.locator("#events .raw-json")).to_contain_text('"agent_name": "stammer"')
     expect(page.locator("#events .error")).to_contain_text("the connection dropped")

@@ -266,6 +266,8 @@ function renderEvent(event) {
   const interrupted = (event.action || {}).interrupted;
   const paused = interrupted && !isStop(event.error); // a stopped run asks nobody
   if (paused) rows.push(...drawPause(interrupted.contexts || [], depth));
+  // an event without a message after streamed text: the event of a reply cut short
+  if (!rows.length && live && state.streaming.get(key) === live) rows.push(cutShort(key));
   if (!rows.length) rows.push(addRow(depth, "event", el("span", "muted", "event")));
   for (const row of rows) {
     row.dataset.event = String(index);
@@ -386,13 +388,19 @@ async function stop() {
   }
 }
 
-// Streamed text whose whole event never came (the run stopped or failed mid-reply).
+// Streamed text whose whole message never came (the run stopped or failed mid-reply): no
+// longer drawn as being written. Return its row.
+function cutShort(key) {
+  const row = state.streaming.get(key);
+  state.streaming.delete(key);
+  row.classList.replace("streaming", "cut");
+  row.title = "The reply stopped here.";
+  return row;
+}
+
+// The run's stream ended: any text still being written was cut short.
 function endStreaming() {
-  for (const row of state.streaming.values()) {
-    row.classList.replace("streaming", "cut");
-    row.title = "The reply stopped here.";
-  }
-  state.streaming.clear();
+  for (const key of [...state.streaming.keys()]) cutShort(key);
 }
 
 async function stream(path, body) {
