@@ -10,7 +10,8 @@ A `"once"` tool's call is journaled under its idempotency key (`plait.journal`):
 is committed before the function runs, "finished" with the result after. Reached again, a
 finished call answers with its recorded result; a started one whose outcome is unknown (the
 run stopped or crashed while it ran) pauses the run with an `unknown_outcome` interrupt
-instead of running again. Every decision goes to the audit log.
+instead of running again. A damaged entry is never taken as "not started": the call does not
+run and the run ends with `CheckpointCorrupt`. Every decision goes to the audit log.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from plait.context import RunContext
-from plait.errors import ResumeError, ToolError
+from plait.errors import CheckpointCorrupt, ResumeError, ToolError
 from plait.events import InterruptCtx
+from plait.hooks import end_run
 from plait.journal import (
     EffectStore,
     add_inbox,
@@ -33,7 +35,7 @@ from plait.journal import (
     entry_id,
     has_rule,
     put_new,
-    read_record,
+    read_entry,
 )
 from plait.kernel import Interrupted, call_in
 from plait.messages import ToolCall
@@ -140,18 +142,28 @@ async def gated_call(
         return await tool.call(call.arguments, tctx)
     key = tctx.idempotency_key
     assert key is not None
-    entry, version = await read_record(run.store, entry_id(key))
+    entry, version = await _read_entry(run, key)
     if approval is not None:
         decided = entry.get("approval")
         if decided is None:
             decided = await _decide(run, approval, call, tctx, key)
-            entry, version = await read_record(run.store, entry_id(key))
+            entry, version = await _read_entry(run, key)
             decided = entry.get("approval") or decided
         if decided["decision"] == "rejected":
             return _rejection(decided)
     if effect == "once":
         return await _once(run, tool, call, tctx, key, entry, version)
     return await tool.call(call.arguments, tctx)
+
+
+async def _read_entry(run: EffectRun, key: str) -> tuple[dict[str, Any], int]:
+    """Return the call's journal entry and its version; a damaged one ends the whole run
+    with its `CheckpointCorrupt` (the call does not run: it may have run already)."""
+    try:
+        return await read_entry(run.store, key)
+    except CheckpointCorrupt as exc:
+        end_run(exc)
+        raise
 
 
 def _rejection(decided: dict[str, Any]) -> str:
@@ -262,12 +274,12 @@ async def _once(
             settled = await _unknown_outcome(run, call, tctx, key, entry)
             if settled is not None:
                 return settled
-            entry, version = await read_record(run.store, entry_id(key))
+            entry, version = await _read_entry(run, key)
         started = {**entry, "state": "started", "started_at": tctx.ids.now().isoformat()}
         written = await put_new(run.store, entry_id(key), started, version, run.ttl)
         if written is not None:
             return await _run_journaled(run, tool, call, tctx, key, (started, written))
-        entry, version = await read_record(run.store, entry_id(key))  # another run got there
+        entry, version = await _read_entry(run, key)  # another run got there
 
 
 async def _run_journaled(

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from plait.agent_context import AgentContext
-from plait.errors import CheckpointAlreadyResumed, ResumeError, RunCancelled
+from plait.errors import CheckpointAlreadyResumed, CheckpointCorrupt, ResumeError, RunCancelled
 from plait.messages import Message
 from plait.run_state import IdSource
 from plait.stores.base import Store
@@ -164,6 +164,42 @@ async def once_calls_stopped_in_flight_never_run_twice(store: Store) -> None:
         "charge",
     )
     assert entry["interrupt_id"] == asked.interrupts[0].id
+
+
+async def damaged_journal_entries_never_run_a_call_again(store: Store) -> None:
+    """A `"once"` call whose journal entry is damaged (not JSON, not an object, an unknown
+    state, finished without a result, an approval without a decision) does not run: the
+    resumed run ends with `CheckpointCorrupt` naming the key and leaves its checkpoint
+    pending; the entry restored, the resume goes on as before (an `unknown_outcome`)."""
+    from plait.journal import entry_id
+
+    payments = Payments()
+    runner = payment_runner(store, payments)
+    stopped = await _stopped_in_flight(runner, payments, _id("pay"))
+    key = payments.charges[0][0]
+    kept = await store.get_session_record(entry_id(key))
+    assert kept is not None and json.loads(kept.data)["state"] == "started"
+    damaged = (
+        b"not json",
+        b"[]",
+        b'{"state": "paid"}',
+        b'{"state": ["started"]}',
+        b'{"state": "finished"}',
+        b'{"approval": "yes"}',
+    )
+    for data in damaged:
+        await store.put_session(entry_id(key), data, ttl=60.0)
+        refused = await runner.resume(stopped.checkpoint_id).collect()
+        assert isinstance(refused.error, CheckpointCorrupt), (data, refused.error)
+        assert refused.error.key == key and key in str(refused.error)  # type: ignore[attr-defined]
+        assert len(payments.charges) == 1, (data, payments.charges)
+        record = await store.get_checkpoint(stopped.checkpoint_id)
+        assert record is not None and record.status == "pending", data
+        assert (await store.get_session_record(entry_id(key))).data == data  # type: ignore[union-attr]
+    await store.put_session(entry_id(key), kept.data, ttl=60.0)
+    asked = await runner.resume(stopped.checkpoint_id).collect()
+    assert [list(i.info) for i in asked.interrupts] == [["unknown_outcome"]], asked.error
+    assert len(payments.charges) == 1
 
 
 async def unknown_outcomes_can_be_retried_or_skipped(store: Store) -> None:
@@ -334,6 +370,7 @@ async def the_audit_log_keeps_concurrent_appends(store: Store) -> None:
 
 EFFECT_CHECKS = [
     once_calls_stopped_in_flight_never_run_twice,
+    damaged_journal_entries_never_run_a_call_again,
     unknown_outcomes_can_be_retried_or_skipped,
     concurrent_resumes_run_a_once_call_once,
     approvals_are_bound_to_their_arguments,
