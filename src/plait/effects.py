@@ -11,7 +11,8 @@ is committed before the function runs, "finished" with the result after. Reached
 finished call answers with its recorded result; a started one whose outcome is unknown (the
 run stopped or crashed while it ran) pauses the run with an `unknown_outcome` interrupt
 instead of running again. A damaged entry is never taken as "not started": the call does not
-run and the run ends with `CheckpointCorrupt`. Every decision goes to the audit log.
+run and the run ends with `CheckpointCorrupt`. Every decision goes to the audit log, and an
+answered question leaves the inbox as its answer is applied.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from plait.journal import (
     add_inbox,
     append_audit,
     change,
+    drop_inbox,
     entry_id,
     has_rule,
     put_new,
@@ -70,9 +72,20 @@ def parsed(arguments: str) -> Any:
 class EffectRun:
     """What the gates of one run's tool calls use: the store, whose calls (`user`, for
     standing rules), who answers on this resume (`approver`), the ttl of the run's records,
-    the run's checkpoint id, and the questions raised in this run (for the inbox)."""
+    the run's checkpoint id, the checkpoint this run resumed and the questions it answers,
+    and the questions raised in this run (for the inbox)."""
 
-    __slots__ = ("agent", "answered", "approver", "checkpoint", "store", "ttl", "user", "waiting")
+    __slots__ = (
+        "agent",
+        "answered",
+        "approver",
+        "checkpoint",
+        "resumed",
+        "store",
+        "ttl",
+        "user",
+        "waiting",
+    )
 
     def __init__(
         self, store: EffectStore, *, user: str, approver: str, ttl: float | None, agent: str
@@ -83,14 +96,21 @@ class EffectRun:
         self.ttl = ttl
         self.agent = agent
         self.checkpoint: Callable[[], str | None] = lambda: None
+        self.resumed: str | None = None  # the checkpoint this run resumed
         self.answered: dict[str, str] = {}  # address -> id of the interrupt this resume answers
         self.waiting: dict[str, dict[str, Any]] = {}  # address -> inbox item, while it pauses
+
+    def answering(self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...]) -> None:
+        """Note the checkpoint this run resumes and the interrupts it answers."""
+        self.resumed = checkpoint_id
+        self.answered = {i.address: i.id for i in interrupts}
 
     async def list_questions(
         self, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str, at: datetime
     ) -> None:
         """Put the questions the run paused on (approvals, unknown outcomes) in the inbox,
-        with their checkpoint and interrupt ids."""
+        with their checkpoint and interrupt ids, in place of those of the checkpoint it
+        resumed (asked again, they have new ids)."""
         items = [
             {
                 **self.waiting[i.address],
@@ -104,7 +124,15 @@ class EffectRun:
         ]
         self.waiting.clear()
         if items:
-            await add_inbox(self.store, items)
+            resumed = self.resumed
+            replacing = [] if resumed is None else [(resumed, i) for i in self.answered.values()]
+            await add_inbox(self.store, items, replacing=replacing)
+
+    async def close_question(self, address: str | None) -> None:
+        """Take the question this resume answers at `address` out of the inbox."""
+        interrupt_id = None if address is None else self.answered.get(address)
+        if self.resumed is not None and interrupt_id is not None:
+            await drop_inbox(self.store, [(self.resumed, interrupt_id)])
 
     def audit(
         self,
@@ -246,6 +274,7 @@ async def _record(
         return {**entry, "approval": decided} if first else None
 
     await change(run.store, entry_id(key), keep, ttl=run.ttl)
+    await run.close_question(address)
     if first:
         entry = run.audit(tctx, call, decided["decision"], decided["approver"], decided["via"],
                           address=address)  # fmt: skip
@@ -350,6 +379,7 @@ async def _unknown_outcome(
         raise ResumeError(f"the answer about tool '{call.name}' is not an outcome")
     audited = run.audit(tctx, call, outcome, run.approver, "resume", address=gate.address)
     await append_audit(run.store, audited)
+    await run.close_question(gate.address)
     if outcome == "retry":
         return None
     if outcome == "done":

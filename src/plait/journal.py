@@ -14,8 +14,11 @@ compare-and-set, `put_session(..., expected_version=...)`), under ids that start
   at most `PAGE` each, oldest first): the audit log, appended by compare-and-set, never
   expiring, never edited.
 - `plait.effects/rules/<user>` (`{"tools": [...]}`): the tools `user` approved for good.
-- `plait.effects/inbox` (`{"items": [...]}`): the questions runs paused on, oldest first;
-  an item whose checkpoint is no longer pending is dropped when the inbox is read.
+- `plait.effects/inbox` (`{"items": [...]}`): the questions runs paused on, oldest first. A
+  question leaves it when its answer is applied, and the questions of a resumed checkpoint
+  that pauses again are replaced by the new pause's in the same write, so it holds the open
+  questions only; an item whose checkpoint is no longer pending (expired, or gone on without
+  an answer) is dropped when the inbox is read.
 """
 
 from __future__ import annotations
@@ -24,19 +27,21 @@ import asyncio
 import functools
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from plait.errors import CheckpointCorrupt, SessionConflict, StoreError
 from plait.stores.base import CheckpointRecord, SessionStore
 
 __all__ = [
+    "INBOX",
     "PAGE",
     "PREFIX",
     "EffectStore",
     "add_inbox",
     "append_audit",
     "change",
+    "drop_inbox",
     "edit_rules",
     "entry_id",
     "has_rule",
@@ -230,9 +235,39 @@ async def read_audit(store: EffectStore, limit: int) -> list[dict[str, Any]]:
     return found[:limit]
 
 
-async def add_inbox(store: EffectStore, items: list[dict[str, Any]]) -> None:
-    """Add open questions to the inbox."""
-    await change(store, INBOX, lambda d: {"items": [*d.get("items", []), *items]})
+def _question(item: dict[str, Any]) -> tuple[Any, Any]:
+    """Return what names an inbox item: its checkpoint id and interrupt id."""
+    return item.get("checkpoint_id"), item.get("interrupt_id")
+
+
+async def add_inbox(
+    store: EffectStore,
+    items: list[dict[str, Any]],
+    *,
+    replacing: Collection[tuple[str, str]] = (),
+) -> None:
+    """Add open questions to the inbox, taking out in the same write the ones `replacing`
+    names (by checkpoint id and interrupt id)."""
+    gone = set(replacing)
+
+    def add(document: dict[str, Any]) -> dict[str, Any]:
+        kept = [i for i in document.get("items", []) if _question(i) not in gone]
+        return {"items": [*kept, *items]}
+
+    await change(store, INBOX, add)
+
+
+async def drop_inbox(store: EffectStore, questions: Collection[tuple[str, str]]) -> None:
+    """Take the questions named (by checkpoint id and interrupt id) out of the inbox;
+    nothing is written when none of them is in it."""
+    gone = set(questions)
+
+    def drop(document: dict[str, Any]) -> dict[str, Any] | None:
+        items = document.get("items", [])
+        kept = [i for i in items if _question(i) not in gone]
+        return None if len(kept) == len(items) else {"items": kept}
+
+    await change(store, INBOX, drop)
 
 
 async def read_inbox(store: EffectStore) -> list[dict[str, Any]]:
@@ -254,16 +289,9 @@ async def read_inbox(store: EffectStore) -> list[dict[str, Any]]:
             return "claimed"
         return "open" if status == "pending" and item["interrupt_id"] in ids else "gone"
 
-    if any(state(item) == "gone" for item in items):
-        gone = {(i["checkpoint_id"], i["interrupt_id"]) for i in items if state(i) == "gone"}
-
-        def prune(d: dict[str, Any]) -> dict[str, Any]:
-            kept = d.get("items", [])
-            return {
-                "items": [i for i in kept if (i["checkpoint_id"], i["interrupt_id"]) not in gone]
-            }
-
-        await change(store, INBOX, prune)
+    gone = [_question(item) for item in items if state(item) == "gone"]
+    if gone:
+        await drop_inbox(store, gone)
     return [item for item in items if state(item) == "open"]
 
 

@@ -339,6 +339,39 @@ async def standing_rules_approve_without_a_pause(store: Store) -> None:
     assert len(payments.charges) == 1
 
 
+async def answered_questions_leave_the_inbox(store: Store) -> None:
+    """The stored inbox holds only the open questions: each answered approval (approved,
+    rejected, or expired to its default) leaves it as its answer is applied, without the
+    inbox being read; `pending()` lists exactly the open ones."""
+    from plait.journal import INBOX
+
+    async def stored() -> list[dict[str, Any]]:
+        found = await store.get_session_record(INBOX)
+        return [] if found is None else list(json.loads(found.data)["items"])
+
+    payments, clock = Payments(), Clock()
+    approval = Approval(expires_in=600)
+    runner = payment_runner(store, payments, approval=approval, ids=clock)
+    waiting = [await runner.query("pay").collect() for _ in range(2)]
+    before = {(i["checkpoint_id"], i["interrupt_id"]) for i in await stored()}
+    open_ids = {(r.checkpoint_id, r.interrupts[0].id) for r in waiting}
+    assert open_ids <= before
+    asked = set(open_ids)
+    for n in range(12):
+        paused = await runner.query("pay").collect()
+        asked.add((paused.checkpoint_id, paused.interrupts[0].id))
+        assert len(await stored()) == len(before) + 1
+        fingerprint = paused.interrupts[0].info["approval"]["fingerprint"]
+        answer = {"approved": n % 3 == 0, "fingerprint": fingerprint}
+        if n % 3 == 2:
+            clock.advance(601)  # it expires: the default applies
+        done = await runner.resume(paused.checkpoint_id, value=answer).collect()
+        assert done.final_output is not None, done.error
+        assert {(i["checkpoint_id"], i["interrupt_id"]) for i in await stored()} == before
+    pending = await runner.approvals.pending()
+    assert {(q["checkpoint_id"], q["interrupt_id"]) for q in pending} & asked == open_ids
+
+
 async def effect_records_expire_with_the_checkpoints(store: Store) -> None:
     """A `"once"` call's journal entry has the checkpoint ttl: kept while it lasts, gone
     after it."""
@@ -376,6 +409,7 @@ EFFECT_CHECKS = [
     approvals_are_bound_to_their_arguments,
     expired_approvals_apply_their_default,
     standing_rules_approve_without_a_pause,
+    answered_questions_leave_the_inbox,
     effect_records_expire_with_the_checkpoints,
     the_audit_log_keeps_concurrent_appends,
 ]
