@@ -5,6 +5,11 @@ ends, and whose threads the interpreter joins at exit: a sync tool still running
 run was cancelled (or its call timed out) would hold both up until it returns. The threads
 here are daemon threads, reused while they are idle and never joined, so an abandoned call
 only costs its thread until the function returns by itself.
+
+A loop that must decide the order of its work itself (a Temporal workflow's: it takes no
+callback from another thread, and its replay must make the same steps) calls
+`call_sync_inline()` first: from then on, in that context and the tasks it starts, the
+functions run inline, on the loop's own thread, when they are awaited.
 """
 
 from __future__ import annotations
@@ -18,10 +23,17 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["run_in_thread"]
+__all__ = ["call_sync_inline", "run_in_thread"]
 
 _T = TypeVar("_T")
 _IDLE_SECONDS = 60.0  # an idle thread ends after this long
+_inline: contextvars.ContextVar[bool] = contextvars.ContextVar("plait_sync_inline", default=False)
+
+
+def call_sync_inline() -> None:
+    """Make `run_in_thread` call its functions inline in this context (and in the tasks
+    started from it): for a loop that cannot be woken from another thread."""
+    _inline.set(True)
 
 
 class _Pool:
@@ -65,8 +77,11 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 
 async def run_in_thread(fn: Callable[..., _T], /, **kwargs: Any) -> _T:
     """Call `fn(**kwargs)` on a daemon thread with this context's variables; cancelling the
-    await abandons the thread (the function runs on to its end, and nothing waits for it)."""
+    await abandons the thread (the function runs on to its end, and nothing waits for it).
+    After `call_sync_inline()`, call it here instead."""
     global _pool
+    if _inline.get():
+        return fn(**kwargs)
     loop = asyncio.get_running_loop()
     future: asyncio.Future[_T] = loop.create_future()
     context = contextvars.copy_context()

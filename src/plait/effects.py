@@ -10,7 +10,9 @@ A `"once"` tool's call is journaled under its idempotency key (`plait.journal`):
 is committed before the function runs, "finished" with the result after. Reached again, a
 finished call answers with its recorded result; a started one whose outcome is unknown (the
 run stopped or crashed while it ran) pauses the run with an `unknown_outcome` interrupt
-instead of running again. Every decision goes to the audit log.
+instead of running again. A damaged entry is never taken as "not started": the call does not
+run and the run ends with `CheckpointCorrupt`. Every decision goes to the audit log, and an
+answered question leaves the inbox as its answer is applied.
 """
 
 from __future__ import annotations
@@ -23,17 +25,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from plait.context import RunContext
-from plait.errors import ResumeError, ToolError
+from plait.errors import CheckpointCorrupt, ResumeError, ToolError
 from plait.events import InterruptCtx
+from plait.hooks import end_run
 from plait.journal import (
     EffectStore,
     add_inbox,
     append_audit,
     change,
+    drop_inbox,
     entry_id,
     has_rule,
     put_new,
-    read_record,
+    read_entry,
 )
 from plait.kernel import Interrupted, call_in
 from plait.messages import ToolCall
@@ -68,9 +72,20 @@ def parsed(arguments: str) -> Any:
 class EffectRun:
     """What the gates of one run's tool calls use: the store, whose calls (`user`, for
     standing rules), who answers on this resume (`approver`), the ttl of the run's records,
-    the run's checkpoint id, and the questions raised in this run (for the inbox)."""
+    the run's checkpoint id, the checkpoint this run resumed and the questions it answers,
+    and the questions raised in this run (for the inbox)."""
 
-    __slots__ = ("agent", "answered", "approver", "checkpoint", "store", "ttl", "user", "waiting")
+    __slots__ = (
+        "agent",
+        "answered",
+        "approver",
+        "checkpoint",
+        "resumed",
+        "store",
+        "ttl",
+        "user",
+        "waiting",
+    )
 
     def __init__(
         self, store: EffectStore, *, user: str, approver: str, ttl: float | None, agent: str
@@ -81,14 +96,21 @@ class EffectRun:
         self.ttl = ttl
         self.agent = agent
         self.checkpoint: Callable[[], str | None] = lambda: None
+        self.resumed: str | None = None  # the checkpoint this run resumed
         self.answered: dict[str, str] = {}  # address -> id of the interrupt this resume answers
         self.waiting: dict[str, dict[str, Any]] = {}  # address -> inbox item, while it pauses
+
+    def answering(self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...]) -> None:
+        """Note the checkpoint this run resumes and the interrupts it answers."""
+        self.resumed = checkpoint_id
+        self.answered = {i.address: i.id for i in interrupts}
 
     async def list_questions(
         self, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str, at: datetime
     ) -> None:
         """Put the questions the run paused on (approvals, unknown outcomes) in the inbox,
-        with their checkpoint and interrupt ids."""
+        with their checkpoint and interrupt ids, in place of those of the checkpoint it
+        resumed (asked again, they have new ids)."""
         items = [
             {
                 **self.waiting[i.address],
@@ -102,7 +124,15 @@ class EffectRun:
         ]
         self.waiting.clear()
         if items:
-            await add_inbox(self.store, items)
+            resumed = self.resumed
+            replacing = [] if resumed is None else [(resumed, i) for i in self.answered.values()]
+            await add_inbox(self.store, items, replacing=replacing)
+
+    async def close_question(self, address: str | None) -> None:
+        """Take the question this resume answers at `address` out of the inbox."""
+        interrupt_id = None if address is None else self.answered.get(address)
+        if self.resumed is not None and interrupt_id is not None:
+            await drop_inbox(self.store, [(self.resumed, interrupt_id)])
 
     def audit(
         self,
@@ -140,18 +170,28 @@ async def gated_call(
         return await tool.call(call.arguments, tctx)
     key = tctx.idempotency_key
     assert key is not None
-    entry, version = await read_record(run.store, entry_id(key))
+    entry, version = await _read_entry(run, key)
     if approval is not None:
         decided = entry.get("approval")
         if decided is None:
             decided = await _decide(run, approval, call, tctx, key)
-            entry, version = await read_record(run.store, entry_id(key))
+            entry, version = await _read_entry(run, key)
             decided = entry.get("approval") or decided
         if decided["decision"] == "rejected":
             return _rejection(decided)
     if effect == "once":
         return await _once(run, tool, call, tctx, key, entry, version)
     return await tool.call(call.arguments, tctx)
+
+
+async def _read_entry(run: EffectRun, key: str) -> tuple[dict[str, Any], int]:
+    """Return the call's journal entry and its version; a damaged one ends the whole run
+    with its `CheckpointCorrupt` (the call does not run: it may have run already)."""
+    try:
+        return await read_entry(run.store, key)
+    except CheckpointCorrupt as exc:
+        end_run(exc)
+        raise
 
 
 def _rejection(decided: dict[str, Any]) -> str:
@@ -234,6 +274,7 @@ async def _record(
         return {**entry, "approval": decided} if first else None
 
     await change(run.store, entry_id(key), keep, ttl=run.ttl)
+    await run.close_question(address)
     if first:
         entry = run.audit(tctx, call, decided["decision"], decided["approver"], decided["via"],
                           address=address)  # fmt: skip
@@ -262,12 +303,12 @@ async def _once(
             settled = await _unknown_outcome(run, call, tctx, key, entry)
             if settled is not None:
                 return settled
-            entry, version = await read_record(run.store, entry_id(key))
+            entry, version = await _read_entry(run, key)
         started = {**entry, "state": "started", "started_at": tctx.ids.now().isoformat()}
         written = await put_new(run.store, entry_id(key), started, version, run.ttl)
         if written is not None:
             return await _run_journaled(run, tool, call, tctx, key, (started, written))
-        entry, version = await read_record(run.store, entry_id(key))  # another run got there
+        entry, version = await _read_entry(run, key)  # another run got there
 
 
 async def _run_journaled(
@@ -338,6 +379,7 @@ async def _unknown_outcome(
         raise ResumeError(f"the answer about tool '{call.name}' is not an outcome")
     audited = run.audit(tctx, call, outcome, run.approver, "resume", address=gate.address)
     await append_audit(run.store, audited)
+    await run.close_question(gate.address)
     if outcome == "retry":
         return None
     if outcome == "done":

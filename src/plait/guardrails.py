@@ -7,9 +7,10 @@ def no_homework(ctx, text):
 agent = ChatModelAgent("Helper", model, input_guardrails=[no_homework])
 ```
 
-A guardrail is a function `(ctx, value) -> GuardrailResult`, sync (run on a worker thread)
-or async. `ChatModelAgent(input_guardrails=..., output_guardrails=...)` plugs them into the
-agent's own hooks, first, as the hooks below:
+A guardrail is a function `(ctx, value) -> GuardrailResult`, sync (run on a worker thread;
+inline in a Temporal workflow, see docs/temporal.md) or async.
+`ChatModelAgent(input_guardrails=..., output_guardrails=...)` plugs them into the agent's own
+hooks, first, as the hooks below:
 
 - Input guardrails get the text of the last user message of the agent's input ("" when it
   has none; `ctx.history` holds the whole conversation). They run once per run of the

@@ -6,14 +6,19 @@ compare-and-set, `put_session(..., expected_version=...)`), under ids that start
 `plait.effects/` (a session id of the HTTP API never holds a "/", so none can collide):
 
 - `plait.effects/call/<key>`: one tool call, by its idempotency key: its approval decision
-  and, for a `"once"` tool, "started" (with `started_at`) or "finished" (with `result`).
-  Written by compare-and-set, with the run's checkpoint ttl.
+  and, for a `"once"` tool, "started" (with `started_at`), "finished" (with `result`) or
+  "failed" (with `error`). Written by compare-and-set, with the run's checkpoint ttl; one
+  that is not such an entry is refused as damaged (`read_entry`), never taken as "not
+  started".
 - `plait.effects/audit` (`{"page": n}`) and `plait.effects/audit/<n>` (`{"entries": [...]}`,
   at most `PAGE` each, oldest first): the audit log, appended by compare-and-set, never
   expiring, never edited.
 - `plait.effects/rules/<user>` (`{"tools": [...]}`): the tools `user` approved for good.
-- `plait.effects/inbox` (`{"items": [...]}`): the questions runs paused on, oldest first;
-  an item whose checkpoint is no longer pending is dropped when the inbox is read.
+- `plait.effects/inbox` (`{"items": [...]}`): the questions runs paused on, oldest first. A
+  question leaves it when its answer is applied, and the questions of a resumed checkpoint
+  that pauses again are replaced by the new pause's in the same write, so it holds the open
+  questions only; an item whose checkpoint is no longer pending (expired, or gone on without
+  an answer) is dropped when the inbox is read.
 """
 
 from __future__ import annotations
@@ -22,24 +27,27 @@ import asyncio
 import functools
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from plait.errors import SessionConflict, StoreError
+from plait.errors import CheckpointCorrupt, SessionConflict, StoreError
 from plait.stores.base import CheckpointRecord, SessionStore
 
 __all__ = [
+    "INBOX",
     "PAGE",
     "PREFIX",
     "EffectStore",
     "add_inbox",
     "append_audit",
     "change",
+    "drop_inbox",
     "edit_rules",
     "entry_id",
     "has_rule",
     "put_new",
     "read_audit",
+    "read_entry",
     "read_inbox",
     "read_record",
     "rules_id",
@@ -79,6 +87,64 @@ async def read_record(store: EffectStore, record_id: str) -> tuple[dict[str, Any
         return {}, 0
     document = json.loads(found.data)
     return (document if isinstance(document, dict) else {}), found.version
+
+
+#: The states of a journal entry: None (not started, or paused by the tool itself) and
+#: the fields each of the others needs, with their type.
+_STATES: dict[str | None, tuple[str, type] | None] = {
+    None: None,
+    "started": None,
+    "finished": ("result", str),
+    "failed": ("error", str),
+}
+_DECISIONS = ("approved", "rejected")
+
+
+async def read_entry(store: EffectStore, key: str) -> tuple[dict[str, Any], int]:
+    """Return the journal entry of the call with idempotency key `key` and its version
+    ({} and 0 when there is none).
+
+    Raises:
+        CheckpointCorrupt: The stored entry is not one plait wrote (not JSON, not an object,
+            an unknown state, a state without its field, an approval without a decision):
+            whether the call ran is unknown, so it must not be taken as not started.
+    """
+    found = await store.get_session_record(entry_id(key))
+    if found is None:
+        return {}, 0
+    document: Any = None
+    try:
+        document = json.loads(found.data)
+        problem = _entry_problem(document)
+    except ValueError:  # not UTF-8, or not JSON
+        problem = "not JSON"
+    if problem is not None:
+        raise CheckpointCorrupt(
+            f"the journal entry '{entry_id(key)}' of the tool call with idempotency key "
+            f"'{key}' is damaged ({problem}); the call is not run, since it may have run "
+            "already: repair or delete the entry, then resume the run",
+            key=key,
+            record_id=entry_id(key),
+        )
+    return document, found.version
+
+
+def _entry_problem(document: Any) -> str | None:
+    """Return what makes `document` no journal entry, or None when it is one."""
+    if not isinstance(document, dict):
+        return f"a JSON {type(document).__name__}, not an object"
+    state = document.get("state")
+    if not isinstance(state, str | None) or state not in _STATES:
+        return f"unknown state {state!r:.80}"
+    need = _STATES[state]
+    if need is not None and not isinstance(document.get(need[0]), need[1]):
+        return f"state {state!r} without a text '{need[0]}'"
+    approval = document.get("approval")
+    if approval is not None and (
+        not isinstance(approval, dict) or approval.get("decision") not in _DECISIONS
+    ):
+        return "an approval without a decision"
+    return None
 
 
 def _encode(document: dict[str, Any]) -> bytes:
@@ -169,9 +235,39 @@ async def read_audit(store: EffectStore, limit: int) -> list[dict[str, Any]]:
     return found[:limit]
 
 
-async def add_inbox(store: EffectStore, items: list[dict[str, Any]]) -> None:
-    """Add open questions to the inbox."""
-    await change(store, INBOX, lambda d: {"items": [*d.get("items", []), *items]})
+def _question(item: dict[str, Any]) -> tuple[Any, Any]:
+    """Return what names an inbox item: its checkpoint id and interrupt id."""
+    return item.get("checkpoint_id"), item.get("interrupt_id")
+
+
+async def add_inbox(
+    store: EffectStore,
+    items: list[dict[str, Any]],
+    *,
+    replacing: Collection[tuple[str, str]] = (),
+) -> None:
+    """Add open questions to the inbox, taking out in the same write the ones `replacing`
+    names (by checkpoint id and interrupt id)."""
+    gone = set(replacing)
+
+    def add(document: dict[str, Any]) -> dict[str, Any]:
+        kept = [i for i in document.get("items", []) if _question(i) not in gone]
+        return {"items": [*kept, *items]}
+
+    await change(store, INBOX, add)
+
+
+async def drop_inbox(store: EffectStore, questions: Collection[tuple[str, str]]) -> None:
+    """Take the questions named (by checkpoint id and interrupt id) out of the inbox;
+    nothing is written when none of them is in it."""
+    gone = set(questions)
+
+    def drop(document: dict[str, Any]) -> dict[str, Any] | None:
+        items = document.get("items", [])
+        kept = [i for i in items if _question(i) not in gone]
+        return None if len(kept) == len(items) else {"items": kept}
+
+    await change(store, INBOX, drop)
 
 
 async def read_inbox(store: EffectStore) -> list[dict[str, Any]]:
@@ -193,16 +289,9 @@ async def read_inbox(store: EffectStore) -> list[dict[str, Any]]:
             return "claimed"
         return "open" if status == "pending" and item["interrupt_id"] in ids else "gone"
 
-    if any(state(item) == "gone" for item in items):
-        gone = {(i["checkpoint_id"], i["interrupt_id"]) for i in items if state(i) == "gone"}
-
-        def prune(d: dict[str, Any]) -> dict[str, Any]:
-            kept = d.get("items", [])
-            return {
-                "items": [i for i in kept if (i["checkpoint_id"], i["interrupt_id"]) not in gone]
-            }
-
-        await change(store, INBOX, prune)
+    gone = [_question(item) for item in items if state(item) == "gone"]
+    if gone:
+        await drop_inbox(store, gone)
     return [item for item in items if state(item) == "open"]
 
 

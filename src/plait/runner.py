@@ -466,7 +466,7 @@ class Runner:
         by_id = checkpoint.targets(targets, value)
         states = checkpoint.user_states
         check_answers(checkpoint.interrupts, states, by_id, self.ids.now())
-        effects.answered = {i.address: i.id for i in checkpoint.interrupts}
+        effects.answering(checkpoint_id, checkpoint.interrupts)
         if checkpoint.agent != self.agent.name:
             raise ResumeError(
                 f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "

@@ -26,6 +26,7 @@ from plait.checkpoint import Checkpoint, Lease
 from plait.context import RunContext
 from plait.errors import (
     CheckpointAlreadyResumed,
+    CheckpointCorrupt,
     PlaitError,
     ResumeError,
     RunCancelled,
@@ -415,7 +416,7 @@ class RunStream:
         action, error = event.action, event.error
         if event.depth == 0 and action is not None and action.interrupted and error is None:
             event = await self._pause(event, ctx)
-        if isinstance(event.error, ResumeError) and self._claimed is not None:
+        if isinstance(event.error, ResumeError | CheckpointCorrupt) and self._claimed is not None:
             await self._unclaim()
         self._note(event)
         if self._turn is not None:
@@ -428,9 +429,9 @@ class RunStream:
 
     async def _keep_failed_turn(self, error: PlaitError | None, ctx: RunContext) -> None:
         """A failed run keeps its turn in its session (see `plait.session`), unless its
-        resume was refused (the checkpoint, left as it was, still holds the turn)."""
+        resume was given back (the checkpoint, left as it was, still holds the turn)."""
         turn = self._turn
-        if turn is None or isinstance(error, ResumeError):
+        if turn is None or isinstance(error, ResumeError | CheckpointCorrupt):
             return
         with contextlib.suppress(Exception):  # the run's own error is the one to report
             await turn.settle_failed()
@@ -481,8 +482,9 @@ class RunStream:
             )
 
     async def _unclaim(self) -> None:
-        """A resume the agents refused (they no longer match the checkpoint) leaves the
-        checkpoint pending, as it was, so it can be resumed by the right agents."""
+        """A resume the agents refused (they no longer match the checkpoint), or that met a
+        damaged journal entry, leaves the checkpoint pending, as it was, so it can be
+        resumed by the right agents, or once the entry is repaired."""
         claimed, self._claimed = self._claimed, None
         if claimed is None or self._resumed_from is None:
             return

@@ -3,6 +3,8 @@ authenticated user."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,3 +186,38 @@ def test_the_inbox_spans_workers_sharing_a_store(tmp_path: Path, charges: list[i
         assert one.get("/v1/approvals").json() == []
         assert [e["approver"] for e in one.get("/v1/audit").json()] == ["alice"]
     assert charges == [900]
+
+
+def test_answered_approvals_leave_the_stored_inbox_of_workers_sharing_a_store(
+    tmp_path: Path, charges: list[int]
+) -> None:
+    path = tmp_path / "shared.db"
+    headers = {"authorization": "Bearer key-alice"}
+    apps = [create_app(shop(charges), store=SqliteStore(path), api_keys=KEYS) for _ in range(2)]
+
+    def stored() -> list[tuple[str, str]]:  # the inbox record, as the store holds it
+        async def read() -> Any:
+            async with SqliteStore(path) as store:
+                return await store.get_session_record("alice/s/plait.effects/inbox")
+
+        found = asyncio.run(read())
+        items = [] if found is None else json.loads(found.data)["items"]
+        return [(i["checkpoint_id"], i["interrupt_id"]) for i in items]
+
+    with TestClient(apps[0], headers=headers) as one, TestClient(apps[1], headers=headers) as two:
+        waiting = [_pay(one, 1), _pay(two, 2)]
+        open_ids = [(w["checkpoint_id"], w["interrupts"][0]["id"]) for w in waiting]
+        assert stored() == open_ids
+        for n in range(40):
+            asks, answers = (one, two) if n % 2 else (two, one)
+            paused = _pay(asks, 100 + n)
+            assert len(stored()) == 3
+            question = paused["interrupts"][0]["info"]["approval"]
+            answer = {"approved": n % 4 != 3, "fingerprint": question["fingerprint"]}
+            done = _resume(answers, paused["checkpoint_id"], answer).json()
+            assert done["status"] == "completed", done
+            assert stored() == open_ids
+        for http in (one, two):
+            inbox = http.get("/v1/approvals").json()
+            assert [(q["checkpoint_id"], q["interrupt_id"]) for q in inbox] == open_ids
+    assert len(charges) == 30

@@ -17,7 +17,7 @@ from tests.server.test_approvals import shop
 
 pytestmark = pytest.mark.timeout(120)
 
-KEYS = {"ann-key": "ann", "ben-key": "ben"}
+KEYS = {"ann-key": "ann", "ben-key": "ben", "cy-key": "cy"}
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +117,20 @@ def test_the_run_views_approve_button_answers_with_the_fingerprint(
     expect(page.locator("#events")).to_contain_text("result: charged 77")
     assert 77 in charges
     assert _audit(base_url, "ann-key")[0]["arguments"] == {"cents": 77}
+
+
+def test_a_key_entered_after_a_refusal_clears_it_and_shows_the_inbox(
+    base_url: str, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    paused = _pay(base_url, "cy-key", 300)
+    page.goto(base_url + "/")  # no key yet: the inbox cannot be read
+    status = page.locator("#approvals-status")
+    expect(status).to_contain_text("needs a valid API key")
+    page.fill("#api-key", "cy-key")
+    page.click("#key-form button")
+    item = page.locator(f'#approvals-list li[data-interrupt="{paused["interrupts"][0]["id"]}"]')
+    expect(item.locator(".approval-args")).to_have_text('{\n  "cents": 300\n}')
+    expect(status).to_have_text("")
+    expect(page.locator("#approvals-list li.approval")).to_have_count(1)

@@ -210,8 +210,8 @@ def test_stop_cancels_the_live_run(page: Any, base_url: str) -> None:
     expect(_rows(page, ".tool-call")).to_contain_text("work")
     page.click("#stop")
     expect(page.locator('#run-facts dd[data-fact="status"]')).to_have_text("cancelled")
-    expect(_rows(page, ".error")).to_have_count(1)
-    expect(_rows(page, ".error")).to_contain_text("RunCancelled")
+    expect(_rows(page, ".stopped")).to_have_count(1)
+    expect(_rows(page, ".stopped")).to_contain_text("cancelled at a safe point")
     expect(page.locator("#stop")).to_be_hidden()
 
 

@@ -4,6 +4,10 @@ One process pauses on the payment's approval; a second approves it and is killed
 payment is in flight; a third recovers the run: the approval is not asked again, the
 payment does not run again (the marker file says "start" once), and the run pauses on an
 `unknown_outcome` question, which a fourth settles.
+
+A `"once"` call that finished before the kill (its sibling in the same round of tool calls
+was still running) answers from its journal when another process recovers the run: it does
+not run again, and the recovered run uses the result it recorded.
 """
 
 from __future__ import annotations
@@ -138,3 +142,104 @@ def test_a_once_call_killed_mid_call_is_not_run_again(kind: str, tmp_path: Path)
     assert done["final"] == "result: charged 500", done
     assert len(_starts(marker)) == 1
     assert done["audit"] == [["done", "ann", "resume"], ["approved", "ann", "resume"]]
+
+
+_ROUND = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from plait import AgentContext, ChatModelAgent, Hooks, Runner, tool
+    from plait.stores import PostgresStore, RedisStore, SqliteStore
+    from plait.testing import FunctionModel, call, calls
+
+    kind, where, prefix, mode, marker = sys.argv[1:6]
+
+    def note(line):
+        with open(marker, "a") as out:
+            out.write(line + "\\n")
+
+    @tool(effect="once")
+    async def pay(ctx: AgentContext, cents: int) -> str:
+        \"\"\"Pay.\"\"\"
+        note(f"pay {ctx.idempotency_key}")
+        return f"paid {cents} in the {mode} process"
+
+    @tool
+    async def ship() -> str:
+        \"\"\"Ship the order.\"\"\"
+        note(f"ship in the {mode} process")
+        if mode == "crash":
+            await asyncio.sleep(3600)  # killed here, after pay finished
+        return "shipped"
+
+    class Noted(Hooks):
+        async def after_tool(self, ctx, call, result):
+            if call.name == "pay":  # its journal entry says finished by now
+                note(f"finished {result}")
+            return None
+
+    def model(messages, tools):
+        results = [m.content for m in messages if m.role == "tool"]
+        if not results:
+            return calls(call("pay", {"cents": 500}, id="pay-1"), call("ship", {}, id="ship-1"))
+        return " | ".join(results)
+
+    def open_store():
+        if kind == "sqlite":
+            return SqliteStore(where)
+        if kind == "postgres":
+            return PostgresStore(where, table_prefix=prefix)
+        return RedisStore(where, prefix=prefix)
+
+    async def main():
+        store = open_store()
+        agent = ChatModelAgent("shop", FunctionModel(model), tools=[pay, ship])
+        runner = Runner(agent, store=store, durability="step", hooks=[Noted()])
+        if mode == "crash":
+            result = await runner.query("pay and ship", checkpoint_id="round-run").collect()
+        else:
+            result = await runner.resume("round-run").collect()
+        out = {"final": result.final_output, "error": repr(result.error) if result.error else None}
+        await store.close()
+        print(json.dumps(out))
+
+    asyncio.run(main())
+    """
+)
+
+
+def _lines(marker: Path, start: str) -> list[str]:
+    return [line for line in _starts(marker) if line.startswith(start)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_a_once_call_that_finished_before_a_kill_answers_from_its_journal(
+    kind: str, tmp_path: Path
+) -> None:
+    script, marker = tmp_path / "round.py", tmp_path / "marker"
+    script.write_text(_ROUND)
+    prefix = f"r{uuid.uuid4().hex[:10]}" + ("_" if kind == "postgres" else ":")
+    common = (kind, _where(kind, tmp_path), prefix)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *common, "crash", str(marker)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not (_lines(marker, "finished") and _lines(marker, "ship")):  # pay done, ship held
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, _starts(marker)
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    if proc.stderr is not None:
+        proc.stderr.close()
+    recovered = _run(script, *common, "recover", str(marker))
+    assert recovered == {
+        "final": "paid 500 in the crash process | shipped",
+        "error": None,
+    }, recovered
+    assert len(_lines(marker, "pay")) == 1, _starts(marker)  # pay ran once, ship twice
+    assert _lines(marker, "ship") == ["ship in the crash process", "ship in the recover process"]

@@ -14,9 +14,11 @@ from plait import (
     END,
     START,
     AgentContext,
+    AgentInput,
     AgentTool,
     ChatModelAgent,
     Compaction,
+    GuardrailResult,
     Inherit,
     Message,
     StateGraph,
@@ -266,8 +268,50 @@ def compacting(directory: Path) -> ChatModelAgent:
     return ChatModelAgent("compact", FunctionModel(answer), compaction=compaction)
 
 
+def guarded(directory: Path) -> ChatModelAgent:
+    """Checks its input and its answer with sync guardrails (the input trips on "homework",
+    the answer on "secret") and builds its model input with a sync `gen_model_input`."""
+
+    def no_homework(ctx: AgentContext, text: str) -> GuardrailResult:
+        log(directory, f"input guardrail {text}")
+        return GuardrailResult(tripwire="homework" in text, info={"topic": "homework"})
+
+    def no_secret(ctx: AgentContext, text: str) -> GuardrailResult:
+        log(directory, f"output guardrail {text}")
+        return GuardrailResult(tripwire="secret" in text, info={"said": text})
+
+    def model_input(instruction: str, input: AgentInput, ctx: AgentContext) -> list[Message]:
+        return [Message.system(instruction), *input.messages, Message.user("(be brief)")]
+
+    def reply(messages: list[Message], tools: list[Any]) -> Message | str:
+        asked = [m.content for m in messages if m.role == "user"]
+        log(directory, "model")
+        return "the answer is: " + " ".join(asked)
+
+    return ChatModelAgent(
+        "guarded",
+        FunctionModel(reply),
+        instruction="Answer.",
+        gen_model_input=model_input,
+        input_guardrails=[no_homework],
+        output_guardrails=[no_secret],
+    )
+
+
+def finisher(directory: Path) -> ChatModelAgent:
+    """Ends its turn with plait's own (sync) `exit` tool."""
+
+    def reply(messages: list[Message], tools: list[Any]) -> Message | str:
+        log(directory, "model")
+        return call("exit", {"final_result": "finished via exit"}, id="x1")
+
+    return ChatModelAgent("finisher", FunctionModel(reply), exit_tool=True)
+
+
 def all_agents(directory: Path) -> list[Any]:
     return [
+        guarded(directory),
+        finisher(directory),
         compacting(directory),
         nested(directory),
         steps_agent(directory),

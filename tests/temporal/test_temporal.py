@@ -20,11 +20,11 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
 
 from plait import temporal
-from plait.errors import ResumeError, ToolError, WorkflowNondeterminism
+from plait.errors import GuardrailTripped, ResumeError, ToolError, WorkflowNondeterminism
 from plait.events import AgentEvent, RunResult
 from plait.messages import Message
 
-from .agents import all_agents, asker_agent, calls
+from .agents import all_agents, asker_agent, calls, guarded
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -390,6 +390,52 @@ async def test_an_agent_the_worker_does_not_serve_ends_the_run_with_a_usage_erro
     assert "no agent named 'nobody'" in str(result.error)
     with pytest.raises(UsageError, match="str or a list"):
         await temporal.start(client, "asker", 42, task_queue=serving)  # type: ignore[arg-type]
+
+
+async def test_sync_guardrails_and_a_sync_model_input_run_in_the_workflow_and_it_ends(
+    client: Client, serving: str, tmp_path: Path
+) -> None:
+    handle = await temporal.start(client, "guarded", "two and two?", task_queue=serving)
+    result = await asyncio.wait_for(handle.result(), WAIT)
+    assert result.error is None, result.error
+    assert result.final_output == "the answer is: two and two? (be brief)"
+    assert sorted(calls(tmp_path)) == [
+        "input guardrail two and two?",
+        "model",
+        f"output guardrail {result.final_output}",
+    ]
+    assert await _activity_kinds(handle) == ["plait-model"]  # the guardrails: in the workflow
+    history = await handle.fetch_history()
+    await temporal.replayer([guarded(tmp_path)]).replay_workflow(history)  # deterministic
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "name", "info"),
+    [
+        ("my homework, please", "input", "no_homework", {"topic": "homework"}),
+        ("the secret?", "output", "no_secret", {"said": "the answer is: the secret? (be brief)"}),
+    ],
+    ids=["input", "output"],
+)
+async def test_a_sync_guardrail_that_trips_ends_the_workflow_with_guardrail_tripped(
+    client: Client, serving: str, text: str, kind: str, name: str, info: Any
+) -> None:
+    handle = await temporal.start(client, "guarded", text, task_queue=serving)
+    result = await asyncio.wait_for(handle.result(), WAIT)
+    assert isinstance(result.error, GuardrailTripped), result.error
+    assert (result.error.kind, result.error.guardrail) == (kind, name)
+    assert result.error.agent_name == "guarded" and result.error.info == info
+    assert result.final_output is None
+
+
+async def test_the_sync_exit_tool_ends_the_agent_in_the_workflow(
+    client: Client, serving: str
+) -> None:
+    handle = await temporal.start(client, "finisher", "go", task_queue=serving)
+    result = await asyncio.wait_for(handle.result(), WAIT)
+    assert result.error is None, result.error
+    assert result.final_output == "finished via exit"
+    assert await _activity_kinds(handle) == ["plait-model"]  # `exit` is control flow
 
 
 async def test_a_compaction_summary_is_a_model_activity(

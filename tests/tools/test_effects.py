@@ -4,6 +4,7 @@ calls are journaled, parallel approvals, a `once` tool that pauses itself, sync 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -142,6 +143,9 @@ def test_parallel_approvals_are_asked_and_answered_one_by_one() -> None:
     again = runner.resume_sync(paused.checkpoint_id, {first.id: answer}, approver="ann")
     [still] = again.interrupts  # the second is asked again, its expiry unchanged
     assert still.info == second.info and still.id != second.id
+    inbox = asyncio.run(store.get_session_record("plait.effects/inbox"))
+    assert inbox is not None  # it holds the question asked again, in place of both
+    assert [i["interrupt_id"] for i in json.loads(inbox.data)["items"]] == [still.id]
     assert paid == [10]
     no = {"approved": False, "fingerprint": still.info["approval"]["fingerprint"]}
     done = runner.resume_sync(again.checkpoint_id, {still.id: no}, approver="ben")

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from plait.agent_context import AgentContext
-from plait.errors import CheckpointAlreadyResumed, ResumeError, RunCancelled
+from plait.errors import CheckpointAlreadyResumed, CheckpointCorrupt, ResumeError, RunCancelled
 from plait.messages import Message
 from plait.run_state import IdSource
 from plait.stores.base import Store
@@ -166,6 +166,42 @@ async def once_calls_stopped_in_flight_never_run_twice(store: Store) -> None:
     assert entry["interrupt_id"] == asked.interrupts[0].id
 
 
+async def damaged_journal_entries_never_run_a_call_again(store: Store) -> None:
+    """A `"once"` call whose journal entry is damaged (not JSON, not an object, an unknown
+    state, finished without a result, an approval without a decision) does not run: the
+    resumed run ends with `CheckpointCorrupt` naming the key and leaves its checkpoint
+    pending; the entry restored, the resume goes on as before (an `unknown_outcome`)."""
+    from plait.journal import entry_id
+
+    payments = Payments()
+    runner = payment_runner(store, payments)
+    stopped = await _stopped_in_flight(runner, payments, _id("pay"))
+    key = payments.charges[0][0]
+    kept = await store.get_session_record(entry_id(key))
+    assert kept is not None and json.loads(kept.data)["state"] == "started"
+    damaged = (
+        b"not json",
+        b"[]",
+        b'{"state": "paid"}',
+        b'{"state": ["started"]}',
+        b'{"state": "finished"}',
+        b'{"approval": "yes"}',
+    )
+    for data in damaged:
+        await store.put_session(entry_id(key), data, ttl=60.0)
+        refused = await runner.resume(stopped.checkpoint_id).collect()
+        assert isinstance(refused.error, CheckpointCorrupt), (data, refused.error)
+        assert refused.error.key == key and key in str(refused.error)  # type: ignore[attr-defined]
+        assert len(payments.charges) == 1, (data, payments.charges)
+        record = await store.get_checkpoint(stopped.checkpoint_id)
+        assert record is not None and record.status == "pending", data
+        assert (await store.get_session_record(entry_id(key))).data == data  # type: ignore[union-attr]
+    await store.put_session(entry_id(key), kept.data, ttl=60.0)
+    asked = await runner.resume(stopped.checkpoint_id).collect()
+    assert [list(i.info) for i in asked.interrupts] == [["unknown_outcome"]], asked.error
+    assert len(payments.charges) == 1
+
+
 async def unknown_outcomes_can_be_retried_or_skipped(store: Store) -> None:
     """ "retry" runs the stopped call again (with the same idempotency key); "skip" answers
     with `skipped: <message>` and runs nothing."""
@@ -303,6 +339,39 @@ async def standing_rules_approve_without_a_pause(store: Store) -> None:
     assert len(payments.charges) == 1
 
 
+async def answered_questions_leave_the_inbox(store: Store) -> None:
+    """The stored inbox holds only the open questions: each answered approval (approved,
+    rejected, or expired to its default) leaves it as its answer is applied, without the
+    inbox being read; `pending()` lists exactly the open ones."""
+    from plait.journal import INBOX
+
+    async def stored() -> list[dict[str, Any]]:
+        found = await store.get_session_record(INBOX)
+        return [] if found is None else list(json.loads(found.data)["items"])
+
+    payments, clock = Payments(), Clock()
+    approval = Approval(expires_in=600)
+    runner = payment_runner(store, payments, approval=approval, ids=clock)
+    waiting = [await runner.query("pay").collect() for _ in range(2)]
+    before = {(i["checkpoint_id"], i["interrupt_id"]) for i in await stored()}
+    open_ids = {(r.checkpoint_id, r.interrupts[0].id) for r in waiting}
+    assert open_ids <= before
+    asked = set(open_ids)
+    for n in range(12):
+        paused = await runner.query("pay").collect()
+        asked.add((paused.checkpoint_id, paused.interrupts[0].id))
+        assert len(await stored()) == len(before) + 1
+        fingerprint = paused.interrupts[0].info["approval"]["fingerprint"]
+        answer = {"approved": n % 3 == 0, "fingerprint": fingerprint}
+        if n % 3 == 2:
+            clock.advance(601)  # it expires: the default applies
+        done = await runner.resume(paused.checkpoint_id, value=answer).collect()
+        assert done.final_output is not None, done.error
+        assert {(i["checkpoint_id"], i["interrupt_id"]) for i in await stored()} == before
+    pending = await runner.approvals.pending()
+    assert {(q["checkpoint_id"], q["interrupt_id"]) for q in pending} & asked == open_ids
+
+
 async def effect_records_expire_with_the_checkpoints(store: Store) -> None:
     """A `"once"` call's journal entry has the checkpoint ttl: kept while it lasts, gone
     after it."""
@@ -334,11 +403,13 @@ async def the_audit_log_keeps_concurrent_appends(store: Store) -> None:
 
 EFFECT_CHECKS = [
     once_calls_stopped_in_flight_never_run_twice,
+    damaged_journal_entries_never_run_a_call_again,
     unknown_outcomes_can_be_retried_or_skipped,
     concurrent_resumes_run_a_once_call_once,
     approvals_are_bound_to_their_arguments,
     expired_approvals_apply_their_default,
     standing_rules_approve_without_a_pause,
+    answered_questions_leave_the_inbox,
     effect_records_expire_with_the_checkpoints,
     the_audit_log_keeps_concurrent_appends,
 ]

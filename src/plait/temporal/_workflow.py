@@ -10,7 +10,10 @@ returns the events so far as JSON objects.
 
 The workflow is not sandboxed: plait's agents are live objects built outside it (by the
 worker's process), and determinism comes from the run kernel (every id and time from
-`IdSource`, every clock it reads the workflow's).
+`IdSource`, every clock it reads the workflow's). The sync functions a run calls in the
+workflow (a guardrail, the `exit` tool) run inline on the workflow's thread, not on a worker
+thread: the workflow's loop takes no callback from another thread, and inline they run at
+the same step on every replay.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 from temporalio import workflow
 
 from plait._json import load_plain
+from plait._threads import call_sync_inline
 from plait.agent_context import AgentContext
 from plait.checkpoint import UNSET
 from plait.context import inside
@@ -109,6 +113,7 @@ class PlaitWorkflow:
     @workflow.run
     async def run(self, request: dict[str, Any]) -> RunResult:
         """Run the agent on the input, waiting for `resume` at each pause."""
+        call_sync_inline()
         served = _served()
         agent = served.catalog.agents.get(request["agent"])
         if agent is None:

@@ -20,6 +20,7 @@ const state = {
   errorShown: false, // the run's error is on the page already
   pauseShown: false, // its pause too
   liveId: null, // the checkpoint id of the live run (what Stop cancels)
+  ended: true, // the live run's stream has ended
 };
 
 // ---- small helpers -------------------------------------------------------------------
@@ -50,6 +51,18 @@ function pretty(jsonText) {
 
 function errorLine(error) {
   return `${error.type}: ${error.message}`;
+}
+
+// A run ends with RunCancelled when it was stopped (Stop, or the server going down): it is
+// saved and can go on, so it is drawn as stopped, not as a failure or a question.
+function isStop(error) {
+  return Boolean(error) && error.type === "RunCancelled";
+}
+
+// The row parts of a run's error: [kind, ...nodes].
+function errorPart(error) {
+  if (!isStop(error)) return ["error", el("span", "", errorLine(error))];
+  return ["stopped", el("span", "label", "stopped"), el("div", "muted", error.message)];
 }
 
 function count(n, word) {
@@ -199,7 +212,7 @@ function eventParts(event) {
     const h = event.handoff;
     parts.push(["handoff", el("span", "label", `handoff ${h.from_agent} → ${h.to_agent}`)]);
   }
-  if (event.error) parts.push(["error", el("span", "", errorLine(event.error))]);
+  if (event.error) parts.push(errorPart(event.error));
   return parts;
 }
 
@@ -251,7 +264,10 @@ function renderEvent(event) {
   if (event.error) state.errorShown = true;
   const rows = parts.map(([kind, ...nodes]) => addRow(depth, kind, ...nodes));
   const interrupted = (event.action || {}).interrupted;
-  if (interrupted) rows.push(...drawPause(interrupted.contexts || [], depth));
+  const paused = interrupted && !isStop(event.error); // a stopped run asks nobody
+  if (paused) rows.push(...drawPause(interrupted.contexts || [], depth));
+  // an event without a message after streamed text: the event of a reply cut short
+  if (!rows.length && live && state.streaming.get(key) === live) rows.push(cutShort(key));
   if (!rows.length) rows.push(addRow(depth, "event", el("span", "muted", "event")));
   for (const row of rows) {
     row.dataset.event = String(index);
@@ -334,7 +350,7 @@ function showSummary(summary) {
     addRow(0, "final", el("span", "label", "final answer"), answer);
   }
   if (summary.error && !state.errorShown) {
-    addRow(0, "error", el("span", "", errorLine(summary.error))); // once: not also its event's
+    addRow(0, ...errorPart(summary.error)); // once: not also its event's
   }
   state.errorShown = state.errorShown || Boolean(summary.error);
   $("interrupts").replaceChildren();
@@ -343,6 +359,9 @@ function showSummary(summary) {
     for (const pending of summary.interrupts || []) {
       $("interrupts").append(interruptForm(summary.checkpoint_id, pending));
     }
+  }
+  if (summary.status === "cancelled" && summary.checkpoint_id) {
+    $("interrupts").append(stoppedPanel(summary.checkpoint_id));
   }
   $("events").scrollTop = $("events").scrollHeight;
 }
@@ -362,9 +381,26 @@ async function stop() {
   $("stop").disabled = true;
   try {
     await api(`/v1/runs/${encodeURIComponent(id)}/cancel`, { method: "POST" });
+    if (state.liveId === id && !state.ended) fact("status", "stopping…"); // until it ends
   } catch (error) {
+    $("stop").disabled = !state.running;
     notice(error.message);
   }
+}
+
+// Streamed text whose whole message never came (the run stopped or failed mid-reply): no
+// longer drawn as being written. Return its row.
+function cutShort(key) {
+  const row = state.streaming.get(key);
+  state.streaming.delete(key);
+  row.classList.replace("streaming", "cut");
+  row.title = "The reply stopped here.";
+  return row;
+}
+
+// The run's stream ended: any text still being written was cut short.
+function endStreaming() {
+  for (const key of [...state.streaming.keys()]) cutShort(key);
 }
 
 async function stream(path, body) {
@@ -372,6 +408,7 @@ async function stream(path, body) {
   hideTrace();
   state.errorShown = false;
   state.pauseShown = false;
+  state.ended = false;
   state.streaming.clear();
   markTopology(null, null);
   let summary = null;
@@ -388,12 +425,15 @@ async function stream(path, body) {
       else if (name === "agent_event") renderEvent(data);
       else if (name === "run_end") summary = data;
     });
+    state.ended = true;
+    endStreaming();
     if (summary) showSummary(summary);
     else notice("The stream ended early; GET /v1/runs/{checkpoint_id} has the run's summary.");
     await loadTrace(runId);
   } catch (error) {
     notice(error.message);
   } finally {
+    state.ended = true;
     state.liveId = null;
     setRunning(false);
   }
@@ -457,15 +497,36 @@ function interruptForm(checkpointId, pending) {
   return form;
 }
 
-async function resume(form, checkpointId, interruptId, value) {
+function resume(form, checkpointId, interruptId, value) {
+  const body = { targets: { [interruptId]: value }, deltas: true };
+  return goOn(form, checkpointId, "answered " + show(value), body);
+}
+
+// Resume a run (streamed) from `panel`, the form or panel that offered it; say `said`.
+async function goOn(panel, checkpointId, said, body) {
   if (state.running) return;
   notice("");
-  form.inert = true;
-  addRow(0, "user", el("span", "who", "you"), el("div", "text", "answered " + show(value)));
+  panel.inert = true;
+  addRow(0, "user", el("span", "who", "you"), el("div", "text", said));
   state.lastPath = null;
-  const path = `/v1/runs/${encodeURIComponent(checkpointId)}/resume`;
-  await stream(path, { targets: { [interruptId]: value }, deltas: true });
-  form.inert = false; // still shown only if the resume was refused
+  await stream(`/v1/runs/${encodeURIComponent(checkpointId)}/resume`, body);
+  panel.inert = false; // still shown only if the resume was refused
+}
+
+// A stopped run's panel: Resume goes on from its checkpoint (a resume with no answers).
+function stoppedPanel(checkpointId) {
+  const button = el("button", "continue", "Resume");
+  button.type = "button";
+  const panel = el(
+    "div",
+    "stopped",
+    el("h3", "", "Stopped: the run can go on from where it stopped"),
+    el("p", "muted", "checkpoint " + checkpointId),
+    button,
+  );
+  const body = { deltas: true };
+  button.addEventListener("click", () => goOn(panel, checkpointId, "resumed the run", body));
+  return panel;
 }
 
 // ---- start ---------------------------------------------------------------------------

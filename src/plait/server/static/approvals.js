@@ -86,6 +86,7 @@ function approvalsItem(item) {
 async function approvalsAnswer(item, value) {
   const status = $("approvals-status");
   status.textContent = "resuming…";
+  delete status.dataset.failedRead;
   try {
     const response = await api(`/v1/runs/${encodeURIComponent(item.checkpoint_id)}/resume`, {
       method: "POST",
@@ -100,17 +101,26 @@ async function approvalsAnswer(item, value) {
   await approvalsLoad();
 }
 
+// Read the inbox again. A failure to read it (no valid API key yet, say) stays in the status
+// line only until a read succeeds; what an answer said stays until the next answer.
 async function approvalsLoad() {
   const list = $("approvals-list");
+  const status = $("approvals-status");
   let items;
   try {
     items = await getJSON("/v1/approvals");
   } catch (error) {
-    $("approvals-status").textContent = error.message;
+    status.textContent = error.message;
+    status.dataset.failedRead = "true";
     return;
   }
-  const shown = [...list.children].map((li) => li.dataset.interrupt).join(",");
-  if (shown === items.map((i) => i.interrupt_id).join(",")) return; // keep what is typed
+  if (status.dataset.failedRead) {
+    status.textContent = "";
+    delete status.dataset.failedRead;
+  }
+  const ids = items.map((i) => i.interrupt_id).join(",");
+  if (list.dataset.shown === ids) return; // keep what is typed
+  list.dataset.shown = ids;
   list.replaceChildren(...items.map(approvalsItem));
   if (items.length === 0) list.append(el("li", "muted", "nothing waits for you"));
 }

@@ -1,5 +1,5 @@
 // The dev page's side bar: the agents, the selected agent's sessions, and the inbox of paused
-// runs (GET /v1/runs?status=paused: every worker's, so a reload never loses one).
+// and stopped runs (GET /v1/runs?status=…: every worker's, so a reload never loses one).
 // It uses app.js's helpers and state. Server text is only set as text.
 "use strict";
 
@@ -133,9 +133,10 @@ async function openSession(id, agent) {
   }
 }
 
-// ---- the inbox: paused runs waiting for a person -----------------------------------------
+// ---- the inbox: paused runs waiting for a person, stopped runs that can go on -------------
 
 function pauseQuestion(run) {
+  if (run.status === "cancelled") return "stopped";
   const first = (run.interrupts || [])[0];
   if (!first) return "paused";
   const info = first.info;
@@ -143,10 +144,18 @@ function pauseQuestion(run) {
   return show(info);
 }
 
+// The runs that wait: paused ones and stopped ones with a checkpoint, newest first.
+async function waitingRuns() {
+  const pages = await Promise.all(
+    ["paused", "cancelled"].map((status) => getJSON(`/v1/runs?status=${status}&limit=50`)),
+  );
+  const runs = pages.flatMap((page) => page.runs).filter((run) => run.checkpoint_id);
+  return runs.sort((a, b) => Date.parse(b.updated_at) - Date.parse(a.updated_at));
+}
+
 async function refreshInbox() {
   try {
-    const page = await getJSON("/v1/runs?status=paused&limit=50");
-    const items = page.runs.map((run) => {
+    const items = (await waitingRuns()).map((run) => {
       const when = new Date(run.updated_at).toLocaleString();
       const button = el(
         "button",
@@ -157,6 +166,7 @@ async function refreshInbox() {
       );
       button.type = "button";
       button.dataset.run = run.run_id;
+      button.dataset.status = run.status;
       button.addEventListener("click", () => openPausedRun(run));
       return el("li", "", button);
     });
@@ -167,7 +177,8 @@ async function refreshInbox() {
   }
 }
 
-// Reopen a paused run: its agent, its session so far, its facts and its interrupt panel.
+// Reopen a paused (or stopped) run: its agent, its session so far, its facts and its panel
+// (the interrupts to answer, or Resume).
 async function openPausedRun(run) {
   if (state.running) return;
   await selectAgent(run.agent);
@@ -175,7 +186,8 @@ async function openPausedRun(run) {
   if (run.session_id) await showSession(run.session_id);
   fact("agent", run.agent);
   fact("run", run.run_id);
-  addRow(0, "fork", el("span", "label", `paused run ${run.run_id}`));
+  const what = run.status === "cancelled" ? "stopped" : "paused";
+  addRow(0, "fork", el("span", "label", `${what} run ${run.run_id}`));
   showSummary(run);
   await loadHistory(run.checkpoint_id);
 }
