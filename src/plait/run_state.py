@@ -138,6 +138,8 @@ class RunState:
         "max_transfers",
         "metadata",
         "model_calls",
+        "model_calls_in_flight",
+        "model_calls_stopped",
         "options",
         "output_tokens",
         "paused",
@@ -183,6 +185,9 @@ class RunState:
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
         self.guards: set[Stoppable] = set()  # the tool and model calls in flight
+        # the tasks awaiting a model's reply now, and those of them a stop cancelled
+        self.model_calls_in_flight: set[asyncio.Task[Any]] = set()
+        self.model_calls_stopped: set[asyncio.Task[Any]] = set()
         self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
         self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
         self.extras: dict[str, Any] | None = None  # kept by process-wide hooks, never saved
@@ -266,6 +271,9 @@ class RunState:
         self.cancel_requested = True
         for guard in list(self.guards):
             guard.stop_soon()
+        for task in self.model_calls_in_flight - self.model_calls_stopped:
+            self.model_calls_stopped.add(task)
+            task.cancel()
 
     def charge(self, budgets: tuple[str, ...], usage: Usage | None) -> None:
         """Count one model call and its usage in the totals and in `budgets` (team keys);

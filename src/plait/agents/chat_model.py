@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -41,7 +42,7 @@ from plait.messages import Message, ToolCall
 from plait.models.base import ChatModel, supports_output_schema
 from plait.models.spec import resolve_model
 from plait.options import RunOptions
-from plait.run_state import CallGuard
+from plait.run_state import CallGuard, RunState
 from plait.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
 from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, Toolset, check_timeout
 from plait.tools.function import FunctionTool
@@ -583,18 +584,23 @@ class _Loop:
             self.calls_made += 1  # `_before_call`, inline
         run = self.run
         run.requests += 1
-        guard = CallGuard(run, None)  # a stop request ends the call in flight
+        task = asyncio.current_task()
+        flight = run.model_calls_in_flight
+        flight.add(task)  # type: ignore[arg-type]  # a task: what a stop request cancels
         try:
-            with guard:
-                reply = await agent.model.generate(
-                    self.messages, tools=agent._tool_infos, **self.options
-                )
+            reply = await agent.model.generate(
+                self.messages, tools=agent._tool_infos, **self.options
+            )
+        except asyncio.CancelledError:
+            if not _stopped_by_request(run, task):
+                raise
+            box.stopped = True
+            return []
         except Exception as exc:
             box.error = model_error(agent.name, exc)
             return []
-        if guard.reason is not None:
-            box.stopped = True
-            return []
+        finally:
+            flight.discard(task)
         if not isinstance(reply, Message):
             box.error = wrong_output(
                 agent.model, agent.name, "generate() returned", reply, "a Message"
@@ -887,6 +893,15 @@ class _Loop:
                         return
                 else:
                     yield item
+
+
+def _stopped_by_request(run: RunState, task: asyncio.Task[Any] | None) -> bool:
+    """Whether a model call's cancellation in `task` is a stop request's alone (it is then
+    taken back: the call ends with no reply)."""
+    if task is None or task not in run.model_calls_stopped:
+        return False
+    run.model_calls_stopped.discard(task)
+    return task.uncancel() == 0
 
 
 async def _tool_job(
