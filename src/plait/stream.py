@@ -218,7 +218,8 @@ class RunStream:
 
         Tool calls in flight are stopped: an async tool is cancelled; a sync tool's thread,
         which cannot be killed, is abandoned (its `ctx.cancelled` turns true). A model call
-        in flight is let finish. The run is then saved and ends with a `RunCancelled` error
+        in flight is stopped too (its reply is dropped and asked for again on the resume).
+        The run is then saved and ends with a `RunCancelled` error
         event; `Runner.resume` continues it, running the stopped tool calls again (but a
         stopped `"once"` call asks what became of it: docs/approvals.md). A run
         that had already finished is not affected.
