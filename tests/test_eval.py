@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from plait import ChatModelAgent, Message, Runner, ToolInfo, interrupt, tool
 from plait.cassette import Cassette
 from plait.errors import EvalSetError, UsageError
-from plait.eval import EvalReport, evaluate, load_evalset
+from plait.eval import MAX_EVALSET_BYTES, EvalReport, evaluate, load_evalset
 from plait.examples.router import UNSUPPORTED, build_router, routes_only
 from plait.messages import Usage
 from plait.testing import FunctionModel, ScriptedModel, call, reply
@@ -445,6 +446,46 @@ def test_files_that_cannot_be_read_are_eval_set_errors(tmp_path: Path) -> None:
     listed.write_text("[]")
     with pytest.raises(EvalSetError, match="a JSON object"):
         load_evalset(listed)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("nested", "is nested too deeply to read"),
+        ("device", "is not a regular file"),
+        ("fifo", "is not a regular file"),
+        ("huge", "is over the limit of 16 MiB"),
+    ],
+)
+async def test_evaluate_refuses_hostile_files_with_a_typed_error(
+    tmp_path: Path, kind: str, message: str
+) -> None:
+    path = tmp_path / "set.json"
+    if kind == "nested":
+        path.write_text(json.dumps({"cases": []})[:-2] + "[" * 100_000 + "]" * 100_000 + "}")
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        with path.open("wb") as file:
+            file.truncate(MAX_EVALSET_BYTES + 1)
+    with pytest.raises(EvalSetError, match=message):
+        await evaluate(_agent(), path)
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+async def test_a_value_nested_too_deeply_names_its_case_and_field(depth: int) -> None:
+    evalset = {"cases": [_case(expected_response=_nested(depth))]}
+    with pytest.raises(EvalSetError, match=r"case 'c': expected_response: nested too deeply$"):
+        await evaluate(_agent(), evalset)
 
 
 # ---- Google ADK's eval sets -----------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from plait.cli import app
+from plait.eval import MAX_EVALSET_BYTES
 
 TARGET = f"{Path(__file__).resolve().parent / 'eval_targets.py'}:calculator"
 
@@ -175,3 +177,40 @@ def test_an_adk_file_runs_from_the_command_line(tmp_path: Path) -> None:
     assert code == 0
     (case,) = json.loads(out)["cases"]
     assert (case["id"], case["passed"]) == ("adk_sum", True)
+
+
+def _hostile(tmp_path: Path, kind: str) -> str:
+    """Return the path of an eval-set file no one should read whole or parse recursively."""
+    path = tmp_path / f"{kind}.json"
+    if kind == "nested":
+        path.write_text('{"cases": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif kind == "device":
+        return "/dev/zero"
+    elif kind == "link":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)  # opening it for reading would wait for a writer
+    else:  # over the size limit (sparse: nothing is written)
+        with path.open("wb") as file:
+            file.truncate(MAX_EVALSET_BYTES + 1)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("nested", "is nested too deeply to read"),
+        ("device", "is not a regular file"),
+        ("link", "is not a regular file"),
+        ("fifo", "is not a regular file"),
+        ("huge", "is over the limit of 16 MiB"),
+    ],
+)
+def test_a_hostile_evalset_file_is_one_line_and_exit_2(
+    tmp_path: Path, kind: str, message: str
+) -> None:
+    code, out, err = _eval(_hostile(tmp_path, kind), TARGET)
+    assert (code, out) == (2, "")
+    assert err.startswith("plait: error: the eval set ")
+    assert message in err
+    assert err.count("\n") == 1

@@ -15,6 +15,7 @@ The command line runs it as `plait eval EVALSET.json TARGET`.
 """
 
 from plait.eval.evalset import (
+    MAX_EVALSET_BYTES,
     EvalCase,
     EvalMessage,
     EvalSet,
@@ -28,6 +29,7 @@ from plait.eval.run import JUDGE_PROMPT, evaluate, match_response, match_traject
 
 __all__ = [
     "JUDGE_PROMPT",
+    "MAX_EVALSET_BYTES",
     "EvalCase",
     "EvalCaseResult",
     "EvalMessage",

@@ -4,12 +4,15 @@ A case has an `id`, an `input` (text) or a `conversation` (message objects: the 
 messages), and optionally `expected_tools`, `expected_response`, `trajectory`, `response`,
 `session_values` and `cassette`. A file that looks like Google ADK's (it has `eval_cases`)
 is converted first (`plait.eval.adk`). Anything wrong is an `EvalSetError` naming the case
-and the field.
+and the field. A file is read only if it is a regular file of at most `MAX_EVALSET_BYTES`,
+and a value nested deeper than pydantic validates is refused as nested too deeply.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,6 +31,7 @@ from plait.errors import EvalSetError
 from plait.messages import Message, ToolCall
 
 __all__ = [
+    "MAX_EVALSET_BYTES",
     "EvalCase",
     "EvalMessage",
     "EvalSet",
@@ -39,6 +43,10 @@ __all__ = [
 
 TrajectoryMode = Literal["exact", "in_order", "any_order"]
 ResponseMode = Literal["exact", "contains", "judge"]
+
+#: The largest eval-set file read (16 MiB); a larger one is refused unread.
+MAX_EVALSET_BYTES = 16 * 2**20
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # POSIX only
 
 
 class _Model(BaseModel):
@@ -155,18 +163,44 @@ def load_evalset(source: str | Path | Mapping[str, Any] | EvalSet) -> EvalSet:
 
 
 def _read(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise EvalSetError(f"cannot read the eval set {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise EvalSetError(f"the eval set {path} is not UTF-8 text") from None
+    """Return the parsed JSON of the file at `path`: a regular file of at most
+    `MAX_EVALSET_BYTES`, read no further than that."""
+    text = _text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise EvalSetError(
             f"the eval set {path} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise EvalSetError(f"the eval set {path} is nested too deeply to read") from None
+
+
+def _text(path: Path) -> str:
+    """Return the text of the eval-set file at `path` (see `_read`)."""
+    try:
+        # without blocking: opening a FIFO for reading would wait for a writer
+        with os.fdopen(os.open(path, os.O_RDONLY | _NONBLOCK), "rb") as file:
+            found = os.fstat(file.fileno())
+            if not stat.S_ISREG(found.st_mode):
+                raise EvalSetError(f"the eval set {path} is not a regular file")
+            if found.st_size > MAX_EVALSET_BYTES:
+                raise _too_big(path)
+            data = file.read(MAX_EVALSET_BYTES + 1)
+    except OSError as exc:
+        raise EvalSetError(f"cannot read the eval set {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_EVALSET_BYTES:  # it grew, or its size was not told
+        raise _too_big(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvalSetError(f"the eval set {path} is not UTF-8 text") from None
+
+
+def _too_big(path: Path) -> EvalSetError:
+    return EvalSetError(
+        f"the eval set {path} is over the limit of {MAX_EVALSET_BYTES // 2**20} MiB"
+    )
 
 
 def _validate(data: Any, base: Path | None) -> EvalSet:
@@ -186,6 +220,10 @@ def _validate(data: Any, base: Path | None) -> EvalSet:
     return evalset
 
 
+#: pydantic's complaints about a value nested deeper than it validates.
+_TOO_DEEP = ("recursion_loop", "recursion_depth_exceeded")
+
+
 def _error(exc: ValidationError, data: dict[str, Any]) -> EvalSetError:
     """Return the `EvalSetError` of pydantic's first complaint: its case and field."""
     first = exc.errors()[0]
@@ -197,12 +235,15 @@ def _error(exc: ValidationError, data: dict[str, Any]) -> EvalSetError:
         given = item.get("id") if isinstance(item, dict) else None
         case = given if isinstance(given, str) and given else f"#{loc[1] + 1}"
         loc = loc[2:] or (["input"] if first["type"] == "value_error" else [])
+    problem = first["msg"]
+    if first["type"] in _TOO_DEEP:  # named by the field that holds the nesting
+        loc, problem = loc[:1], "nested too deeply"
     field = ".".join(str(part) for part in loc) or None
     where = " ".join(
         part for part in (f"case {case!r}:" if case else "", f"{field}:" if field else "") if part
     )
     more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-    message = f"invalid eval set: {where} {first['msg']}{more}".replace("  ", " ")
+    message = f"invalid eval set: {where} {problem}{more}".replace("  ", " ")
     return EvalSetError(message, case=case, field=field)
 
 

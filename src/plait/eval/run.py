@@ -2,13 +2,14 @@
 
 Each case runs on a `Runner` of its own with a fresh in-memory store and no session, so
 nothing carries over from one case to the next; cases run one after another, in file order.
+`evaluate_cases` checks cases run another way (the server runs each as one of its runs).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,17 @@ from plait.messages import Message
 from plait.models import ChatModel
 from plait.runner import Runner
 
-__all__ = ["JUDGE_PROMPT", "evaluate", "match_response", "match_trajectory"]
+__all__ = [
+    "JUDGE_PROMPT",
+    "CaseRun",
+    "evaluate",
+    "evaluate_cases",
+    "match_response",
+    "match_trajectory",
+]
+
+#: Runs one case of an eval set and returns what its run did.
+CaseRun = Callable[[EvalCase], Awaitable[RunResult]]
 
 #: The judge's one user message; a reply starting with PASS passes.
 JUDGE_PROMPT = """You grade an AI agent's answer against the expected answer.
@@ -53,32 +64,50 @@ async def evaluate(
     `judge` answers the cases whose `response` is `"judge"`.
 
     Raises:
-        EvalSetError: The eval set is invalid (the error names the case and the field).
+        EvalSetError: The eval set is invalid (the error names the case and the field), or
+            its file cannot be read (not a regular file, over `MAX_EVALSET_BYTES`, nested
+            too deeply).
         UsageError: `agent` is not an agent, or a case needs a judge and none is given.
     """
     if not isinstance(agent, Agent):
         raise UsageError(f"evaluate needs an Agent, got {agent!r}")
     cases = load_evalset(evalset)
+
+    async def run(case: EvalCase) -> RunResult:
+        stream = _runner(agent, case, cases.base).run(
+            case.messages(), session_values=case.session_values
+        )
+        return await stream.collect()
+
+    return await evaluate_cases(cases, run, judge=judge)
+
+
+async def evaluate_cases(
+    cases: EvalSet, run: CaseRun, *, judge: ChatModel | None = None
+) -> EvalReport:
+    """Run each case of `cases` with `run`, one after another, and check what it did;
+    return the report (`evaluate` runs each on a runner of its own; the server runs each as
+    one of its runs).
+
+    Raises:
+        UsageError: A case needs a judge and none is given (before any case runs).
+    """
     judged = [case.id for case in cases.cases if case.response == "judge"]
     if judged and judge is None:
         raise UsageError(
             f"cases {', '.join(map(repr, judged))} are judged by a model: pass judge=<a "
             "ChatModel> (on the command line: --judge MODEL)"
         )
-    results = [await _run_case(agent, case, cases.base, judge) for case in cases.cases]
+    results = [await _run_case(case, run, judge) for case in cases.cases]
     passed = sum(result.passed for result in results)
     return EvalReport(pass_rate=passed / len(results), cases=results)
 
 
-async def _run_case(
-    agent: Agent, case: EvalCase, base: Path | None, judge: ChatModel | None
-) -> EvalCaseResult:
-    """Run one case on a fresh runner and check it."""
+async def _run_case(case: EvalCase, run: CaseRun, judge: ChatModel | None) -> EvalCaseResult:
+    """Run one case with `run` and check it."""
     started = time.perf_counter()
     try:
-        runner = _runner(agent, case, base)
-        stream = runner.run(case.messages(), session_values=case.session_values)
-        result = await stream.collect()
+        result = await run(case)
         error = _problem(result)
     except PlaitError as exc:
         result, error = RunResult(), f"{type(exc).__name__}: {exc}"

@@ -121,6 +121,7 @@ class LiveRun:
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.runner: Runner | None = None
+        self.result: RunResult | None = None  # the run's result, once it has ended
         self._cancel_seen: bytes | None = None
         self._resumed = resumed
         self.registered_at = 0.0
@@ -226,11 +227,13 @@ class LiveRun:
             self.ready.cancel()
             return
         error = RunCancelled("the server stopped before the run ended")
-        summary = summarize(RunResult(error=error), agent=self.agent, session_id=self.session_id)
+        self.result = RunResult(error=error)
+        summary = summarize(self.result, agent=self.agent, session_id=self.session_id)
         self.queue.put_nowait(summary.model_copy(update={"checkpoint_id": None}))
 
     async def _finish(self, result: RunResult) -> None:
         """Write the run's summary (also under a new pause's id), then queue it."""
+        self.result = result
         summary = summarize(result, agent=self.agent, session_id=self.session_id)
         data = self._encode(summary)
         try:
