@@ -291,7 +291,9 @@ def test_a_lone_surrogate_is_refused_at_once_and_starts_no_run(
 ) -> None:
     before = alice.get("/v1/runs", params={"status": "running"}).json()["runs"]
     response = alice.post(path, content=body, headers={"content-type": "application/json"})
-    assert "surrogate" in _error(response, 400)
+    message = _error(response, 422)
+    assert "surrogate" in message
+    assert message.startswith(("input", "messages[0].content")), message  # names where
     after = alice.get("/v1/runs", params={"status": "running"}).json()["runs"]
     assert [r["run_id"] for r in after] == [r["run_id"] for r in before]
 

@@ -110,11 +110,9 @@ class BodyLimit:
                 break
         at = lone_surrogate(body)
         if at is not None:
-            text = (
-                f"the body holds a lone UTF-16 surrogate (a \\u escape at byte {at}), "
-                "which is not text: send valid Unicode"
-            )
-            await _answer(send, error_response(400, "http", text))
+            where = _surrogate_path(body) or f"the body (a \\u escape at byte {at})"
+            text = f"{where}: holds a lone UTF-16 surrogate, which is not text: send valid Unicode"
+            await _answer(send, error_response(422, "http", text))
             return
         await self.app(scope, _replay(bytes(body), receive), send)
 
@@ -155,6 +153,37 @@ def lone_surrogate(body: bytes | bytearray) -> int | None:
         elif 0xDC00 <= code <= 0xDFFF:
             return match.start()
     return None if high is None else high[0]
+
+
+def _surrogate_path(body: bytes | bytearray) -> str | None:
+    """Return where in the JSON `body` the first string with a lone surrogate is, as
+    `input[0].content`, or None when the body cannot be read as JSON."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str) and _not_text(item):
+            return path or "the body"
+        if isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                name = f"{path}.{key}" if path else str(key)
+                if _not_text(str(key)):
+                    return f"{name!r}"
+                stack.append((name, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+    return None
+
+
+def _not_text(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _content_length(scope: Scope) -> int | None:
