@@ -3,11 +3,12 @@
 `guarded(events, ctx, guardrails, ...)` passes a `ChatModelAgent`'s events on as they come,
 except those that may carry its final answer: a model reply without tool calls and, with an
 `output_type`, a reply that calls `final_result`, that tool's result and the event of the
-validated answer. Those are held, and the events after them behind them. When the agent
-goes on (another model reply, a pause, an error), they were no answer and go out. When
-its turn ends with them, the output guardrails check the answer (the reply's text, or the
-validated object) first: they go out once the guardrails pass; when one trips, they never
-go out, the run ends with its error and `output_key` keeps the value it had before.
+validated answer. Those are held, and the events after a held reply behind it. When the
+agent goes on (another model reply, a pause, an error; after a held tool result or
+answer event, any event), they were no answer and go out. When its turn ends with them,
+the output guardrails check the answer (the reply's text, or the validated object) first:
+they go out once the guardrails pass; when one trips, they never go out, the run ends with
+its error and `output_key` keeps the value it had before.
 
 A streamed reply is read ahead before its event goes out: up to its first tool call, then
 it streams on live; to its end when it has none (an answer), and always to its end with
@@ -55,7 +56,7 @@ class _Hold:
     """The events held back in one run of an agent, and what its `output_key` held before
     them."""
 
-    __slots__ = ("before", "ctx", "events", "guardrails", "output_key", "structured")
+    __slots__ = ("before", "ctx", "events", "guardrails", "output_key", "replied", "structured")
 
     def __init__(
         self,
@@ -69,15 +70,17 @@ class _Hold:
         self.output_key = output_key
         self.structured = structured
         self.events: list[AgentEvent] = []
+        self.replied = False  # the first held event is a model reply that may be the answer
         self.before: Any = _NOTHING
 
     async def take(self, event: AgentEvent) -> list[AgentEvent]:
         """Return the events to pass on now that `event` came."""
         own = event.run_path == self.ctx.run_path and event.error is None
         if own and _is_reply(event):
-            out, self.events = self.events, []  # what was held was no answer
+            out = self._release()  # what was held was no answer
             if await self._may_answer(event):
                 self._hold(event)
+                self.replied = True
             else:
                 out.append(event)
             return out
@@ -87,17 +90,23 @@ class _Hold:
         if not self.events:
             return [event]
         action = event.action
-        if event.error is not None or (action is not None and action.interrupted is not None):
-            out, self.events = [*self.events, event], []
-            return out
-        self.events.append(event)
-        return []
+        ends = event.error is not None or (action is not None and action.interrupted is not None)
+        if self.replied and not ends:  # behind a reply that may be the answer
+            self.events.append(event)
+            return []
+        out = self._release()  # the agent goes on: no answer
+        out.append(event)
+        return out
+
+    def _release(self) -> list[AgentEvent]:
+        held, self.events, self.replied = self.events, [], False
+        return held
 
     async def finish(self) -> list[AgentEvent]:
         """Return the events to pass on once the agent's turn ended: what was held when
         the guardrails pass its answer (or it had none), else the error of the one that
         tripped."""
-        held, self.events = self.events, []
+        held = self._release()
         value = self._answer(held)
         if value is _NOTHING:
             return held
