@@ -9,8 +9,8 @@ agent = ChatModelAgent("Helper", model, input_guardrails=[no_homework])
 
 A guardrail is a function `(ctx, value) -> GuardrailResult`, sync (run on a worker thread;
 inline in a Temporal workflow, see docs/temporal.md) or async.
-`ChatModelAgent(input_guardrails=..., output_guardrails=...)` plugs them into the agent's own
-hooks, first, as the hooks below:
+`ChatModelAgent(input_guardrails=..., output_guardrails=...)` runs them: the input
+guardrails as the first of its own hooks, the output guardrails on its final answer.
 
 - Input guardrails get the text of the last user message of the agent's input ("" when it
   has none; `ctx.history` holds the whole conversation). They run once per run of the
@@ -19,10 +19,11 @@ hooks, first, as the hooks below:
   is held (no event, no tool call) until all have passed. An agent resumed after it paused
   does not run them again: it paused in a tool round, after they had passed.
 - Output guardrails get the final answer: the text of the model's reply that has no tool
-  calls (never a tool-call turn, nor a return-directly tool's result; a structured output
-  passes its validated object to `OutputGuardrails.check` instead). They run concurrently,
-  once, before the answer is stored or the run ends; in streaming mode the answer's chunks
-  have been streamed by then.
+  calls, or with an `output_type` the validated object (never a tool-call turn, nor a
+  return-directly tool's result). They run concurrently, once, when the agent's turn ends
+  with the answer; until they pass, the answer is held (no event carries it, streamed
+  chunks included, and it is not stored under `output_key`), so an answer they block never
+  leaves the agent (see `plait.agents.guarded`).
 
 A guardrail that trips ends the whole run, from any depth (an agent run as a tool, a team
 member), with `GuardrailTripped` naming it (`guardrail`: the guardrail's `name` attribute
@@ -164,23 +165,15 @@ class InputGuardrails(Hooks):
         self._pending.pop(id(ctx), None)
 
 
-class OutputGuardrails(Hooks):
+class OutputGuardrails:
     """The output guardrails of one agent, run on its final answer."""
 
     def __init__(self, guardrails: Sequence[Guardrail], *, owner: str) -> None:
         self.checks = tuple(_Check(g, owner) for g in guardrails)
 
-    async def after_model(
-        self, ctx: AgentContext, request: ModelRequest, reply: Message
-    ) -> Message | None:
-        """Check a reply without tool calls (the final answer)."""
-        if not reply.tool_calls:
-            await self.check(ctx, reply.content)
-        return None
-
     async def check(self, ctx: AgentContext, value: Any) -> None:
-        """Run the output guardrails on the final answer `value` (the text; an agent with a
-        structured output passes the validated object here instead)."""
+        """Run the output guardrails on the final answer `value` (the text, or the validated
+        object of an agent with a structured output)."""
         await _run_all(self.checks, ctx, value, "output")
 
 
@@ -193,13 +186,13 @@ def _last_user_text(messages: Sequence[Message]) -> str:
 
 def guardrail_hooks(
     input_guardrails: Sequence[Guardrail], output_guardrails: Sequence[Guardrail], *, owner: str
-) -> tuple[Hooks, ...]:
-    """Return the hooks that run an agent's guardrails (none for none); `owner` names the
-    agent in a `UsageError` for a guardrail that is not a function."""
-    hooks: list[Hooks] = []
-    for given, cls in ((input_guardrails, InputGuardrails), (output_guardrails, OutputGuardrails)):
+) -> tuple[tuple[Hooks, ...], OutputGuardrails | None]:
+    """Return the hooks that run an agent's input guardrails (none for none) and its output
+    guardrails (None for none); `owner` names the agent in a `UsageError` for a guardrail
+    that is not a function."""
+    for given in (input_guardrails, output_guardrails):
         if isinstance(given, str) or callable(given):
             raise UsageError(f"{owner}: guardrails are given as a list of functions")
-        if given:
-            hooks.append(cls(list(given), owner=owner))
-    return tuple(hooks)
+    hooks = (InputGuardrails(list(input_guardrails), owner=owner),) if input_guardrails else ()
+    output = OutputGuardrails(list(output_guardrails), owner=owner) if output_guardrails else None
+    return hooks, output

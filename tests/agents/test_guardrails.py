@@ -27,6 +27,7 @@ from plait import (
     tool,
 )
 from plait.errors import GuardrailTripped, HookError, PlaitError, UsageError
+from plait.stores import MemoryStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply
 from plait.tools import ToolInfo
 
@@ -263,6 +264,96 @@ def test_output_guardrails_check_only_the_final_answer(streaming: bool) -> None:
     result = Runner(agent, enable_streaming=streaming).query_sync("hi")
     assert result.error is None and result.final_output == "the answer"
     assert seen == ["the answer"]  # not the tool-call turn "let me look"
+    assert ran.calls == 1
+
+
+def no_rudeness(ctx: AgentContext, answer: str) -> GuardrailResult:
+    return GuardrailResult(tripwire="stupid" in answer, info="rude")
+
+
+async def carried(events: Sequence[plait.AgentEvent]) -> str:
+    """Return all that `events` carry as text: messages (a stream read whole), their tool
+    calls' arguments and custom outputs."""
+    parts: list[str] = []
+    for event in events:
+        if event.output is None:
+            continue
+        if event.output.message is not None:
+            message = await event.output.message.get_message()
+            parts += [message.content, *(c.arguments for c in message.tool_calls)]
+        if event.output.custom is not None:
+            parts.append(repr(event.output.custom))
+    return "\n".join(parts)
+
+
+async def test_a_blocked_answer_is_not_emitted_kept_in_the_session_or_sent_back(
+    streaming: bool,
+) -> None:
+    model = ScriptedModel([reply("that is a stupid question"), reply("a kind answer")])
+    agent = ChatModelAgent("A", model, output_key="answer", output_guardrails=[no_rudeness])
+    runner = Runner(agent, store=MemoryStore(), enable_streaming=streaming)
+    run = runner.query("hi", session_id="s")
+    events = [event async for event in run]
+    blocked = await run.collect()
+    assert isinstance(blocked.error, GuardrailTripped) and blocked.error.info == "rude"
+    assert events[-1].error is blocked.error
+    assert "stupid" not in await carried(events)
+    view = await runner.sessions.get("s")
+    assert view is not None
+    assert [(m.role, m.content) for m in view.messages] == [("user", "hi")]  # the turn is kept
+    assert "answer" not in view.values
+    answered = await runner.query("again", session_id="s").collect()
+    assert answered.error is None and answered.final_output == "a kind answer"
+    sent = model.requests[-1].messages
+    assert [(m.role, m.content) for m in sent] == [("user", "hi"), ("user", "again")]
+    view = await runner.sessions.get("s")
+    assert view is not None and view.values["answer"] == "a kind answer"
+
+
+async def test_with_output_guardrails_a_tool_call_turn_streams_and_the_answer_waits() -> None:
+    model_may_end = asyncio.Event()
+    checked: list[str] = []
+
+    class Stepwise:
+        """Streams a tool-call turn that ends only once the test has its event, then the
+        answer."""
+
+        async def generate(
+            self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+        ) -> Message:
+            raise AssertionError("a streaming run streams")
+
+        async def stream(
+            self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+        ) -> AsyncIterator[Message]:
+            if messages[-1].role == "tool":
+                for word in ("all ", "good"):
+                    yield Message.assistant(word)
+                return
+            yield Message.assistant("let me look")
+            yield call("lookup", {"query": "x"})
+            await model_may_end.wait()
+
+    async def record(ctx: AgentContext, answer: str) -> GuardrailResult:
+        checked.append(answer)
+        return GuardrailResult(tripwire=False)
+
+    ran = Ran()
+    agent = ChatModelAgent("A", Stepwise(), tools=[ran.tool], output_guardrails=[record])
+    streamed: list[tuple[bool, list[str]]] = []  # per stream: whole when seen, answers checked
+
+    async def main() -> plait.RunResult:
+        run = Runner(agent, enable_streaming=True).query("hi")
+        async for event in run:
+            variant = event.message
+            if variant is not None and variant.stream is not None:
+                streamed.append((variant.stream.done, list(checked)))
+                model_may_end.set()
+        return await run.collect()
+
+    result = await asyncio.wait_for(main(), timeout=30)  # a safety net, not a wait
+    assert result.error is None and result.final_output == "all good"
+    assert streamed == [(False, []), (True, ["all good"])]
     assert ran.calls == 1
 
 

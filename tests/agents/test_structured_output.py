@@ -16,8 +16,11 @@ import pytest
 from typing_extensions import TypedDict
 
 from plait import (
+    AgentContext,
+    AgentEvent,
     AgentTool,
     ChatModelAgent,
+    GuardrailResult,
     Hooks,
     Message,
     ModelRequest,
@@ -28,8 +31,9 @@ from plait import (
     interrupt,
     tool,
 )
-from plait.errors import OutputValidationError, UsageError
+from plait.errors import GuardrailTripped, OutputValidationError, UsageError
 from plait.models import OutputSchema, supports_output_schema
+from plait.stores import MemoryStore
 from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
 from plait.tools import ToolInfo
 from tests.models.scripted_server import Scripted, ScriptedServer, serving
@@ -348,6 +352,74 @@ def test_a_user_tool_named_final_result_clashes_with_the_answer_tool() -> None:
 
     with pytest.raises(UsageError, match="two tools named 'final_result'"):
         ChatModelAgent("geo", ScriptedModel([]), tools=[final_result], output_type=City)
+
+
+# --- output guardrails ------------------------------------------------------------------------
+
+
+async def _carried(events: list[AgentEvent]) -> str:
+    """Return all that `events` carry as text: messages (a stream read whole), their tool
+    calls' arguments and custom outputs."""
+    parts: list[str] = []
+    for event in events:
+        if event.output is not None and event.output.message is not None:
+            message = await event.output.message.get_message()
+            parts += [message.content, *(c.arguments for c in message.tool_calls)]
+        if event.output is not None and event.output.custom is not None:
+            parts.append(repr(event.output.custom))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("schema", [True, False], ids=["schema", "final_result"])
+async def test_output_guardrails_check_the_validated_object_and_a_blocked_one_never_leaves(
+    schema: bool, streaming: bool
+) -> None:
+    checked: list[Any] = []
+
+    def small_cities(ctx: AgentContext, city: City) -> GuardrailResult:
+        checked.append(city)
+        return GuardrailResult(tripwire=city.population > 1_000_000, info=city.name)
+
+    lyon = {"name": "Lyon", "population": 520000}
+    answers = [reply(json.dumps(c)) if schema else _final(c) for c in (PARIS, lyon)]
+    model = ScriptedModel(answers, supports_output_schema=schema)
+    agent = ChatModelAgent(
+        "geo", model, output_type=City, output_key="city", output_guardrails=[small_cities]
+    )
+    runner = Runner(agent, store=MemoryStore(), enable_streaming=streaming)
+    run = runner.query("Paris?", session_id="s")
+    events = [event async for event in run]
+    blocked = await run.collect()
+    assert isinstance(blocked.error, GuardrailTripped) and blocked.error.info == "Paris"
+    assert checked == [City(**PARIS)]  # the object, not its JSON text
+    assert "2100000" not in await _carried(events)
+    view = await runner.sessions.get("s")
+    assert view is not None and [m.content for m in view.messages] == ["Paris?"]
+    assert "city" not in view.values
+    answered = await runner.query("Lyon?", session_id="s").collect()
+    assert answered.error is None and answered.final_output == City(**lyon)
+    assert checked == [City(**PARIS), City(**lyon)]
+    assert "2100000" not in str(model.requests[-1].messages)
+    view = await runner.sessions.get("s")
+    assert view is not None and view.values["city"] == City(**lyon)
+
+
+def test_an_output_guardrail_checks_a_final_result_answer_given_before_a_pause() -> None:
+    def small_cities(ctx: AgentContext, city: City) -> GuardrailResult:
+        return GuardrailResult(tripwire=city.population > 1_000_000, info=city.name)
+
+    model = ScriptedModel([calls(call("approve", {"item": "x"}), _final(PARIS))])
+    agent = ChatModelAgent(
+        "geo", model, tools=[approve], output_type=City, output_guardrails=[small_cities]
+    )
+    runner = Runner(agent)
+    paused = runner.query_sync("Paris?")
+    assert paused.interrupts and paused.checkpoint_id is not None
+    done = runner.resume_sync(paused.checkpoint_id, value="yes")
+    assert isinstance(done.error, GuardrailTripped) and done.error.info == "Paris"
+    assert done.events[-1].error is done.error
+    assert not any(e.output is not None and e.output.custom is not None for e in done.events)
+    assert [e.message.tool_name for e in done.events if e.message is not None] == ["approve"]
 
 
 # --- output_key, nesting and bad configuration ------------------------------------------------

@@ -20,13 +20,29 @@ from ag_ui.core import BaseEvent, Event, EventType
 from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
-from plait import AgentEvent, AgentInput, ChatModelAgent, Message, run_context, tool
+from plait import (
+    AgentEvent,
+    AgentInput,
+    ChatModelAgent,
+    GuardrailResult,
+    Message,
+    run_context,
+    tool,
+)
 from plait.agent_context import AgentContext
 from plait.server import create_app
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply
 from plait.tools.base import ToolInfo
-from tests.server.support import WAIT, BackgroundStream, Controls, parse_sse
+from tests.server.support import (
+    WAIT,
+    BackgroundStream,
+    Controls,
+    ServerThread,
+    client,
+    parse_sse,
+    stream_run,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
@@ -527,6 +543,35 @@ def test_a_cancelled_run_finishes_cancelled_and_resumes_by_checkpoint_id(
 def test_without_a_key_the_route_is_401(base_url: str) -> None:
     response = httpx.post(f"{base_url}/agui/helper", json=body("t", "hi"))
     assert response.status_code == 401
+
+
+def test_an_answer_an_output_guardrail_blocks_is_streamed_by_no_protocol() -> None:
+    def polite(ctx: AgentContext, answer: str) -> GuardrailResult:
+        return GuardrailResult(tripwire="stupid" in answer, info="rude")
+
+    def answer(messages: list[Message], tools: list[ToolInfo]) -> str:
+        return "a kind answer" if messages[-1].content == "nice" else "what a stupid question"
+
+    agent = ChatModelAgent("rude", FunctionModel(answer), output_guardrails=[polite])
+    app = create_app(agent, store=MemoryStore())
+    chat = {"model": "rude", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with ServerThread(app) as server, client(server.url) as http:
+        _, passed = agui(http, "rude", body("t-kind", "nice"))
+        _, events = agui(http, "rude", body("t-rude", "hi"))
+        session = http.get("/v1/sessions/t-rude").json()
+        _, sse = stream_run(http, "/v1/agents/rude/runs", {"input": "hi"})
+        with http.stream("POST", "/v1/chat/completions", json=chat) as response:
+            wire = response.read().decode()
+    assert passed[-1].type == EventType.RUN_FINISHED
+    assert streamed_text(passed) == "a kind answer"  # passed on once the guardrail passed it
+    assert events[-1].type == EventType.RUN_ERROR
+    assert events[-1].code == "GuardrailTripped"  # type: ignore[attr-defined]
+    assert not of(events, EventType.TEXT_MESSAGE_START)
+    assert "stupid" not in json.dumps([e.model_dump(mode="json") for e in events])
+    assert [m["content"] for m in session["messages"]] == ["hi"]
+    assert sse[-1][1]["error"]["type"] == "GuardrailTripped"
+    assert "stupid" not in json.dumps(sse)
+    assert "GuardrailTripped" in wire and "stupid" not in wire
 
 
 # --- docs/protocols.md --------------------------------------------------------------------

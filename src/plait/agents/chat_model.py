@@ -17,6 +17,7 @@ from plait.agent_context import AgentContext
 from plait.agents.call_ids import unique_ids
 from plait.agents.compaction import Compaction
 from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, transfer_instruction
+from plait.agents.guarded import guarded
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware
 from plait.agents.model_call import Reply, model_error, stream_reply, wrong_output
@@ -33,7 +34,7 @@ from plait.errors import (
     UsageError,
 )
 from plait.events import AgentAction, AgentEvent
-from plait.guardrails import Guardrail, guardrail_hooks
+from plait.guardrails import Guardrail, OutputGuardrails, guardrail_hooks
 from plait.handoff import can_transfer
 from plait.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
 from plait.kernel import Interrupted, call_in
@@ -95,21 +96,22 @@ def _own_hooks(
     hooks: Sequence[Hooks],
     input_guardrails: Sequence[Guardrail],
     output_guardrails: Sequence[Guardrail],
-) -> tuple[tuple[Hooks, ...], tuple[Hooks, ...]]:
-    """An agent's hooks, in order: its guardrails, `hooks` and `middlewares` (the first
-    part, its `hooks` attribute), then its loop guard and compaction (last: the model sees
-    the compacted request)."""
+) -> tuple[tuple[Hooks, ...], HookChain, OutputGuardrails | None]:
+    """Return an agent's `hooks` attribute (its input guardrails, `hooks` and `middlewares`),
+    the chain of all its hooks that the kernel and the loop read (those, then its loop guard
+    and compaction: last, so the model sees the compacted request) and its output guardrails
+    (None for none)."""
     name, loop_guard, compaction = agent.name, agent.loop_guard, agent.compaction
     if loop_guard is not None and not isinstance(loop_guard, LoopGuard):
         raise UsageError(f"agent '{name}': loop_guard must be a LoopGuard")
     if compaction is not None and not isinstance(compaction, Compaction):
         raise UsageError(f"agent '{name}': compaction must be a plait.Compaction")
-    guards = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
+    guards, output = guardrail_hooks(input_guardrails, output_guardrails, owner=f"agent '{name}'")
     given: tuple[Hooks, ...] = (*guards, *hooks, *agent.middlewares)
     own: tuple[Hooks, ...] = () if loop_guard is None else (loop_guard.hooks(),)
     if compaction is not None:
         own = (*own, compaction.bound_to(agent.model))
-    return given, own
+    return given, HookChain((*given, *own)), output
 
 
 class ChatModelAgent:
@@ -141,7 +143,8 @@ class ChatModelAgent:
         middlewares: `Middleware`s, added to `hooks` after them.
         input_guardrails: `(ctx, text) -> GuardrailResult` functions, run alongside the first
             model call of each run (see `plait.guardrails`); a trip is `GuardrailTripped`.
-        output_guardrails: the same, run on the agent's final answer.
+        output_guardrails: the same, run on the agent's final answer (the validated object,
+            with `output_type`), which is held back until they pass (`plait.agents.guarded`).
         tool_errors: "model" (default) tells the model about a failing tool call (the tool
             raised, the arguments do not match its schema, the tool is unknown, or its result
             transfers with nowhere to go); "raise" ends the run with a `ToolError`.
@@ -202,8 +205,9 @@ class ChatModelAgent:
         self.middlewares = tuple(middlewares)
         self.loop_guard = loop_guard
         self.compaction = compaction
-        self.hooks, own = _own_hooks(self, hooks, input_guardrails, output_guardrails)
-        self.agent_hooks = HookChain((*self.hooks, *own))  # read by the kernel and the loop
+        self.hooks, self.agent_hooks, self._output_guardrails = _own_hooks(
+            self, hooks, input_guardrails, output_guardrails
+        )
         self._toolsets, self._user_tools = _split_tools(tools)
         self._added_tools: list[Tool] = []  # what a composite adds (`with_tools`)
         if exit_tool:
@@ -354,7 +358,12 @@ class ChatModelAgent:
 
     def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
         """Run on `input` in `ctx` (see the class docstring)."""
-        return self._events(input, inside(ctx))
+        run_ctx = inside(ctx)
+        events = self._events(input, run_ctx)
+        if self._output_guardrails is None:
+            return events
+        structured = self._output is not None
+        return guarded(events, run_ctx, self._output_guardrails, self.output_key, structured)
 
     async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
         """Run the ReAct loop on `input`, yielding model outputs and tool results (as the
