@@ -201,7 +201,8 @@ class RunOptions:
 
     def saved(self) -> list[dict[str, Any]]:
         """Return the JSON-able fields of each option, as a checkpoint keeps them (an option
-        with none, such as one of tools only, is left out)."""
+        with none, such as one of tools only, is left out); an option whose model object no
+        later option replaces is kept with `model_object` set, so a resume asks for it."""
         kept: list[dict[str, Any]] = []
         for index, option in enumerate(self._options):
             entry: dict[str, Any] = {
