@@ -17,6 +17,7 @@ from plait import (
     AgentEvent,
     AgentTool,
     ChatModelAgent,
+    Compaction,
     Hooks,
     Message,
     ParallelAgent,
@@ -257,6 +258,58 @@ def test_a_tool_that_raised_is_replayed_with_the_same_text_for_the_model(
     ).query_sync("fetch x")
     assert shape(replayed) == shape(recorded)
     assert ran == ["x"]
+
+
+# A conversation long enough that a Compaction(40, keep_last=1) summarizes all but the last
+# message before the first model call.
+LONG = [Message.user("a" * 80), Message.assistant("b" * 80), Message.user("What now?")]
+
+
+def compacting(model: Any, summarizer: Any = None) -> ChatModelAgent:
+    compaction = Compaction(40, keep_last=1, model=summarizer)
+    return ChatModelAgent("talk", model, instruction="You help.", compaction=compaction)
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["agent-model", "summarizer"])
+def test_a_compaction_summary_is_recorded_and_replayed_without_a_model(
+    tmp_path: Path, own: bool
+) -> None:
+    path = tmp_path / "compact.jsonl"
+    summary = reply("They spoke of a and b.", usage=Usage(input_tokens=50, output_tokens=6))
+    answer = reply("Now rest.", usage=Usage(input_tokens=12, output_tokens=3))
+    if own:
+        agent = compacting(ScriptedModel([summary, answer]))
+    else:
+        agent = compacting(ScriptedModel([answer]), ScriptedModel([summary]))
+    recorded = Runner(agent, cassette=Cassette(path, mode="record")).run_sync(LONG)
+    assert recorded.error is None
+    steps = lines(path)
+    assert [(s["step"], s["kind"], s["agent"]) for s in steps] == [
+        (1, "model", "talk"),
+        (2, "model", "talk"),
+    ]
+    assert steps[0]["request"]["messages"][0]["content"].startswith("Summarize")
+    assert steps[0]["reply"]["content"] == "They spoke of a and b."
+    before = path.read_bytes()
+    offline = compacting(silent(), None if own else silent())
+    replayed = Runner(offline, cassette=Cassette(path, mode="replay")).run_sync(LONG)
+    assert replayed.error is None
+    assert shape(replayed) == shape(recorded)
+    assert (replayed.final_output, replayed.usage) == ("Now rest.", recorded.usage)
+    assert path.read_bytes() == before
+
+
+def test_a_changed_conversation_diverges_at_the_compaction_summary(tmp_path: Path) -> None:
+    path = tmp_path / "compact.jsonl"
+    model = ScriptedModel([reply("They spoke of a and b."), reply("Now rest.")])
+    Runner(compacting(model), cassette=Cassette(path, mode="record")).run_sync(LONG)
+    changed = [Message.user("c" * 80), *LONG[1:]]
+    result = Runner(compacting(silent()), cassette=Cassette(path, "replay")).run_sync(changed)
+    error = result.error
+    assert isinstance(error, CassetteDivergence)
+    assert error.step == 1
+    assert "messages[1].content" in str(error)
+    assert "a" * 40 in str(error.recorded) and "c" * 40 in str(error.new)
 
 
 # --- divergence -------------------------------------------------------------------------------

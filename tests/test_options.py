@@ -17,7 +17,7 @@ from plait import (
     interrupt,
     tool,
 )
-from plait.errors import MaxIterationsExceeded, UsageError
+from plait.errors import MaxIterationsExceeded, ResumeError, UsageError
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply
 
@@ -143,6 +143,64 @@ async def test_saved_options_hold_across_a_pause_and_a_resume_adds_the_rest() ->
     assert a_model.requests[1].messages[-1].content == "yes"
     assert _system(b_model) == "From the run"
     assert b_model.requests[0].options == {"temperature": 0}
+
+
+@pytest.mark.parametrize("scope", [None, "A"], ids=["every-agent", "by-name"])
+async def test_a_resume_without_the_model_object_the_run_had_is_refused_and_stays_paused(
+    scope: str | None,
+) -> None:
+    own = ScriptedModel([])  # the agent's own model must not be called
+    agent = ChatModelAgent("A", own, tools=[ask])
+    runner = Runner(agent, store=MemoryStore())
+    given = ScriptedModel([call("ask", {})])
+    paused = await runner.query("q", options=[RunOption(agent=scope, model=given)]).collect()
+    assert paused.interrupts and paused.checkpoint_id is not None
+    checkpoint_id = paused.checkpoint_id
+    whose = "every agent" if scope is None else "agent 'A'"
+    with pytest.raises(ResumeError, match=f"model object .* for {whose}") as refused:
+        await runner.resume(checkpoint_id, value="yes").collect()
+    assert "resume(..., options=[RunOption(" in str(refused.value)
+    assert refused.value.agent_name == scope
+    named_b = [RunOption(agent="B", model=ScriptedModel([]))]  # another agent's: not enough
+    with pytest.raises(ResumeError, match="model object"):
+        await runner.resume(checkpoint_id, value="yes", options=named_b).collect()
+    assert own.requests == []
+    again = ScriptedModel([call("ask", {}), reply("asked twice")])
+    second = await runner.resume(
+        checkpoint_id, value="yes", options=[RunOption(agent=scope, model=again)]
+    ).collect()  # still paused: resumable with the model given again
+    assert second.interrupts and second.checkpoint_id is not None
+    with pytest.raises(ResumeError, match="model object"):  # a new pause asks for it again
+        await runner.resume(second.checkpoint_id, value="yes").collect()
+    done = await runner.resume(
+        second.checkpoint_id, value="yes", options=[RunOption(model=again)]
+    ).collect()
+    assert done.error is None and done.final_output == "asked twice"
+    assert own.requests == []
+
+
+async def test_only_a_model_object_the_run_used_is_asked_for_again() -> None:
+    asker = ChatModelAgent("A", ScriptedModel([call("ask", {}), reply("asked")]), tools=[ask])
+    b_model = ScriptedModel(["b done"])
+    runner = Runner(
+        SequentialAgent("S", [asker, ChatModelAgent("B", b_model)]), store=MemoryStore()
+    )
+    options = [
+        RunOption(agent="B", model=ScriptedModel([])),  # replaced by the next one for B
+        RunOption(agent="B", model="local"),
+        RunOption(instruction="From the run"),
+    ]
+    paused = await runner.query("q", options=options).collect()
+    assert paused.checkpoint_id is not None
+    saved = (await runner.read_checkpoint(paused.checkpoint_id)).run_options
+    assert [(o["agent"], o["model"], o["model_object"]) for o in saved] == [
+        ("B", "local", False),
+        (None, None, False),
+    ]
+    again = [RunOption(agent="B", model=b_model)]  # not needed: given so "local" is not run
+    done = await runner.resume(paused.checkpoint_id, value="yes", options=again).collect()
+    assert done.error is None and done.final_output == "b done"
+    assert _system(b_model) == "From the run"
 
 
 def test_bad_options_are_refused_at_the_call() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -516,6 +517,21 @@ def test_a_failing_model_call_ends_its_span_with_an_error_and_detaches_it(
         assert span.status.status_code == StatusCode.ERROR
         assert _attrs(span)["error.type"] == "ModelError"
     assert [e.name for e in tree.one("chat ScriptedModel").events] == ["exception"]
+
+
+def test_a_run_left_during_a_streamed_reply_ends_its_spans_without_a_context_error(
+    spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        agent = ChatModelAgent("a", ScriptedModel(["a long answer"]))
+        async for event in Runner(agent, enable_streaming=True).query("hi"):
+            assert event.message is not None and event.message.stream is not None
+            break  # left unclosed: the event loop closes the run as it shuts down
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records] == []
+    assert {"chat ScriptedModel", "invoke_agent a"} <= set(Tree(spans).names())
 
 
 def test_a_failing_tool_told_to_the_model_is_an_error_span_in_a_run_that_goes_on(

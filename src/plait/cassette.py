@@ -50,7 +50,9 @@ reads the file and installs the cassette in the run) and the run's interceptor
 (`RunContext.interceptor`): the ReAct loop asks it, in one place each, for the model to call
 and for the tool to call, and gets a stand-in that answers from the file, or calls the real
 one and records it. A run without a cassette pays one attribute check per call. Model calls
-made outside the ReAct loop (a compaction summary, a judge) are not recorded.
+the run makes outside the ReAct loop (a compaction summary, `Inherit.summary`) ask it too
+(`side_model`), so they are steps like any model call, matched in order with the other model
+calls made at their address; an eval's judge is not part of the run and is not recorded.
 """
 
 from __future__ import annotations
@@ -204,6 +206,11 @@ class Cassette:
         """Return the model the agent at `ctx` calls: one that answers from the file or
         records the real model's reply."""
         return model if self.tools_only else _TapedModel(self, ctx, model)
+
+    def side_model(self, ctx: RunContext, model: ChatModel) -> ChatModel:
+        """Return the model a call outside the ReAct loop at `ctx` (a compaction summary, a
+        team's summary) goes to: recorded and replayed like the agent's own model calls."""
+        return self.model(ctx, model)
 
     def tool(self, ctx: RunContext, tool: Tool) -> Tool:
         """Return the tool the call at `ctx` runs: one that answers from the file or records

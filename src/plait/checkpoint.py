@@ -241,6 +241,7 @@ class _RunOption(_Record):
     model: str | None = None
     model_options: dict[str, Any] | None = None
     max_iterations: int | None = None
+    model_object: bool = False  # it gave a model object (not saved: a resume gives it again)
 
 
 class Lease(_Record):

@@ -16,7 +16,9 @@ by key over the agent's own; the other fields replace the agent's (`tools=` its 
 `exit` tool of `exit_tool=True` and the tools a team adds staying). The JSON-able fields
 (`instruction`, a `model` given as a spec string, `model_options`, `max_iterations`) are saved
 with the run's checkpoints, so they hold across pauses and resumes; `Runner.resume(...,
-options=[...])` adds options after them (tools and model objects, which are not saved).
+options=[...])` adds options after them (tools and model objects, which are not saved). That
+an option gave a model object is saved too: a resume that does not give a model for the same
+agents again is refused (`ResumeError`), rather than going on with the agents' own models.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from plait.errors import UsageError
+from plait.errors import ResumeError, UsageError
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
 from plait.tools.base import Tool, Toolset
@@ -164,8 +166,26 @@ class RunOptions:
         Raises:
             UsageError: A model spec cannot be built.
         """
-        given = [*(RunOption(**entry) for entry in saved), *options]
+        given = [*(RunOption(**_fields(entry)) for entry in saved), *options]
         return cls(given) if given else None
+
+    @classmethod
+    def resumed(
+        cls, options: Sequence[RunOption], saved: Sequence[Mapping[str, Any]], checkpoint_id: str
+    ) -> RunOptions | None:
+        """Return the options of a resumed run: `saved` ones first, then `options`.
+
+        Raises:
+            ResumeError: The paused run had a model object that `options` do not give again.
+            UsageError: A model spec cannot be built.
+        """
+        for entry in saved:
+            agent = entry.get("agent")
+            if entry.get("model_object") and not any(
+                o.model is not None and o.agent in (None, agent) for o in options
+            ):
+                raise ResumeError(_not_given(checkpoint_id, agent), agent_name=agent)
+        return cls.of(options, saved)
 
     def for_agent(self, name: str) -> AgentOptions | None:
         """Return what agent `name` uses in this run, or None when no option applies to it."""
@@ -181,9 +201,10 @@ class RunOptions:
 
     def saved(self) -> list[dict[str, Any]]:
         """Return the JSON-able fields of each option, as a checkpoint keeps them (an option
-        with none, such as one of tools only, is left out)."""
+        with none, such as one of tools only, is left out); an option whose model object no
+        later option replaces is kept with `model_object` set, so a resume asks for it."""
         kept: list[dict[str, Any]] = []
-        for option in self._options:
+        for index, option in enumerate(self._options):
             entry: dict[str, Any] = {
                 "agent": option.agent,
                 "instruction": option.instruction,
@@ -193,6 +214,29 @@ class RunOptions:
                 else dict(option.model_options),
                 "max_iterations": option.max_iterations,
             }
-            if any(entry[key] is not None for key in _SAVED):
+            if not isinstance(option.model, str | None) and not self._replaced(index):
+                entry["model_object"] = True
+            if any(entry[key] is not None for key in _SAVED) or "model_object" in entry:
                 kept.append(entry)
         return kept
+
+    def _replaced(self, index: int) -> bool:
+        """Whether a later option gives a model to the same agents as option `index`."""
+        agent = self._options[index].agent
+        return any(o.model is not None and o.agent == agent for o in self._options[index + 1 :])
+
+
+def _fields(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the `RunOption` fields of a saved option."""
+    return {key: value for key, value in entry.items() if key != "model_object"}
+
+
+def _not_given(checkpoint_id: str, agent: str | None) -> str:
+    """Return why a resume without the model object of the paused run is refused."""
+    whose = "every agent" if agent is None else f"agent '{agent}'"
+    again = "RunOption(model=...)" if agent is None else f"RunOption(agent='{agent}', model=...)"
+    return (
+        f"checkpoint '{checkpoint_id}' was run with a model object as the option 'model' for "
+        f"{whose}, which is not saved: give it again with resume(..., options=[{again}]) "
+        "(the run is still paused)"
+    )

@@ -335,8 +335,8 @@ class Runner:
         one is done for good. A rejected resume (unknown checkpoint or id, a value for
         several interrupts, already resumed, held by a live run) raises when iterated and
         leaves the checkpoint as it was. An id no store can hold raises `UsageError` here.
-        `options` come after the per-run options saved with the run (which hold): they add
-        what is not saved, such as tools and model objects, or change the rest.
+        `options` come after the saved per-run options (which hold): they add what is not
+        saved (tools; a model object, which a run that had one needs again) or change the rest.
         `approver` is who answers the run's approvals (recorded in the audit log).
         """
         check_id(checkpoint_id, "checkpoint_id")
@@ -472,7 +472,7 @@ class Runner:
                 f"checkpoint '{checkpoint_id}' belongs to agent '{checkpoint.agent}', "
                 f"not '{self.agent.name}'"
             )
-        run_options = RunOptions.of(options, saved=checkpoint.run_options)
+        run_options = RunOptions.resumed(options, checkpoint.run_options, checkpoint_id)
         if not await self._store.claim_checkpoint(checkpoint_id, record.version):  # … claim last
             raise await self._lost_claim(checkpoint_id)
         snapshot = checkpoint.snapshot()

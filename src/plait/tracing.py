@@ -38,11 +38,13 @@ With an SDK `TracerProvider`, tracing also keeps the finished spans of the proce
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from plait._genai_json import dumps, genai_message, messages_json
 from plait.context import RunContext, inside
 from plait.errors import PlaitError, UsageError
 from plait.hooks import Hooks, ModelRequest, add_global, remove_global
@@ -50,7 +52,7 @@ from plait.messages import Message, ToolCall
 from plait.tools.base import TRANSFER_TOOL
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
     from contextvars import Token
 
     from opentelemetry.context import Context
@@ -202,7 +204,8 @@ class _Run:
         self.spans: dict[str, _Node] = {}  # agents (the latest at each place) and tools
         self.paths: dict[tuple[str, ...], _Node] = {}  # agents by run path (the latest)
         self.tools: dict[str, _Node] = {}  # the open tool spans, by address
-        self.chats: dict[str, tuple[Span, Token[Context]]] = {}  # open chat spans and their tokens
+        # open chat spans, with the token of their context and the task that attached it
+        self.chats: dict[str, tuple[Span, Token[Context], object]] = {}
         self.pending: list[tuple[Span, int]] = []  # paused agents' spans: ended at on_pause
         self.link: Link | None = None  # the paused run's root span, when this run resumes it
         self.root: Span | None = None
@@ -288,6 +291,13 @@ class _Tracing(Hooks):
         span.set_attribute("error.type", type(error).__name__)
         span.record_exception(error)
 
+    def _leave(self, token: Token[Context], task: object) -> None:
+        """Make the context current before a chat span current again, in the task that made
+        the span current (a run left unfinished, whose generators the event loop closes as it
+        shuts down, ends its spans in another task: that task's context has nothing to undo)."""
+        if asyncio.current_task() is task:
+            self._detach(token)
+
     @staticmethod
     def _flush(run: _Run) -> None:
         """End the paused agents' spans, at the times they ended."""
@@ -358,10 +368,10 @@ class _Tracing(Hooks):
             return
         chat = run.chats.pop(address, None)
         if chat is not None:  # the model call failed, or was refused (no `after_model`)
-            span, token = chat
+            span, token, task = chat
             if error is not None:
                 self._fail(span, error)
-            self._detach(token)
+            self._leave(token, task)
             span.end()
         if run.tools:  # tool calls that failed the run, paused or were stopped
             below = address + ";"
@@ -406,7 +416,8 @@ class _Tracing(Hooks):
             kind=self._client,
             attributes={_OP: "chat", "gen_ai.request.model": model},
         )
-        run.chats[address] = (span, self._attach(self._in_context(span)))
+        token = self._attach(self._in_context(span))
+        run.chats[address] = (span, token, asyncio.current_task())
 
     async def after_model(self, ctx: AgentContext, request: ModelRequest, reply: Message) -> None:
         rctx = inside(ctx)
@@ -414,7 +425,7 @@ class _Tracing(Hooks):
         chat = None if run is None else run.chats.pop(rctx.address, None)
         if chat is None:
             return
-        span, token = chat
+        span, token, task = chat
         usage = reply.usage
         finish = "tool_calls" if reply.tool_calls else "stop"
         span.set_attributes(
@@ -425,10 +436,10 @@ class _Tracing(Hooks):
             }
         )
         if self._capture:
-            span.set_attribute("gen_ai.input.messages", _messages_json(request.messages))
-            output = [{**_message(reply), "finish_reason": finish}]
-            span.set_attribute("gen_ai.output.messages", _dumps(output))
-        self._detach(token)
+            span.set_attribute("gen_ai.input.messages", messages_json(request.messages))
+            output = [{**genai_message(reply), "finish_reason": finish}]
+            span.set_attribute("gen_ai.output.messages", dumps(output))
+        self._leave(token, task)
         span.end()
 
     async def before_tool(self, ctx: AgentContext, call: ToolCall) -> None:
@@ -498,7 +509,7 @@ class _Tracing(Hooks):
                 "plait.checkpoint.id": checkpoint_id,
             }
             if self._capture:
-                attributes["plait.interrupt.info"] = _dumps(interrupt.info)
+                attributes["plait.interrupt.info"] = dumps(interrupt.info)
             span.add_event("interrupt", attributes)
         self._flush(run)
 
@@ -519,8 +530,8 @@ class _Tracing(Hooks):
         run: _Run | None = rctx.extras.get(self._key)
         if run is None:
             return
-        for span, token in run.chats.values():  # left open by a run that was stopped
-            self._detach(token)
+        for span, token, task in run.chats.values():  # left open by a run that was stopped
+            self._leave(token, task)
             span.end()
         run.chats.clear()
         for node in run.tools.values():
@@ -584,43 +595,3 @@ def _target(arguments: str) -> str:
         return ""
     name = parsed.get("agent_name") if isinstance(parsed, dict) else None
     return name if isinstance(name, str) else ""
-
-
-def _arguments(text: str) -> Any:
-    try:
-        return json.loads(text) if text else {}
-    except ValueError:
-        return text
-
-
-def _message(message: Message) -> dict[str, Any]:
-    """A message as the GenAI conventions write it: a role and its parts."""
-    parts: list[dict[str, Any]] = []
-    if message.role == "tool":
-        parts.append(
-            {"type": "tool_call_response", "id": message.tool_call_id, "response": message.content}
-        )
-    else:
-        if message.content:
-            parts.append({"type": "text", "content": message.content})
-        for call in message.tool_calls:
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call.id,
-                    "name": call.name,
-                    "arguments": _arguments(call.arguments),
-                }
-            )
-    out: dict[str, Any] = {"role": message.role, "parts": parts}
-    if message.name:
-        out["name"] = message.name
-    return out
-
-
-def _messages_json(messages: Sequence[Message]) -> str:
-    return _dumps([_message(m) for m in messages])
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)

@@ -16,7 +16,9 @@ import asyncio
 import os
 import tempfile
 import time
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from plait import AgentTool, ChatModelAgent, Message, Team, Usage, interrupt, run_context, tool
 from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
@@ -196,6 +198,58 @@ def gated() -> ChatModelAgent:
     return ChatModelAgent(
         "gated", FunctionModel(_gated_reply), description="Waits at gates.", tools=[stuck]
     )
+
+
+class StallingStream:
+    """A model that streams its first words, then waits until the run stops its stream. A
+    request made again after a stop (a resumed run) streams its whole reply."""
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> Message:
+        """Return the whole reply (the resumed call's)."""
+        return reply(f"resumed: {messages[-1].content} is done")
+
+    async def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> AsyncIterator[Message]:
+        """Stream the first words and stall, or stream the whole reply if it stalled before."""
+        STARTED.mkdir(exist_ok=True)
+        mark = STARTED / f"stream-{messages[-1].content.replace(' ', '-')}"
+        if mark.exists():
+            yield await self.generate(messages, tools=tools, **options)
+            return
+        mark.touch()
+        yield Message.assistant("the first words ")
+        await asyncio.Event().wait()  # until the stream is stopped
+        yield Message.assistant("never shown")
+
+
+def streamer() -> ChatModelAgent:
+    """Return an agent whose streamed reply stalls after its first words (see
+    `StallingStream`; the user's request names the stall, so give each test its own)."""
+    return ChatModelAgent("streamer", StallingStream(), description="Streams, then stalls.")
+
+
+def _traced() -> None:
+    """Turn OpenTelemetry tracing on in the process."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from plait import tracing
+
+    tracing.instrument(TracerProvider())
+
+
+def traced_streamer() -> ChatModelAgent:
+    """`streamer` with OpenTelemetry tracing on in the process."""
+    _traced()
+    return streamer()
+
+
+def traced_gated() -> ChatModelAgent:
+    """`gated` with OpenTelemetry tracing on in the process."""
+    _traced()
+    return gated()
 
 
 def slow_to_load() -> ChatModelAgent:

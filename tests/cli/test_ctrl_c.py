@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,26 @@ def test_ctrl_c_during_a_tool_call_saves_the_run_and_prints_the_resume_line(
     assert "done: ran again after a stop" in resumed.stdout
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["plain", "traced"])
+def test_ctrl_c_during_a_streamed_reply_saves_the_run_and_prints_the_resume_line(
+    spawn: Any, tmp_path: Path, traced: bool
+) -> None:
+    store = tmp_path / "plait.db"
+    helper = target("traced_streamer" if traced else "streamer")
+    request = f"stream {uuid.uuid4().hex}"  # its own stall (the model notes it by request)
+    child = _plait(spawn, store, "run", helper, request, env=PATIENT)
+    child.expect_exact("the first words")  # streamed; the model now waits for more
+    child.sendintr()
+    output = _stopped(child)  # no traceback, with tracing on too
+    assert "stopped: checkpoint" in output
+    checkpoint = _resume_line(output, helper)
+    resumed = CliRunner().invoke(
+        app, ["resume", checkpoint, target("streamer"), "--store", sqlite_url(store)]
+    )
+    assert resumed.exit_code == 0, resumed.stderr
+    assert f"resumed: {request} is done" in resumed.stdout
+
+
 def test_ctrl_c_during_a_tool_call_with_json_keeps_stdout_json(spawn: Any, tmp_path: Path) -> None:
     child = _plait(spawn, tmp_path / "plait.db", "run", target("helper"), "slow", "--json")
     child.expect_exact('"name":"slow"')
@@ -191,6 +212,15 @@ def test_ctrl_c_during_a_model_call_that_does_not_return_stops_in_time(
     gates.reached("model")
     child.sendintr()
     _stopped(child)
+
+
+def test_ctrl_c_with_tracing_during_a_model_call_that_does_not_return_stops_cleanly(
+    spawn: Any, gates: Gates, tmp_path: Path
+) -> None:
+    child = _plait(spawn, tmp_path / "plait.db", "run", target("traced_gated"), "think hard")
+    gates.reached("model")
+    child.sendintr()
+    _stopped(child)  # the run's spans are ended in the command's task: no traceback
 
 
 def test_ctrl_c_during_a_sync_tool_whose_thread_never_ends_stops_in_time(

@@ -137,12 +137,15 @@ class Conversation:
         """Show (or print as JSON) the events of one run; return its result."""
         terminal = self.terminal
         with self.stopper.watch(stream):  # Ctrl-C stops the run and saves it
-            async for event in stream:
-                if terminal.json_lines:
-                    terminal.emit(await whole_event_json(event))
-                else:
-                    await self.view.show(event)
-            result = await stream.collect()
+            try:
+                async for event in stream:
+                    if terminal.json_lines:
+                        terminal.emit(await whole_event_json(event))
+                    else:
+                        await self.view.show(event)
+                result = await stream.collect()
+            finally:  # a run left going when the command stops ends here, in this task
+                await stream.aclose()
         status = run_status(result)
         if terminal.json_lines:
             summary = run_summary(result, agent=self.runner.agent.name, session_id=session_id)
