@@ -6,12 +6,12 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-import plait.checkpoint
+import plait.core.checkpoint
 from plait import AgentEvent, Message
 from plait.stores import CheckpointRecord, MemoryStore, SessionRecord, SqliteStore, Store
 
 # Every checkpoint the tests write is validated as it is written (see VALIDATE_WRITES).
-plait.checkpoint.VALIDATE_WRITES = True
+plait.core.checkpoint.VALIDATE_WRITES = True
 
 
 async def messages_of(events: Sequence[AgentEvent]) -> list[Message]:

@@ -55,8 +55,8 @@ def test_only_the_signal_module_raises_and_only_the_kernel_catches_the_pause_sig
         and node.type is not None
         and "InterruptSignal" in ast.unparse(node.type)
     ]
-    assert raisers == ["_signal.py"]
-    assert set(catchers) == {"kernel.py"}
+    assert raisers == ["core/signal.py"]
+    assert set(catchers) == {"core/kernel.py"}
 
 
 def _module_name(path: Path) -> str:
@@ -133,15 +133,15 @@ def test_no_module_imports_itself_back() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = import_graph()
-    graph["plait.context"].add("plait.kernel")  # what the kernel once needed
-    assert any({"plait.context", "plait.kernel"} <= set(cycle) for cycle in cycles(graph))
+    graph["plait.core.context"].add("plait.core.kernel")  # what the kernel once needed
+    assert any({"plait.core.context", "plait.core.kernel"} <= set(cycle) for cycle in cycles(graph))
 
 
 def test_the_kernel_stands_above_the_context_and_the_agent_interface() -> None:
     graph = import_graph()
-    assert "plait.context" in graph["plait.kernel"]
-    assert "plait.kernel" not in graph["plait.context"]
-    assert "plait.context" not in graph["plait.agent"]
+    assert "plait.core.context" in graph["plait.core.kernel"]
+    assert "plait.core.kernel" not in graph["plait.core.context"]
+    assert "plait.core.context" not in graph["plait.core.agent"]
     assert not any(name.startswith("plait.agents") for name in graph["plait.models.local"])
 
 
@@ -163,14 +163,19 @@ def test_only_the_kernel_enters_an_agent() -> None:
 
 def test_every_loop_decides_with_one_step_vocabulary() -> None:
     """The ReAct loop, the handoff loop, the workflows and the graph say what comes next with
-    the steps of `plait.steps`, each read with one `match`."""
-    loops = ["agents/chat_model.py", "handoff.py", "agents/workflow.py", "graph/state_graph.py"]
+    the steps of `plait.core.steps`, each read with one `match`."""
+    loops = [
+        "agents/chat_model.py",
+        "core/handoff.py",
+        "agents/workflow.py",
+        "graph/state_graph.py",
+    ]
     for name in loops:
         tree = ast.parse((SRC / name).read_text())
         imports = [
             node
             for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module == "plait.steps"
+            if isinstance(node, ast.ImportFrom) and node.module == "plait.core.steps"
         ]
         matches = [node for node in ast.walk(tree) if isinstance(node, ast.Match)]
         assert imports and matches, name

@@ -26,8 +26,6 @@ from plait import errors
 
 if TYPE_CHECKING:
     from plait import graph, hooks, models, prebuilt, testing, tracing
-    from plait.agent import Agent, AgentInput
-    from plait.agent_context import AgentContext, RunContext
     from plait.agents import (
         AgentTool,
         ChatModelAgent,
@@ -37,9 +35,18 @@ if TYPE_CHECKING:
         SequentialAgent,
         set_sub_agents,
     )
-    from plait.agents.compaction import Compaction
-    from plait.context import IdSource
-    from plait.current import run_context
+    from plait.agents.options import RunOption
+    from plait.capabilities.compaction import Compaction
+    from plait.capabilities.guardrails import GuardrailResult
+    from plait.capabilities.limits import UsageLimits
+    from plait.capabilities.loop_guard import LoopGuard
+    from plait.core.agent import Agent, AgentInput
+    from plait.core.agent_context import AgentContext, RunContext
+    from plait.core.context import IdSource
+    from plait.core.current import run_context
+    from plait.core.hooks import Hooks, ModelRequest
+    from plait.core.interrupt import interrupt, interrupt_state
+    from plait.core.resume import ResumeInfo
     from plait.errors import PlaitError
     from plait.events import (
         AgentAction,
@@ -55,18 +62,11 @@ if TYPE_CHECKING:
         TransferToAgentAction,
     )
     from plait.graph import END, START, StateGraph
-    from plait.guardrails import GuardrailResult
-    from plait.hooks import Hooks, ModelRequest
-    from plait.interrupt import interrupt, interrupt_state
-    from plait.limits import UsageLimits
-    from plait.loop_guard import LoopGuard
     from plait.messages import Message, ToolCall, Usage
-    from plait.options import RunOption
-    from plait.resume import ResumeInfo
-    from plait.runner import Runner, RunStream
-    from plait.sessions import SessionSummary, SessionView
+    from plait.run.runner import Runner, RunStream
+    from plait.run.sessions import SessionSummary, SessionView
+    from plait.run.time_travel import StepSnapshot
     from plait.team import Inherit, Team
-    from plait.time_travel import StepSnapshot
     from plait.tools import Approval, FunctionTool, Tool, ToolInfo, ToolResult, tool
 
 __version__ = "0.1.0"
@@ -137,47 +137,47 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "Agent": "plait.agent",
+    "Agent": "plait.core.agent",
     "Approval": "plait.tools",
     "AgentAction": "plait.events",
     "AgentEvent": "plait.events",
-    "AgentInput": "plait.agent",
+    "AgentInput": "plait.core.agent",
     "AgentOutput": "plait.events",
     "AgentTool": "plait.agents",
     "BreakLoopAction": "plait.events",
     "ChatModelAgent": "plait.agents",
-    "Compaction": "plait.agents.compaction",
+    "Compaction": "plait.capabilities.compaction",
     "END": "plait.graph",
     "FunctionTool": "plait.tools",
-    "GuardrailResult": "plait.guardrails",
+    "GuardrailResult": "plait.capabilities.guardrails",
     "HandoffLog": "plait.events",
-    "Hooks": "plait.hooks",
+    "Hooks": "plait.core.hooks",
     "Inherit": "plait.team",
     "InterruptCtx": "plait.events",
     "InterruptInfo": "plait.events",
     "LoopAgent": "plait.agents",
-    "LoopGuard": "plait.loop_guard",
+    "LoopGuard": "plait.capabilities.loop_guard",
     "Message": "plait.messages",
     "MessageStream": "plait.events",
     "MessageVariant": "plait.events",
     "Middleware": "plait.agents",
-    "ModelRequest": "plait.hooks",
+    "ModelRequest": "plait.core.hooks",
     "ParallelAgent": "plait.agents",
     "PlaitError": "plait.errors",
-    "IdSource": "plait.context",
-    "AgentContext": "plait.agent_context",
-    "ResumeInfo": "plait.resume",
-    "RunContext": "plait.agent_context",
-    "RunOption": "plait.options",
+    "IdSource": "plait.core.context",
+    "AgentContext": "plait.core.agent_context",
+    "ResumeInfo": "plait.core.resume",
+    "RunContext": "plait.core.agent_context",
+    "RunOption": "plait.agents.options",
     "RunResult": "plait.events",
-    "RunStream": "plait.runner",
-    "Runner": "plait.runner",
+    "RunStream": "plait.run.runner",
+    "Runner": "plait.run.runner",
     "START": "plait.graph",
     "SequentialAgent": "plait.agents",
-    "SessionSummary": "plait.sessions",
-    "SessionView": "plait.sessions",
+    "SessionSummary": "plait.run.sessions",
+    "SessionView": "plait.run.sessions",
     "StateGraph": "plait.graph",
-    "StepSnapshot": "plait.time_travel",
+    "StepSnapshot": "plait.run.time_travel",
     "Team": "plait.team",
     "Tool": "plait.tools",
     "ToolCall": "plait.messages",
@@ -185,10 +185,10 @@ _EXPORTS = {
     "ToolResult": "plait.tools",
     "TransferToAgentAction": "plait.events",
     "Usage": "plait.messages",
-    "UsageLimits": "plait.limits",
-    "interrupt": "plait.interrupt",
-    "interrupt_state": "plait.interrupt",
-    "run_context": "plait.current",
+    "UsageLimits": "plait.capabilities.limits",
+    "interrupt": "plait.core.interrupt",
+    "interrupt_state": "plait.core.interrupt",
+    "run_context": "plait.core.current",
     "set_sub_agents": "plait.agents",
     "tool": "plait.tools",
 }

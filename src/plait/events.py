@@ -8,8 +8,8 @@ from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from plait._json import JSONMixin
-from plait._record import record
+from plait._util.json import JSONMixin
+from plait._util.record import record
 from plait.errors import PlaitError, RunCancelled, SerializationError
 from plait.messages import Message, Usage, merge_chunks
 

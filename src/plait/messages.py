@@ -1,14 +1,16 @@
-"""Messages exchanged with models: `Message`, `ToolCall`, `Usage`."""
+"""Messages exchanged with models: `Message`, `ToolCall`, `Usage`, and what a model is told
+of a tool (`ToolInfo`, with its `Effect`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from dataclasses import field
+from typing import Any, Literal
 
-from plait._json import JSONMixin
-from plait._record import record
+from plait._util.json import JSONMixin
+from plait._util.record import record
 
-__all__ = ["Message", "Role", "ToolCall", "Usage", "merge_chunks"]
+__all__ = ["EFFECTS", "Effect", "Message", "Role", "ToolCall", "ToolInfo", "Usage", "merge_chunks"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -136,3 +138,25 @@ def _merge_call(calls: list[list[str]], by_index: dict[int, list[str]], tc: Tool
     if tc.name and not current[1]:
         current[1] = tc.name
     current[2] += tc.arguments
+
+
+#: What running a tool does to the world (see docs/approvals.md): `"read"` nothing,
+#: `"idempotent"` (the default) something that may safely happen again, `"once"` something
+#: that must happen at most once: its calls are journaled in the run's store.
+Effect = Literal["read", "idempotent", "once"]
+EFFECTS: tuple[Effect, ...] = ("read", "idempotent", "once")
+
+
+@record
+class ToolInfo(JSONMixin):
+    """What the model is told about a tool: name, description and JSON schema of parameters
+    (and `hints`, structured facts a local model may use, which providers are not sent)."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    # What a model may use besides the schema, never sent to a provider: the transfer tool
+    # puts {"agents": {name: description}} here for models that choose agents themselves.
+    hints: dict[str, Any] = field(default_factory=dict)
+    # What calling the tool does (never sent to a provider): "read", "idempotent" or "once".
+    effect: Effect = "idempotent"

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import field
 from typing import Any
 
-from plait._record import record
+from plait._util.record import record
 from plait.errors import ModelError
 from plait.messages import Message, ToolCall, Usage
 from plait.tools.base import ToolInfo

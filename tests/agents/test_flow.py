@@ -225,8 +225,8 @@ async def test_streamed_messages_are_rewritten_for_the_next_agent() -> None:
 
 
 def test_set_sub_agents_links_any_agent_through_the_declared_protocols() -> None:
-    from plait.agent import LinkAware, Transferable
     from plait.agents import set_sub_agents
+    from plait.core.agent import LinkAware, Transferable
 
     class Plain:
         def __init__(self, name: str) -> None:

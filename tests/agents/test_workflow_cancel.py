@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from plait import ChatModelAgent, ParallelAgent, Runner, SequentialAgent, tool
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.errors import RunCancelled
 from plait.stores import MemoryStore
 from plait.testing import ScriptedModel, call, reply

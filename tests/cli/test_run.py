@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from plait import Runner
-from plait._summary import run_summary
 from plait.cli import app
+from plait.run.summary import run_summary
 from plait.stores import SqliteStore
 from tests.cli.support import sqlite_url, target
 

@@ -16,7 +16,7 @@ from plait.testing import FunctionModel, call
 from plait.tools import MCPToolset
 from plait.tools.base import ToolInfo
 
-SERVER = Path(__file__).resolve().parents[1] / "tools" / "mcp_servers" / "server.py"
+SERVER = Path(__file__).resolve().parent / "mcp_servers" / "server.py"
 
 
 @tool

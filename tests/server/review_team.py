@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from plait import AgentTool, ChatModelAgent, Message, Team, Usage, interrupt, tool
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.examples.teams import PR, sql_injection_checker
 from plait.testing import FunctionModel, ScriptedModel, call, reply
 from plait.tools.base import ToolInfo

@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from plait import ChatModelAgent, Message, Team, Usage, interrupt, run_context, tool
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.testing import FunctionModel, call, calls, reply
 from plait.tools.base import ToolInfo
 

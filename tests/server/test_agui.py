@@ -29,7 +29,7 @@ from plait import (
     run_context,
     tool,
 )
-from plait.agent_context import AgentContext
+from plait.core.agent_context import AgentContext
 from plait.server import create_app
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply

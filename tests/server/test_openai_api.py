@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from plait import ChatModelAgent, Message, Usage, interrupt, tool
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.server import create_app
 from plait.stores import from_url
 from plait.testing import ScriptedModel, call, reply

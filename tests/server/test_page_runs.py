@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from plait import ChatModelAgent, Message, Team, interrupt, run_context, tool
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.server import create_app
 from plait.stores import SqliteStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from plait import ChatModelAgent, Message, tool
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.server import create_app
 from plait.stores import SqliteStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from plait import AgentContext, AgentEvent, ChatModelAgent, Message, ToolInfo, tool
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.server import create_app
 from plait.stores import SqliteStore
 from plait.testing import FunctionModel, call

@@ -8,15 +8,15 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
-from plait._signal import raise_pause
-from plait.agent import Agent, require_agent
-from plait.agent_context import AgentContext
-from plait.checkpoint import NestedRecord
-from plait.context import RunContext, inside
+from plait.core.agent import Agent, require_agent
+from plait.core.agent_context import AgentContext
+from plait.core.checkpoint import NestedRecord
+from plait.core.context import RunContext, inside
+from plait.core.history import as_records, rewrite_message, whole_messages
+from plait.core.kernel import is_pause, run_agent
+from plait.core.signal import raise_pause
 from plait.errors import InvalidToolArguments, UsageError
 from plait.events import AgentEvent
-from plait.history import as_records, rewrite_message, whole_messages
-from plait.kernel import is_pause, run_agent
 from plait.messages import Message
 from plait.tools.base import ToolInfo
 from plait.tools.function import describe_invalid_arguments
@@ -40,6 +40,8 @@ class AgentTool:
     as `@tool` checks its arguments) and the child gets them, as the JSON the model sent, as
     its user message.
     """
+
+    runs_agent = True  # calling it runs an agent (the cassette replays that agent's calls)
 
     def __init__(
         self,

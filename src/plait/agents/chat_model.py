@@ -10,21 +10,33 @@ from contextlib import AsyncExitStack, aclosing
 from types import MappingProxyType
 from typing import Any, Literal
 
-from plait._alongside import alongside
-from plait._merge import Done, merge
-from plait.agent import Agent, AgentInput
-from plait.agent_context import AgentContext
-from plait.agents.call_ids import unique_ids
-from plait.agents.compaction import Compaction
+from plait._util.alongside import alongside
+from plait._util.merge import Done, merge
 from plait.agents.flow import TRANSFER_TOOL, TransferTool, set_sub_agents, transfer_instruction
-from plait.agents.guarded import guarded
 from plait.agents.instruction import fill_instruction
 from plait.agents.middleware import Middleware
-from plait.agents.model_call import Reply, model_error, stream_reply, wrong_output
-from plait.agents.structured import FINAL_RESULT, FinalResultTool, OutputCheck, StructuredOutput
+from plait.agents.model_call import Reply, stream_reply
+from plait.agents.options import RunOptions
 from plait.agents.tool_calls import Outcome, Round, ToolCalls
-from plait.checkpoint import DoneCall, ReactRecord
-from plait.context import Emit, RunContext, inside, message_event
+from plait.capabilities.compaction import Compaction
+from plait.capabilities.guarded import guarded
+from plait.capabilities.guardrails import Guardrail, OutputGuardrails, guardrail_hooks
+from plait.capabilities.loop_guard import LoopGuard
+from plait.capabilities.structured import (
+    FINAL_RESULT,
+    FinalResultTool,
+    OutputCheck,
+    StructuredOutput,
+)
+from plait.core.agent import Agent, AgentInput
+from plait.core.agent_context import AgentContext
+from plait.core.checkpoint import DoneCall, ReactRecord
+from plait.core.context import Emit, RunContext, inside, message_event
+from plait.core.handoff import can_transfer
+from plait.core.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
+from plait.core.kernel import Interrupted, call_in
+from plait.core.run_state import CallGuard, RunState
+from plait.core.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
 from plait.errors import (
     MaxIterationsExceeded,
     ModelError,
@@ -34,17 +46,10 @@ from plait.errors import (
     UsageError,
 )
 from plait.events import AgentAction, AgentEvent
-from plait.guardrails import Guardrail, OutputGuardrails, guardrail_hooks
-from plait.handoff import can_transfer
-from plait.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
-from plait.kernel import Interrupted, call_in
-from plait.loop_guard import LoopGuard
 from plait.messages import Message, ToolCall
-from plait.models.base import ChatModel, supports_output_schema
+from plait.models.base import ChatModel, model_error, supports_output_schema, wrong_output
+from plait.models.call_ids import unique_ids
 from plait.models.spec import resolve_model
-from plait.options import RunOptions
-from plait.run_state import CallGuard, RunState
-from plait.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
 from plait.tools.base import EmitsEvents, Tool, ToolInfo, ToolResult, Toolset, check_timeout
 from plait.tools.function import FunctionTool
 

@@ -14,14 +14,14 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from plait._quote import quote
-from plait.agent import Agent, LinkAware
-from plait.agent_context import AgentContext
-from plait.context import RunContext, inside
+from plait._util.quote import quote
+from plait.core.agent import Agent, LinkAware
+from plait.core.agent_context import AgentContext
+from plait.core.context import RunContext, inside
+from plait.core.handoff import links, sub_agents_of, transfer_targets
+from plait.core.history import history_for, rewrite_message
 from plait.errors import InvalidToolArguments, UsageError
 from plait.events import AgentAction, TransferToAgentAction
-from plait.handoff import links, sub_agents_of, transfer_targets
-from plait.history import history_for, rewrite_message
 from plait.tools.base import TRANSFER_TOOL, ToolInfo, ToolResult
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plait.hooks import Hooks
+from plait.core.hooks import Hooks
 
 __all__ = ["Middleware"]
 

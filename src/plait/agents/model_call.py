@@ -6,17 +6,17 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
-from plait._alongside import Prefetch
+from plait._util.alongside import Prefetch
 from plait.agents._chunks import CheckedChunks, streaming_output
-from plait.agents.call_ids import CallIds
-from plait.context import RunContext
-from plait.errors import ModelError, PlaitError
+from plait.core.context import RunContext
+from plait.core.hooks import ModelRequest
+from plait.errors import PlaitError
 from plait.events import AgentEvent, InterruptCtx, MessageStream
-from plait.hooks import ModelRequest
 from plait.messages import Message
-from plait.models.base import ChatModel
+from plait.models.base import ChatModel, model_error, wrong_output
+from plait.models.call_ids import CallIds
 
-__all__ = ["Reply", "model_error", "stream_reply", "wrong_output"]
+__all__ = ["Reply", "stream_reply"]
 
 
 class Reply:
@@ -107,27 +107,3 @@ class _Stopper:
     def stop_soon(self) -> None:
         """End the model's stream now: the reply is dropped, and asked for again on resume."""
         self.stream.stop()
-
-
-def model_error(name: str, exc: Exception) -> PlaitError:
-    """Return the error a failed model call of agent `name` ends with."""
-    if isinstance(exc, ModelError):
-        if exc.agent_name is None:
-            exc.agent_name = name
-        return exc
-    if isinstance(exc, PlaitError):
-        return exc
-    err = ModelError(f"model call failed: {type(exc).__name__}: {exc}", agent_name=name)
-    err.__cause__ = exc
-    return err
-
-
-def wrong_output(
-    model: ChatModel, name: str, what: str, value: object, expected: str
-) -> ModelError:
-    """The error for a model whose `generate`/`stream` gave something other than a Message."""
-    return ModelError(
-        f"model {type(model).__name__}: {what} {type(value).__name__}, "
-        f"expected {expected} (see the plait.models.ChatModel protocol)",
-        agent_name=name,
-    )

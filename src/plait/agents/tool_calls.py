@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from plait._quote import quote
-from plait.context import Emit, RunContext, message_event
-from plait.effects import gated_call
+from plait._util.quote import quote
+from plait.core.context import Emit, RunContext, message_event
+from plait.core.hooks import HookChain, call_hook, ends_run
+from plait.core.kernel import Interrupted, call_in
 from plait.errors import (
     InvalidToolArguments,
     LimitExceeded,
@@ -25,10 +26,9 @@ from plait.errors import (
     ToolTimeout,
 )
 from plait.events import AgentAction, AgentEvent, InterruptCtx, TransferToAgentAction
-from plait.hooks import HookChain, call_hook, ends_run
-from plait.kernel import Interrupted, call_in
 from plait.messages import Message, ToolCall
 from plait.tools.base import Approval, Effect, Gated, HasTimeout, Tool, ToolResult
+from plait.tools.effects import gated_call
 
 __all__ = ["Outcome", "Round", "ToolCalls"]
 

@@ -14,17 +14,17 @@ import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
-from plait._merge import Done, merge
-from plait.agent import Agent, AgentInput, require_agent, require_unique_names
-from plait.agent_context import AgentContext
-from plait.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
-from plait.context import RunContext, inside
+from plait._util.merge import Done, merge
+from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
+from plait.core.agent_context import AgentContext
+from plait.core.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
+from plait.core.context import RunContext, inside
+from plait.core.handoff import lane_for
+from plait.core.history import as_records, whole_messages
+from plait.core.kernel import is_pause, run_agent
+from plait.core.steps import Fail, Final, Pause, Step
 from plait.errors import UsageError
 from plait.events import AgentEvent, BreakLoopAction, InterruptCtx
-from plait.handoff import lane_for
-from plait.history import as_records, whole_messages
-from plait.kernel import is_pause, run_agent
-from plait.steps import Fail, Final, Pause, Step
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 

@@ -25,17 +25,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from plait._summary import Status, event_json, run_status, run_summary
-from plait.agent import Agent
-from plait.checkpoint import UNSET
 from plait.cli.prompt import LineReader
 from plait.cli.render import LiveView
 from plait.cli.stop import Stopper
 from plait.cli.store import DEFAULT_STORE, open_store, shown_url
 from plait.cli.target import load_target
+from plait.core.agent import Agent
+from plait.core.checkpoint import UNSET
 from plait.errors import CheckpointNotFound, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx, MessageVariant, RunResult
-from plait.runner import Runner, RunStream
+from plait.run.runner import Runner, RunStream
+from plait.run.summary import Status, event_json, run_status, run_summary
 
 __all__ = ["EXIT_CODES", "parse_answer", "resume_command", "run_command"]
 

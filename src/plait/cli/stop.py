@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from plait.errors import UsageError
 
 if TYPE_CHECKING:
-    from plait.runner import RunStream
+    from plait.run.runner import RunStream
 
 __all__ = [
     "EXIT_STOPPED",

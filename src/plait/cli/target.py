@@ -18,8 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from plait._quote import quote
-from plait.agent import Agent
+from plait._util.quote import quote
+from plait.core.agent import Agent
 from plait.errors import PlaitError, UsageError
 
 __all__ = ["load_target", "load_targets"]

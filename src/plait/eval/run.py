@@ -16,15 +16,15 @@ from typing import Any
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
-from plait.agent import Agent
-from plait.cassette import Cassette
+from plait.capabilities.cassette import Cassette
+from plait.core.agent import Agent
 from plait.errors import PlaitError, UsageError
 from plait.eval.evalset import EvalCase, EvalSet, ExpectedTool, load_evalset
 from plait.eval.report import EvalCaseResult, EvalReport
 from plait.events import RunResult
 from plait.messages import Message
 from plait.models import ChatModel
-from plait.runner import Runner
+from plait.run.runner import Runner
 
 __all__ = [
     "JUDGE_PROMPT",

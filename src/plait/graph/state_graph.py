@@ -26,20 +26,20 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, M
 from contextlib import aclosing
 from typing import Any
 
-from plait._json import load_plain
-from plait._merge import Done
-from plait._merge import merge as fan_in
-from plait._route import run_sync_node
-from plait.agent import Agent, AgentInput
-from plait.agent_context import AgentContext
+from plait._util.json import load_plain
+from plait._util.merge import Done
+from plait._util.merge import merge as fan_in
+from plait._util.route import run_sync_node
 from plait.agents.agent_tool import run_nested
-from plait.checkpoint import GraphJoin, GraphRecord
-from plait.context import Emit, RunContext, inside
+from plait.core.agent import Agent, AgentInput
+from plait.core.agent_context import AgentContext
+from plait.core.checkpoint import GraphJoin, GraphRecord
+from plait.core.context import Emit, RunContext, inside
+from plait.core.kernel import Interrupted, call_in
+from plait.core.steps import Fail, Final, Pause, RunNodes, Step
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
 from plait.events import AgentEvent, AgentOutput, InterruptCtx
-from plait.kernel import Interrupted, call_in
 from plait.messages import Message
-from plait.steps import Fail, Final, Pause, RunNodes, Step
 
 __all__ = ["END", "START", "CompiledGraph", "StateGraph", "append", "merge"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from plait._json import check_plain_json
+from plait._util.json import check_plain_json
 from plait.errors import UsageError
 from plait.stores.base import check_id
 

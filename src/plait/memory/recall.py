@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from plait.agent_context import AgentContext
+from plait.core.agent_context import AgentContext
 from plait.errors import InvalidToolArguments, ToolError, UsageError
 from plait.memory.base import MemoryItem, MemoryService, check_k
 from plait.tools.base import ToolInfo

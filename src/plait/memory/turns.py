@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plait._json import to_json
-from plait.context import RunContext
+from plait._util.json import to_json
+from plait.core.context import RunContext
+from plait.core.history import USER
 from plait.errors import PlaitError, UsageError
-from plait.history import USER
 from plait.memory.base import MAX_TEXT_LENGTH, MemoryService
 from plait.memory.recall import user_id_of
 
 if TYPE_CHECKING:
-    from plait.after_run import AfterRun
-    from plait.agent_context import AgentContext
+    from plait.core.agent_context import AgentContext
     from plait.events import RunResult
     from plait.messages import Message
+    from plait.run.after_run import AfterRun
 
 __all__ = ["caller_messages", "save_turns", "turn_text"]
 

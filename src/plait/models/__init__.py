@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from plait.models.base import ChatModel, OutputSchema, supports_output_schema
 
 if TYPE_CHECKING:
+    from plait.capabilities.fallback import FallbackModel
     from plait.models.anthropic import AnthropicModel
-    from plait.models.fallback import FallbackModel
     from plait.models.litellm import LiteLLMModel
     from plait.models.local import LocalModel
     from plait.models.openai import OpenAIModel
@@ -39,7 +39,7 @@ __all__ = [
 
 _LAZY = {
     "AnthropicModel": "plait.models.anthropic",
-    "FallbackModel": "plait.models.fallback",
+    "FallbackModel": "plait.capabilities.fallback",
     "LiteLLMModel": "plait.models.litellm",
     "LocalModel": "plait.models.local",
     "OpenAIModel": "plait.models.openai",

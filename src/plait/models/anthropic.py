@@ -19,10 +19,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import UsageError
-from plait.messages import Message, ToolCall, Usage
+from plait.messages import Message, ToolCall, ToolInfo, Usage
 from plait.models._sdk import SdkChatModel
 from plait.models.base import OutputSchema
-from plait.tools.base import ToolInfo
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from plait.messages import Message
-from plait.tools.base import ToolInfo
+from plait.errors import ModelError, PlaitError
+from plait.messages import Message, ToolInfo
 
-__all__ = ["ChatModel", "OutputSchema", "supports_output_schema"]
+__all__ = ["ChatModel", "OutputSchema", "model_error", "supports_output_schema", "wrong_output"]
 
 
 @runtime_checkable
@@ -65,3 +65,27 @@ def supports_output_schema(model: object) -> bool:
     """Return whether `model` takes the `output_schema` option (it declares
     `supports_output_schema = True`)."""
     return getattr(model, "supports_output_schema", False) is True
+
+
+def model_error(name: str, exc: Exception) -> PlaitError:
+    """Return the error a failed model call of agent `name` ends with."""
+    if isinstance(exc, ModelError):
+        if exc.agent_name is None:
+            exc.agent_name = name
+        return exc
+    if isinstance(exc, PlaitError):
+        return exc
+    err = ModelError(f"model call failed: {type(exc).__name__}: {exc}", agent_name=name)
+    err.__cause__ = exc
+    return err
+
+
+def wrong_output(
+    model: ChatModel, name: str, what: str, value: object, expected: str
+) -> ModelError:
+    """The error for a model whose `generate`/`stream` gave something other than a Message."""
+    return ModelError(
+        f"model {type(model).__name__}: {what} {type(value).__name__}, "
+        f"expected {expected} (see the plait.models.ChatModel protocol)",
+        agent_name=name,
+    )

@@ -40,9 +40,8 @@ from types import ModuleType
 from typing import Any
 
 from plait.errors import UsageError
-from plait.messages import Message
+from plait.messages import Message, ToolInfo
 from plait.models.openai import OpenAIModel, _chat_request
-from plait.tools.base import ToolInfo
 
 __all__ = ["LiteLLMModel"]
 

@@ -17,10 +17,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ModelError, UsageError
-from plait.messages import Message, ToolCall, Usage
+from plait.messages import Message, ToolCall, ToolInfo, Usage
 from plait.models._sdk import SdkChatModel
 from plait.models.base import OutputSchema
-from plait.tools.base import ToolInfo
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

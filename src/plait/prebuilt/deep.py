@@ -9,11 +9,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from plait.agent import Agent, require_agent, require_unique_names
-from plait.agent_context import AgentContext
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
-from plait.context import RunContext, inside
+from plait.core.agent import Agent, require_agent, require_unique_names
+from plait.core.agent_context import AgentContext
+from plait.core.context import RunContext, inside
 from plait.errors import UsageError
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model

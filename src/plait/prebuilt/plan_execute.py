@@ -16,12 +16,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from plait._quote import quote
-from plait.agent import Agent, AgentInput, require_agent, require_unique_names
-from plait.agent_context import AgentContext
+from plait._util.quote import quote
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import LoopAgent, SequentialAgent
-from plait.context import RunContext, inside
+from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
+from plait.core.agent_context import AgentContext
+from plait.core.context import RunContext, inside
 from plait.errors import MaxStepsExceeded, ModelError, PlaitError
 from plait.events import AgentAction, AgentEvent, BreakLoopAction
 from plait.messages import Message

@@ -7,13 +7,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
 
-from plait.agent import Agent, AgentInput, require_agent
-from plait.agent_context import AgentContext
 from plait.agents.flow import TRANSFER_TOOL, set_sub_agents
-from plait.context import RunContext, inside
+from plait.core.agent import Agent, AgentInput, require_agent
+from plait.core.agent_context import AgentContext
+from plait.core.context import RunContext, inside
+from plait.core.handoff import Turn
+from plait.core.kernel import run_agent
 from plait.events import AgentAction, AgentEvent, TransferToAgentAction
-from plait.handoff import Turn
-from plait.kernel import run_agent
 from plait.messages import Message, ToolCall
 
 __all__ = ["supervisor"]

@@ -30,11 +30,11 @@ from a2a.types import (
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 
-from plait.agent import AgentInput
-from plait.agent_context import AgentContext
+from plait.core.agent import AgentInput
+from plait.core.agent_context import AgentContext
+from plait.core.interrupt import interrupt
 from plait.errors import RemoteAgentError
 from plait.events import AgentEvent, AgentOutput, MessageStream, MessageVariant
-from plait.interrupt import interrupt
 from plait.messages import Message as PlaitMessage
 from plait.protocols._a2a_parts import part_of, plain, state_name, text_of
 

@@ -40,14 +40,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.errors import PlaitError, ResumeError
 from plait.events import AgentEvent, RunResult
 from plait.messages import Message as PlaitMessage
 from plait.protocols._a2a_parts import data_part, jsonable, part_of, plain, struct_dict, text_of
-from plait.runner import Runner
+from plait.run.runner import Runner
+from plait.run.stream import RunStream
 from plait.stores.base import Store
-from plait.stream import RunStream
 
 __all__ = ["PlaitExecutor", "build_app"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from plait.agent import Agent, AgentInput
-from plait.agent_context import AgentContext
+from plait.core.agent import Agent, AgentInput
+from plait.core.agent_context import AgentContext
 from plait.errors import UsageError
 from plait.events import AgentEvent
 

@@ -15,12 +15,12 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.errors import UsageError
 from plait.events import RunResult
-from plait.runner import Runner
+from plait.protocols.mcp_client import require_mcp
+from plait.run.runner import Runner
 from plait.stores.base import Store
-from plait.tools.mcp import require_mcp
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

@@ -23,8 +23,11 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
+from plait.protocols.openai_api import openai_router
+from plait.run.sessions import Sessions
+from plait.run.time_travel import read_history
 from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
     AgentInfo,
@@ -43,17 +46,14 @@ from plait.server.bodies import (
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
-from plait.server.openai_api import openai_router
 from plait.server.runs import LiveRun, Runs
 from plait.server.runs_api import runs_router
 from plait.server.spans import RunSpans, run_spans
 from plait.server.sse import DeltaRelay, EventStream, server_exiting
 from plait.server.summary import session_detail
 from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
-from plait.session_index import SessionIndex
-from plait.sessions import Sessions
 from plait.stores.base import GuardedStore, Store
-from plait.time_travel import read_history
+from plait.stores.session_index import SessionIndex
 
 __all__ = ["create_app"]
 
@@ -534,7 +534,7 @@ def _mount_agui(app: FastAPI) -> None:
     """Add `POST /agui/{agent}` (`plait.server.agui`) when `ag-ui-protocol` is installed;
     without it the route answers `501`, saying what to install."""
     if importlib.util.find_spec("ag_ui") is not None:
-        app.include_router(importlib.import_module("plait.server.agui").router)
+        app.include_router(importlib.import_module("plait.protocols.agui").router)
         return
 
     @app.post("/agui/{agent}", include_in_schema=False)

@@ -20,9 +20,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from plait.approvals import Approvals
 from plait.server.bodies import ErrorResponse
 from plait.stores.base import GuardedStore
+from plait.tools.approvals import Approvals
 
 __all__ = ["RuleRequest", "Rules", "approvals_router"]
 

@@ -23,8 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.session_index import GroupIndex
 from plait.stores.base import SessionRecord
+from plait.stores.session_index import GroupIndex
 
 __all__ = [
     "MAX_LISTED_RUNS",

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from plait.agent import Agent, AgentInput
-from plait.agent_context import AgentContext
+from plait.core.agent import Agent, AgentInput
+from plait.core.agent_context import AgentContext
+from plait.core.hooks import Hooks
 from plait.errors import (
     CheckpointAlreadyResumed,
     CheckpointNotFound,
@@ -28,9 +29,8 @@ from plait.errors import (
     RunCancelled,
 )
 from plait.events import AgentEvent, RunResult
-from plait.hooks import Hooks
 from plait.messages import Message
-from plait.runner import Runner, RunStream
+from plait.run.runner import Runner, RunStream
 from plait.server.bodies import RunRecord, RunSummary
 from plait.server.run_index import RunIndex
 from plait.server.summary import encode_event, summarize

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from plait import tracing
+from plait.capabilities import tracing
 
 __all__ = ["LinkOut", "RunSpans", "SpanEventOut", "SpanOut", "SpanStatusOut", "run_spans"]
 

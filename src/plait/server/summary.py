@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from plait._json import dump_plain
-from plait._summary import event_json, run_summary
+from plait._util.json import dump_plain
 from plait.errors import PlaitError
 from plait.events import AgentEvent, HandoffLog, RunResult
 from plait.messages import Message
+from plait.run.sessions import SessionDocument
+from plait.run.summary import event_json, run_summary
 from plait.server.bodies import (
     ErrorInfo,
     HandoffOut,
@@ -14,7 +15,6 @@ from plait.server.bodies import (
     SessionDetail,
     SessionMessage,
 )
-from plait.session import SessionDocument
 
 __all__ = ["encode_event", "error_info", "session_detail", "summarize"]
 

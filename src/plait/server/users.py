@@ -19,8 +19,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from plait.errors import SessionConflict, UsageError
-from plait.session_index import SessionIndex
-from plait.sessions import SessionCatalog
+from plait.run.sessions import SessionCatalog
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -29,6 +28,7 @@ from plait.stores.base import (
     Store,
     check_id,
 )
+from plait.stores.session_index import SessionIndex
 
 __all__ = [
     "LOCAL_USER",

@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Sized
 from types import TracebackType
 from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
 
-from plait._record import record
+from plait._util.record import record
 from plait.errors import PlaitError, SessionConflict, StoreError, UsageError
 
 _T = TypeVar("_T")

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from plait.agent_context import AgentContext
+from plait.core.agent_context import AgentContext
 from plait.errors import SessionConflict, StoreError, UsageError
 from plait.messages import Message
 from plait.stores.base import MAX_ID_LENGTH, MAX_TTL, SessionRecord, Store

@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from plait.agent_context import AgentContext
+from plait.core.agent_context import AgentContext
+from plait.core.run_state import IdSource
 from plait.errors import CheckpointAlreadyResumed, CheckpointCorrupt, ResumeError, RunCancelled
 from plait.messages import Message
-from plait.run_state import IdSource
 from plait.stores.base import Store
 from plait.tools.base import Approval, Effect, ToolInfo
 
@@ -171,7 +171,7 @@ async def damaged_journal_entries_never_run_a_call_again(store: Store) -> None:
     state, finished without a result, an approval without a decision) does not run: the
     resumed run ends with `CheckpointCorrupt` naming the key and leaves its checkpoint
     pending; the entry restored, the resume goes on as before (an `unknown_outcome`)."""
-    from plait.journal import entry_id
+    from plait.stores.journal import entry_id
 
     payments = Payments()
     runner = payment_runner(store, payments)
@@ -343,7 +343,7 @@ async def answered_questions_leave_the_inbox(store: Store) -> None:
     """The stored inbox holds only the open questions: each answered approval (approved,
     rejected, or expired to its default) leaves it as its answer is applied, without the
     inbox being read; `pending()` lists exactly the open ones."""
-    from plait.journal import INBOX
+    from plait.stores.journal import INBOX
 
     async def stored() -> list[dict[str, Any]]:
         found = await store.get_session_record(INBOX)
@@ -375,7 +375,7 @@ async def answered_questions_leave_the_inbox(store: Store) -> None:
 async def effect_records_expire_with_the_checkpoints(store: Store) -> None:
     """A `"once"` call's journal entry has the checkpoint ttl: kept while it lasts, gone
     after it."""
-    from plait.journal import entry_id
+    from plait.stores.journal import entry_id
 
     for ttl in (60.0, 0.3):
         payments = Payments()
@@ -391,7 +391,7 @@ async def effect_records_expire_with_the_checkpoints(store: Store) -> None:
 async def the_audit_log_keeps_concurrent_appends(store: Store) -> None:
     """Concurrent appends to the audit log all land, over several of its records, and are
     read back newest first."""
-    from plait.journal import PAGE, append_audit, read_audit
+    from plait.stores.journal import PAGE, append_audit, read_audit
 
     count = PAGE + 6
     await asyncio.gather(*(append_audit(store, {"n": n}) for n in range(count)))

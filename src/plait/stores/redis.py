@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from plait._quote import quote
+from plait._util.quote import quote
 from plait.errors import SessionConflict, UsageError
 from plait.stores._network import (
     CLAIM_CHECKPOINT,

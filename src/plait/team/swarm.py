@@ -18,14 +18,16 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Protocol
 
-from plait._quote import quote
-from plait._route import side_model
-from plait.agent import Agent, AgentInput
-from plait.agent_context import AgentContext
+from plait._util.quote import quote
+from plait._util.route import side_model
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.flow import TRANSFER_TOOL
-from plait.checkpoint import SwarmRecord
-from plait.context import RunContext, inside
+from plait.core.agent import Agent, AgentInput
+from plait.core.agent_context import AgentContext
+from plait.core.checkpoint import SwarmRecord
+from plait.core.context import RunContext, inside
+from plait.core.handoff import Current, HandoffLoop, Turn, sub_agents_of, transfer_targets
+from plait.core.history import USER
 from plait.errors import (
     InvalidToolArguments,
     MaxHandoffsExceeded,
@@ -42,8 +44,6 @@ from plait.events import (
     MessageVariant,
     TransferToAgentAction,
 )
-from plait.handoff import Current, HandoffLoop, Turn, sub_agents_of, transfer_targets
-from plait.history import USER
 from plait.messages import Message
 from plait.team.inherit import History, InheritFn, InheritPolicy, inherit
 from plait.tools.base import ToolInfo, ToolResult

@@ -7,15 +7,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from plait.agent import Agent, AgentInput, require_agent, require_unique_names
-from plait.agent_context import AgentContext
 from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import close_lane, open_lane
-from plait.context import RunContext, inside
+from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
+from plait.core.agent_context import AgentContext
+from plait.core.context import RunContext, inside
+from plait.core.kernel import is_pause, run_agent, run_loop
 from plait.errors import MaxDepthExceeded, PlaitError, UsageError
 from plait.events import AgentEvent
-from plait.kernel import is_pause, run_agent, run_loop
 from plait.team.inherit import Inherit, InheritFn, InheritPolicy
 from plait.team.swarm import Swarm, SwarmTransfer, reachable, roster
 

@@ -19,15 +19,15 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from plait._json import dump_plain, load_plain, to_json
-from plait.agents.model_call import model_error
-from plait.context import RunContext
+from plait._util.json import dump_plain, load_plain, to_json
+from plait.core.context import RunContext
+from plait.core.kernel import Interrupted, call_in
+from plait.core.resume import ResumePoints
+from plait.core.run_state import RunSnapshot
 from plait.errors import InvalidToolArguments, PlaitError, UsageError
 from plait.events import AgentAction, InterruptCtx
-from plait.kernel import Interrupted, call_in
 from plait.messages import Message
-from plait.resume import ResumePoints
-from plait.run_state import RunSnapshot
+from plait.models.base import model_error
 from plait.temporal._catalog import Catalog
 from plait.tools.base import ToolInfo, ToolResult
 
@@ -56,7 +56,7 @@ def failure(exc: BaseException) -> ApplicationError:
 
 def rebuild(kind: str | None, message: str, details: tuple[Any, ...]) -> Exception:
     """Rebuild in the workflow the exception an activity failed with (`failure`)."""
-    from plait._json import from_json
+    from plait._util.json import from_json
 
     if details and isinstance(details[0], str):
         try:
@@ -156,7 +156,7 @@ class Activities:
         """Run sync graph node number `request["node"]` on the state; return its update."""
         import functools
 
-        from plait._threads import run_in_thread
+        from plait._util.threads import run_in_thread
         from plait.temporal._state import decode, encode
 
         node = self.catalog.node(request["node"])

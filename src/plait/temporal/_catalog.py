@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from plait.agent import Agent
+from plait.core.agent import Agent
 from plait.errors import UsageError
 from plait.tools.base import Gated
 

@@ -26,9 +26,9 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from plait._json import dump_plain
-from plait.agent import Agent
-from plait.checkpoint import UNSET
+from plait._util.json import dump_plain
+from plait.core.agent import Agent
+from plait.core.checkpoint import UNSET
 from plait.errors import ResumeError, UsageError, WorkflowNondeterminism
 from plait.events import RunResult
 from plait.messages import Message

@@ -19,7 +19,7 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
 )
 
-from plait._json import JSONMixin, from_json
+from plait._util.json import JSONMixin, from_json
 
 __all__ = ["PlaitPayloadConverter", "data_converter"]
 

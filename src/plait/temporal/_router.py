@@ -20,8 +20,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
-from plait._json import dump_plain, load_plain
-from plait.context import RunContext
+from plait._util.json import dump_plain, load_plain
+from plait.core.context import RunContext
 from plait.errors import ModelError, PlaitError, ToolError
 from plait.events import AgentAction
 from plait.messages import Message

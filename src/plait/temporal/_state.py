@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plait._json import JSONMixin, check_plain_json, dump_plain, load_plain
+from plait._util.json import JSONMixin, check_plain_json, dump_plain, load_plain
 from plait.errors import SerializationError
 
 __all__ = ["decode", "encode"]

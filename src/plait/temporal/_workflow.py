@@ -27,19 +27,19 @@ from typing import Any
 
 from temporalio import workflow
 
-from plait._json import load_plain
-from plait._threads import call_sync_inline
-from plait.agent_context import AgentContext
-from plait.checkpoint import UNSET
-from plait.context import inside
+from plait._util.json import load_plain
+from plait._util.threads import call_sync_inline
+from plait.core.agent_context import AgentContext
+from plait.core.checkpoint import UNSET
+from plait.core.context import inside
+from plait.core.hooks import Hooks
+from plait.core.run_state import IdSource
 from plait.errors import ResumeError, UsageError
 from plait.events import AgentEvent, InterruptCtx, RunResult
-from plait.hooks import Hooks
 from plait.messages import Message
-from plait.run_state import IdSource
-from plait.runner import Runner
+from plait.run.runner import Runner
+from plait.run.stream import RunStream
 from plait.stores.memory import MemoryStore
-from plait.stream import RunStream
 from plait.temporal._catalog import Catalog
 from plait.temporal._router import Router
 

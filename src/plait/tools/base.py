@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
-from plait._json import JSONMixin
-from plait._record import record
-from plait.agent_context import AgentContext
+from plait._util.json import JSONMixin
+from plait._util.record import record
+from plait.core.agent_context import AgentContext
 from plait.errors import UsageError
 from plait.events import AgentAction
+from plait.messages import EFFECTS, Effect, ToolInfo
 
 __all__ = [
     "EFFECTS",
@@ -34,12 +34,6 @@ __all__ = [
 #: The name of the tool an agent transfers with (a flow's sub-agents, a swarm's peers).
 TRANSFER_TOOL = "transfer_to_agent"
 
-#: What running a tool does to the world (see docs/approvals.md): `"read"` nothing,
-#: `"idempotent"` (the default) something that may safely happen again, `"once"` something
-#: that must happen at most once: its calls are journaled in the run's store.
-Effect = Literal["read", "idempotent", "once"]
-EFFECTS: tuple[Effect, ...] = ("read", "idempotent", "once")
-
 
 @record
 class Approval:
@@ -58,21 +52,6 @@ class Approval:
             raise UsageError(
                 f"Approval(default=...) is 'reject' or 'approve', got {self.default!r}"
             )
-
-
-@record
-class ToolInfo(JSONMixin):
-    """What the model is told about a tool: name, description and JSON schema of parameters
-    (and `hints`, structured facts a local model may use, which providers are not sent)."""
-
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
-    # What a model may use besides the schema, never sent to a provider: the transfer tool
-    # puts {"agents": {name: description}} here for models that choose agents themselves.
-    hints: dict[str, Any] = field(default_factory=dict)
-    # What calling the tool does (never sent to a provider): "read", "idempotent" or "once".
-    effect: Effect = "idempotent"
 
 
 @record

@@ -7,10 +7,10 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
-from plait._quote import QUOTE_CHARS, quote
-from plait._threads import run_in_thread
-from plait.agent_context import AgentContext
-from plait.context import RunContext
+from plait._util.quote import QUOTE_CHARS, quote
+from plait._util.threads import run_in_thread
+from plait.core.agent_context import AgentContext
+from plait.core.context import RunContext
 from plait.errors import InvalidToolArguments, UsageError
 from plait.tools.base import (
     Approval,

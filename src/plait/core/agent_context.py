@@ -1,0 +1,131 @@
+"""`AgentContext`: what an agent, a tool, a graph node or a hook sees of the run it is in.
+
+This is the whole public surface of a run's context. Custom agents receive it in
+`run(input, ctx)`, tools through a parameter annotated `AgentContext` (or `RunContext`, the
+same protocol under its older name) or `plait.run_context()`, graph nodes and hooks as their
+first argument. plait's own context class implements it and has more, for plait's own
+modules; only the names below are public and stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from plait.core.resume import ResumeInfo
+from plait.errors import PlaitError
+from plait.events import AgentAction, AgentEvent, AgentOutput
+from plait.messages import Message, Usage
+
+__all__ = ["AgentContext", "ResumeInfo", "RunContext"]
+
+
+@runtime_checkable
+class AgentContext(Protocol):
+    """The context of one agent (or one tool call of it) in a run.
+
+    Where it is: `agent_name`, `run_path` (agent names from the root), `depth` (agents run
+    as tools are one deeper). What the run holds: `session_id`, `session_values` (one
+    mapping for the whole run), `state` (team-shared), `local_state` (this agent's own,
+    kept across its turns), `usage` (tokens so far), `metadata` (the runner's, read-only),
+    `history` (the messages this agent runs on). Control: `cancelled` (stop long work),
+    `resume_info`, `idempotency_key` (inside a tool call). Acting: `event(...)` builds an
+    event of this agent, `send_action` attaches an action to the tool call's event,
+    `save_state`/`load_state` keep JSON-able values across pauses.
+    """
+
+    @property
+    def agent_name(self) -> str:
+        """The name of the agent this context belongs to."""
+        ...
+
+    @property
+    def run_path(self) -> tuple[str, ...]:
+        """The agent names from the run's root to this agent."""
+        ...
+
+    @property
+    def depth(self) -> int:
+        """How deep this agent runs: 0 at the root, one more inside an agent run as a tool."""
+        ...
+
+    @property
+    def session_id(self) -> str | None:
+        """The session the run belongs to, if any."""
+        ...
+
+    @property
+    def session_values(self) -> dict[str, Any]:
+        """The run's session values, shared by every agent of the run."""
+        ...
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The team-shared state of the run."""
+        ...
+
+    @property
+    def local_state(self) -> dict[str, Any]:
+        """This agent's own state, kept across its turns and not shared."""
+        ...
+
+    @property
+    def usage(self) -> Usage:
+        """The tokens spent by every model call of the run so far."""
+        ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """The run's metadata (`Runner(metadata=...)`), read-only."""
+        ...
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether this work should stop (the run was asked to, or a tool call timed out)."""
+        ...
+
+    @property
+    def history(self) -> Sequence[Message]:
+        """The messages this agent runs on."""
+        ...
+
+    @property
+    def resume_info(self) -> ResumeInfo | None:
+        """How the resumed run finds this agent; None when the run is not a resume."""
+        ...
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """Inside a tool call, a key stable for that call across pauses, resumes and
+        processes; None elsewhere."""
+        ...
+
+    def event(
+        self,
+        *,
+        message: Message | None = None,
+        output: AgentOutput | None = None,
+        action: AgentAction | None = None,
+        error: PlaitError | None = None,
+    ) -> AgentEvent:
+        """Build an event of this agent (name, run path and depth stamped)."""
+        ...
+
+    def send_action(self, action: AgentAction) -> None:
+        """Attach `action` to the event of the tool call this context belongs to."""
+        ...
+
+    def save_state(self, key: str, value: Any) -> None:
+        """Keep a JSON-able value (or a pydantic model) for this agent at this place in the
+        run; it survives pauses and resumes. Encoded at once: a value that cannot be is a
+        `SerializationError` naming the key and the place inside the value."""
+        ...
+
+    def load_state(self, key: str) -> Any:
+        """Return the value saved under `key` here (after a resume too), or None."""
+        ...
+
+
+#: The older name of `AgentContext`, kept for annotations (a tool parameter annotated with
+#: either is injected).
+RunContext = AgentContext

@@ -1,0 +1,2 @@
+"""Running an agent: the `Runner`, the run stream that saves as it goes, sessions and time
+travel."""

@@ -1,0 +1,708 @@
+"""`RunStream`: one run's events, and what the run saves as it goes.
+
+A stream starts its run (or resumes or forks it), passes its events on, saves a checkpoint when
+the run pauses (always under a new id) or at a safe point (`durability="step"`: under the run's
+own id, held by a lease while the run lives, and kept in the run's history; a stop asked for:
+as a pause), retires a resumed checkpoint for good, and writes the session turn when the run
+finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import os
+import socket
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+from plait._util.tasks import current_task
+from plait.core.checkpoint import Checkpoint, Lease
+from plait.core.context import RunContext
+from plait.core.handoff import input_for
+from plait.core.hooks import HookChain, notify
+from plait.core.run_state import IdSource, SaveKind
+from plait.errors import (
+    CheckpointAlreadyResumed,
+    CheckpointCorrupt,
+    PlaitError,
+    ResumeError,
+    RunCancelled,
+    UsageError,
+)
+from plait.events import (
+    AgentAction,
+    AgentEvent,
+    HandoffLog,
+    InterruptCtx,
+    InterruptInfo,
+    RunResult,
+)
+from plait.run.sessions import SessionCatalog, SessionTurn
+from plait.run.time_travel import StepLog
+from plait.stores.base import GuardedStore
+
+__all__ = ["Prepared", "RunSetup", "RunStream", "check_lease"]
+
+EventFilter = Callable[[AgentEvent], bool]
+
+# Owners of the leases held by runs alive in this process ("host:pid:token").
+_HOST = socket.gethostname()
+_LIVE: set[str] = set()
+
+
+@dataclasses.dataclass(slots=True)
+class RunSetup:
+    """What a runner gives each of its streams: where to save, and the run's options."""
+
+    agent_name: str
+    store: GuardedStore
+    active: weakref.WeakValueDictionary[str, RunStream]
+    event_filter: EventFilter | None
+    durability: str
+    ids: IdSource
+    hooks: HookChain
+    max_transfers: int | None
+    lease: float
+    keep_steps: bool
+    checkpoint_ttl: float | None
+    session_ttl: float | None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    catalog: SessionCatalog | None = None  # where the store's sessions are listed
+    keep_history: int = 0  # the last steps kept as the run's history (time travel)
+    effects: Any = None  # what the gates of its tool calls use (`plait.effects.EffectRun`)
+
+
+def check_lease(checkpoint: Checkpoint) -> None:
+    """Refuse to resume the step checkpoint of a run that is still alive: it is taken, as a
+    resumed checkpoint is (`CheckpointAlreadyResumed`, a `ResumeError`)."""
+    lease = checkpoint.lease
+    if not checkpoint.running or lease is None or lease.until <= time.time():
+        return
+    host, _, rest = lease.owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host == _HOST:
+        if pid == str(os.getpid()):
+            if lease.owner not in _LIVE:
+                return  # this process's run has ended
+        elif pid.isdigit() and not _pid_alive(int(pid)):
+            return  # the process that ran it is gone
+    raise CheckpointAlreadyResumed(  # taken by a live run, as a resume would take it
+        f"checkpoint '{checkpoint.checkpoint_id}' is held by a run that is still going "
+        f"({lease.owner}, lease for {lease.until - time.time():.0f} s more); resume it once "
+        "that run has stopped"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _weak_saver(stream: RunStream) -> Callable[[SaveKind, RunContext], Awaitable[Any]]:
+    """The stream's safe-point saver, without a reference cycle between run and stream (so
+    dropping an unfinished stream closes its run at once)."""
+    ref = weakref.ref(stream)
+
+    async def save(kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        stream = ref()
+        if stream is None:
+            return None
+        return await stream._save_at_safe_point(kind, ctx)
+
+    return save
+
+
+@dataclasses.dataclass(slots=True)
+class Prepared:
+    """A run ready to go: its events, root context, session turn, the handoffs it made
+    before it was saved, and (for a resume) the bytes of the checkpoint it claimed."""
+
+    events: AsyncIterator[AgentEvent]
+    ctx: RunContext
+    turn: SessionTurn | None = None
+    handoffs: list[HandoffLog] = dataclasses.field(default_factory=list)
+    claimed: bytes | None = None
+
+
+Prepare = Callable[[], Awaitable[Prepared]]
+
+
+class RunStream:
+    """The events of one run, as an async iterator.
+
+    Iterate it for the events; `await stream.collect()` drains what is left and returns the
+    `RunResult`. Leaving the iteration early, `aclose()` or `async with` exit in the task
+    that iterates cancel the run cleanly: tools in flight are cancelled and model streams
+    closed. `cancel()` (from any task or thread), or `aclose()` from another task while a
+    consumer iterates, is the stop button: the run stops promptly, is saved, and its
+    consumer sees a last event with a `RunCancelled` error.
+    """
+
+    def __init__(
+        self,
+        setup: RunSetup,
+        checkpoint_id: str | None,
+        prepare: Prepare | Prepared,
+        *,
+        resumed_from: str | None,
+        forked: bool = False,
+    ) -> None:
+        self._setup = setup
+        self._filter = setup.event_filter
+        self._ctx: RunContext | None = None
+        self._agent_events: AsyncIterator[AgentEvent] | None = None
+        self._prepare: Prepare | Prepared | None = prepare
+        if isinstance(prepare, Prepared):
+            self._ctx = prepare.ctx
+        self._resumed_from = resumed_from
+        self._turn: SessionTurn | None = None
+        self._held: AgentEvent | None = None
+        self._upcoming: AgentEvent | None = None  # a streamed message, passed on next
+        self._events: list[AgentEvent] = []
+        self._last_output: AgentEvent | None = None
+        self._error: PlaitError | None = None
+        self._interrupts: tuple[InterruptCtx, ...] = ()
+        self._paused = False
+        self._checkpoint_id = checkpoint_id  # the run's own id: its step saves go here
+        self._pause_id: str | None = None  # where it paused (a new id after a resume)
+        self._steps = 0  # step checkpoints written
+        self._forked = forked  # a fork: a refused start raises, its history carries on
+        self._log: StepLog | None = None  # the run's history, made at its first step save
+        self._last_event: AgentEvent | None = None  # the last event the run emitted
+        self._earlier_handoffs: list[HandoffLog] = []
+        self._claimed: bytes | None = None  # a resumed checkpoint, as it was
+        self._handoffs: list[HandoffLog] = []
+        self._finished = False
+        self._cancel = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the run runs on
+        self._consumer: asyncio.Task[Any] | None = None  # the task that iterates it
+        self._busy = False  # the consumer is inside __anext__
+        self._idle: asyncio.Event | None = None  # set when it leaves (for a waiting aclose)
+        self._owner = ""  # who holds the lease of its step checkpoints (made when needed)
+        self._result: RunResult | None = None  # made when the run ends, for `after_run`
+        if checkpoint_id is not None:
+            setup.active[checkpoint_id] = self
+
+    @property
+    def checkpoint_id(self) -> str:
+        """Return the id this run is saved under: where it paused or was cancelled, else
+        the id its step checkpoints (and a first pause) use (made on first use)."""
+        if self._pause_id is not None:
+            return self._pause_id
+        if self._checkpoint_id is None:
+            self._checkpoint_id = self._setup.ids.new_id()
+            self._setup.active[self._checkpoint_id] = self
+        return self._checkpoint_id
+
+    @property
+    def context(self) -> RunContext:
+        """Return the run's root context (session values, usage so far)."""
+        if self._ctx is None:
+            raise UsageError("this run has no context until its first event")
+        return self._ctx
+
+    def cancel(self) -> None:
+        """Stop the run promptly; call it from any task or thread.
+
+        Tool calls in flight are stopped: an async tool is cancelled; a sync tool's thread,
+        which cannot be killed, is abandoned (its `ctx.cancelled` turns true). A model call
+        in flight is stopped too (its reply is dropped and asked for again on the resume).
+        The run is then saved and ends with a `RunCancelled` error
+        event; `Runner.resume` continues it, running the stopped tool calls again (but a
+        stopped `"once"` call asks what became of it: docs/approvals.md). A run
+        that had already finished is not affected.
+        """
+        self._cancel = True
+        loop = self._loop
+        if loop is not None and _running_loop() is not loop:
+            with contextlib.suppress(RuntimeError):  # its loop has closed: the run is over
+                loop.call_soon_threadsafe(self._stop)
+            return
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._ctx is not None and not self._finished:
+            self._ctx.request_cancel()
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        keep = self._filter
+        loop = self._loop
+        self._consumer = asyncio.current_task() if loop is None else current_task(loop)
+        self._busy = True
+        try:
+            while True:
+                try:
+                    events = self._agent_events
+                    if self._turn is None and self._prepare is None and not self._finished:
+                        # under way, no session: `_next_event` inline (one frame less)
+                        assert events is not None
+                        try:
+                            event = await anext(events)
+                        except StopAsyncIteration:
+                            event = await self._ended()
+                        except BaseException:
+                            self._finish()
+                            raise
+                        if event.action is None and event.error is None and not self._paused:
+                            self._last_event = event  # `_after_event` of a plain event
+                            self._note(event)
+                        else:
+                            event = await self._after_event(event)
+                    elif self._upcoming is not None:
+                        event, self._upcoming = self._upcoming, None
+                    elif self._turn is not None:
+                        event = await self._next_held()
+                    else:
+                        event = await self._next_event()
+                except StopAsyncIteration:
+                    if self._result is None and self._setup.hooks.after_run:
+                        await self._after_run()
+                    raise
+                if keep is None or keep(event):
+                    self._events.append(event)
+                    return event
+        finally:
+            self._busy = False
+            idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set()
+
+    async def _next_held(self) -> AgentEvent:
+        """With a session, hold one event back so the session is written before the last.
+
+        A streamed message is passed on at once, so its text reaches the reader as the model
+        writes it; when it is the run's last event, the session is written before the run's
+        events end (before `StopAsyncIteration`)."""
+        current = self._held
+        if current is None:
+            current = await self._next_event()
+            if _streams(current):
+                return current
+        try:
+            upcoming = await self._next_event()
+        except StopAsyncIteration:
+            self._held = None
+            self._turn = None
+            return current
+        if _streams(upcoming):
+            self._held = None
+            self._upcoming = upcoming
+        else:
+            self._held = upcoming
+        return current
+
+    async def _start(self) -> None:
+        prepare, self._prepare = self._prepare, None
+        assert prepare is not None
+        try:
+            prepared = prepare if isinstance(prepare, Prepared) else await prepare()
+        except PlaitError as exc:
+            if self._resumed_from is not None or self._forked:
+                self._finish()
+                raise  # a rejected resume (or fork) raises, and leaves the checkpoint as it was
+            self._fail_at_start(exc)
+            return
+        except BaseException:
+            self._finish()
+            raise
+        self._agent_events, self._ctx, self._turn = prepared.events, prepared.ctx, prepared.turn
+        self._earlier_handoffs = list(prepared.handoffs)
+        self._claimed = prepared.claimed
+        self._loop = asyncio.get_running_loop()
+        self._ctx.configure(
+            durability=self._setup.durability,
+            ids=self._setup.ids,
+            hooks=self._setup.hooks,
+            max_transfers=self._setup.max_transfers,
+            saver=_weak_saver(self),
+            session_id=None if self._turn is None else self._turn.session_id,
+            checkpoint_id=self._checkpoint_id,
+            metadata=copy.deepcopy(self._setup.metadata) if self._setup.metadata else None,
+            effects=self._setup.effects,
+        )
+        if self._setup.effects is not None:
+            ref = weakref.ref(self)
+            self._setup.effects.checkpoint = lambda: (
+                None if (s := ref()) is None else s.checkpoint_id
+            )
+        if self._setup.durability == "step":
+            self._owner = f"{_HOST}:{os.getpid()}:{self._setup.ids.new_id()}"
+            _LIVE.add(self._owner)
+        if self._cancel:
+            self._ctx.request_cancel()
+        hooks = self._setup.hooks
+        if hooks.before_run or hooks.on_resume:
+            await self._before_run(hooks, self._ctx)
+
+    async def _before_run(self, hooks: HookChain, ctx: RunContext) -> None:
+        """Run the `on_resume` and `before_run` hooks; one that refuses ends the run with its
+        error (a resumed checkpoint is left as it was)."""
+        failure = None
+        if self._resumed_from is not None:
+            failure = await notify(hooks.on_resume, "on_resume", ctx, self._resumed_from)
+        if failure is None:
+            failure = await notify(
+                hooks.before_run, "before_run", ctx, input_for(ctx, self._setup.agent_name)
+            )
+        if failure is None:
+            return
+        if self._claimed is not None:
+            await self._unclaim()
+        events, self._agent_events = self._agent_events, _failed(ctx, failure)
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    def _fail_at_start(self, exc: PlaitError) -> None:
+        """A run that could not start (its session could not be read) ends with the error."""
+        ctx = RunContext.root(self._setup.agent_name, ())
+        self._ctx = ctx
+
+        async def failed() -> AsyncIterator[AgentEvent]:
+            yield ctx.event(error=exc)
+
+        self._agent_events = failed()
+
+    def _finish(self) -> None:
+        self._finished = True
+        _LIVE.discard(self._owner)
+        if self._checkpoint_id is not None:
+            self._setup.active.pop(self._checkpoint_id, None)
+
+    async def _next_event(self) -> AgentEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._prepare is not None:
+            await self._start()
+        assert self._agent_events is not None
+        try:
+            event = await anext(self._agent_events)
+        except StopAsyncIteration:
+            event = await self._ended()
+        except BaseException:
+            self._finish()
+            raise
+        return await self._after_event(event)
+
+    async def _ended(self) -> AgentEvent:
+        """The agent's events ended: raise StopAsyncIteration, or return the error event
+        of a run whose records could not be kept."""
+        failure = await self._completed()
+        if failure is None:
+            raise StopAsyncIteration
+        assert self._ctx is not None
+        return self._ctx.event(error=failure)
+
+    async def _after_event(self, event: AgentEvent) -> AgentEvent:
+        """Take `event` into the run: a pause is saved, an error or a pause ends the run, an
+        output is noted (and the session's turn notes it)."""
+        ctx = self._ctx
+        assert ctx is not None
+        self._last_event = event
+        action, error = event.action, event.error
+        if event.depth == 0 and action is not None and action.interrupted and error is None:
+            event = await self._pause(event, ctx)
+        if isinstance(event.error, ResumeError | CheckpointCorrupt) and self._claimed is not None:
+            await self._unclaim()
+        self._note(event)
+        if self._turn is not None:
+            self._turn.note(event)
+        if event.error is not None or self._paused:
+            if self._turn is not None and not (self._paused or self._finished):
+                await self._keep_failed_turn(event.error, ctx)
+            await self._close()
+        return event
+
+    async def _keep_failed_turn(self, error: PlaitError | None, ctx: RunContext) -> None:
+        """A failed run keeps its turn in its session (see `plait.session`), unless its
+        resume was given back (the checkpoint, left as it was, still holds the turn)."""
+        turn = self._turn
+        if turn is None or isinstance(error, ResumeError | CheckpointCorrupt):
+            return
+        with contextlib.suppress(Exception):  # the run's own error is the one to report
+            await turn.settle_failed()
+            await self._save_turn(turn, ctx)
+
+    async def _save_turn(self, turn: SessionTurn, ctx: RunContext) -> None:
+        """Append the turn to its session and list the session as written by this agent."""
+        setup = self._setup
+        stamp = ctx.ids.now()
+        await turn.save(
+            setup.store,
+            ctx.session_values,
+            [*self._earlier_handoffs, *self._handoffs],
+            setup.session_ttl,
+            ctx.state,
+            ctx.all_local_state,
+            stamp=stamp,
+        )
+        if setup.catalog is not None:
+            await setup.catalog.touch(turn.session_id, stamp, setup.agent_name)
+
+    async def _completed(self) -> PlaitError | None:
+        """The run finished: write its session turn and retire its checkpoints."""
+        self._finish()
+        try:
+            await self._keep_records()
+        except PlaitError as exc:
+            return exc
+        return None
+
+    async def _keep_records(self) -> None:
+        ctx = self._ctx
+        turn = self._turn
+        if turn is not None and self._error is None and ctx is not None:
+            await self._save_turn(turn, ctx)
+        if self._resumed_from is not None or self._steps:
+            await self._retire(self._checkpoint_id)
+
+    async def _retire(self, checkpoint_id: str | None) -> None:
+        """Mark a checkpoint done for good (it stays readable until its TTL)."""
+        if checkpoint_id is None:
+            return
+        store = self._setup.store
+        record = await store.get_checkpoint(checkpoint_id)
+        if record is not None and record.status != "done":
+            await store.put_checkpoint(
+                checkpoint_id, record.data, status="done", ttl=self._setup.checkpoint_ttl
+            )
+
+    async def _unclaim(self) -> None:
+        """A resume the agents refused (they no longer match the checkpoint), or that met a
+        damaged journal entry, leaves the checkpoint pending, as it was, so it can be
+        resumed by the right agents, or once the entry is repaired."""
+        claimed, self._claimed = self._claimed, None
+        if claimed is None or self._resumed_from is None:
+            return
+        with contextlib.suppress(PlaitError):  # the run's error is the one to report
+            await self._setup.store.put_checkpoint(
+                self._resumed_from, claimed, ttl=self._setup.checkpoint_ttl
+            )
+
+    def _new_pause_id(self) -> str:
+        """A pause after a resume is saved under a new id; a first pause under the run's."""
+        if self._resumed_from is not None:
+            self._pause_id = self._setup.ids.new_id()
+        else:
+            self._pause_id = self.checkpoint_id
+        return self._pause_id
+
+    async def _write(
+        self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
+    ) -> bytes:
+        setup, ctx, turn = self._setup, self._ctx, self._turn
+        assert ctx is not None
+        if turn is not None:
+            await turn.settle()
+        lease = None
+        if running:
+            lease = Lease(owner=self._owner, until=setup.ids.now().timestamp() + setup.lease)
+        data = Checkpoint.encode(
+            ctx.snapshot(),
+            interrupts,
+            agent_name=setup.agent_name,
+            session_id=turn.session_id if turn is not None else None,
+            session_turn=list(turn.turn) if turn is not None else None,
+            running=running,
+            lease=lease,
+            handoffs=[*self._earlier_handoffs, *self._handoffs],
+        )
+        await setup.store.put_checkpoint(checkpoint_id, data, ttl=setup.checkpoint_ttl)
+        return data
+
+    async def _save_step(self, ctx: RunContext) -> None:
+        """Write the step checkpoint under the run's id, and keep it in the run's history
+        (`plait.time_travel`)."""
+        checkpoint_id = self.checkpoint_id
+        data = await self._write(checkpoint_id, (), running=True)
+        self._steps += 1
+        log = self._log
+        if log is None:
+            setup = self._setup
+            log = self._log = StepLog(
+                setup.store,
+                setup.keep_history,
+                setup.checkpoint_ttl,
+                carry_on=self._forked or self._resumed_from is not None,
+                keep_all=setup.keep_steps,
+            )
+        if log.active:
+            root = self._ctx
+            assert root is not None
+            await log.add(
+                checkpoint_id,
+                data,
+                ctx.agent_name,
+                self._last_event,
+                root.session_values,
+                root.state,
+            )
+        failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
+        if failure is not None:
+            raise failure
+
+    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
+        """Save the checkpoint of a pause (a new one); return the event reporting it."""
+        assert event.action is not None and event.action.interrupted is not None
+        contexts = event.action.interrupted.contexts
+        try:
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, contexts, running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
+            if (effects := self._setup.effects) is not None and effects.waiting:
+                await effects.list_questions(contexts, checkpoint_id, ctx.ids.now())
+        except PlaitError as exc:
+            self._pause_id = None
+            return ctx.event(error=exc)
+        self._paused = True
+        failure = await notify(ctx.hooks.on_pause, "on_pause", ctx, contexts, checkpoint_id)
+        if failure is not None:
+            return ctx.event(error=failure)
+        info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
+        return dataclasses.replace(
+            event, action=dataclasses.replace(event.action, interrupted=info)
+        )
+
+    async def _save_at_safe_point(self, kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        """Write a step checkpoint (the run goes on), or stop a cancelled run with one."""
+        try:
+            if kind == "step":
+                await self._save_step(ctx)
+                return None
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, (), running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
+        except PlaitError as exc:
+            return ctx.event(error=exc)
+        self._paused = True
+        error = RunCancelled(
+            f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
+            "to continue"
+        )
+        info = InterruptInfo(contexts=(), checkpoint_id=checkpoint_id)
+        return ctx.event(action=AgentAction(interrupted=info), error=error)
+
+    async def aclose(self) -> None:
+        """Close the stream.
+
+        From the task iterating it (or when no task is): stop the run at once — what is in
+        flight is cancelled, every stream closed, nothing saved. From another task while a
+        consumer iterates it: stop the run as `cancel()` does (the run is saved, and the
+        consumer sees a last `RunCancelled` event), and return once the consumer's current
+        step has returned.
+        """
+        consumer, current = self._consumer, asyncio.current_task()
+        live = not self._finished and consumer is not None and not consumer.done()
+        if live and (consumer is not current or self._busy):
+            self.cancel()  # another task's stop button (or a tool of this very run)
+            if self._busy and consumer is not current:
+                idle = self._idle = self._idle or asyncio.Event()
+                await idle.wait()
+            return
+        await self._close()
+
+    async def _close(self) -> None:
+        """Stop the run: cancel what is in flight and close every stream."""
+        self._finish()
+        aclose = getattr(self._agent_events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def collect(self) -> RunResult:
+        """Drain the remaining events and return the run's `RunResult`."""
+        async for _ in self:
+            pass
+        return self._result or await self._make_result()
+
+    async def _after_run(self) -> None:
+        """The run ended: run the `after_run` hooks with its result (one that fails makes
+        its error the run's)."""
+        self._result = result = await self._make_result()
+        ctx = self._ctx
+        assert ctx is not None
+        failure = await notify(self._setup.hooks.after_run, "after_run", ctx, result)
+        if failure is not None:
+            self._error = failure
+            self._result = dataclasses.replace(result, error=failure, final_output=None)
+
+    async def _make_result(self) -> RunResult:
+        """Return the `RunResult` of the events so far."""
+        final: Any = None
+        last = self._last_output
+        if self._error is None and not self._paused and last is not None and last.output:
+            variant = last.output.message
+            if variant is not None:
+                final = (await variant.get_message()).content
+            else:
+                final = last.output.custom
+        return RunResult(
+            events=tuple(self._events),
+            final_output=final,
+            error=self._error,
+            interrupts=self._interrupts,
+            checkpoint_id=self.checkpoint_id if self._paused else None,
+            handoffs=(*self._earlier_handoffs, *self._handoffs),  # the whole run's
+            usage=self._ctx.usage if self._ctx is not None else RunResult().usage,
+            metadata=dict(self._ctx.metadata) if self._ctx is not None else {},
+        )
+
+    def _note(self, event: AgentEvent) -> None:
+        action = event.action
+        if action is not None and action.interrupted is not None and event.depth == 0:
+            self._interrupts = action.interrupted.contexts
+        if event.error is not None:
+            self._error = event.error
+            return
+        output = event.output
+        if (
+            output is not None
+            and event.depth == 0
+            and (output.message or output.custom is not None)
+        ):
+            self._last_output = event
+        if event.handoff is not None:
+            self._handoffs.append(event.handoff)
+
+
+async def _failed(ctx: RunContext, error: PlaitError) -> AsyncIterator[AgentEvent]:
+    yield ctx.event(error=error)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _streams(event: AgentEvent) -> bool:
+    """Tell whether `event` carries a message that is still being streamed."""
+    output = event.output
+    return output is not None and output.message is not None and output.message.is_streaming
