@@ -1,5 +1,6 @@
-"""The shape of the source: short functions, the run context's internals kept inside it, and
-the pause signal kept inside the kernel."""
+"""The shape of the source: the folders of its layers with imports pointing down, no import
+cycle, short modules and functions, the run context's internals kept inside it, and the
+pause signal kept inside the kernel."""
 
 from __future__ import annotations
 
@@ -88,11 +89,25 @@ def import_graph() -> dict[str, set[str]]:
                     parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*parts, base] if base else parts)
                 targets = [f"{base}.{alias.name}" for alias in node.names]
+            if isinstance(node, ast.Call) and _imports_by_name(node):
+                targets = [node.args[0].value]  # type: ignore[attr-defined]
             for target in targets:
                 found = resolve(target) if target.startswith("plait") else None
                 if found is not None and found != name and name != "plait":
                     graph[name].add(found)
     return graph
+
+
+def _imports_by_name(node: ast.Call) -> bool:
+    """Whether `node` is `import_module("plait...")` (or `importlib.import_module`)."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return (
+        name == "import_module"
+        and len(node.args) >= 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -180,3 +195,96 @@ def test_every_loop_decides_with_one_step_vocabulary() -> None:
         matches = [node for node in ast.walk(tree) if isinstance(node, ast.Match)]
         assert imports and matches, name
     assert "class Step(" not in (SRC / "agents/chat_model.py").read_text()
+
+
+# --- the layers as folders -------------------------------------------------------------------
+
+#: The layers of `src/plait`, bottom first: a module imports only from its own folder and
+#: from folders below it. The root's nouns are `messages` and `events` (`errors` sits below
+#: everything). The server and the protocols mounted on it are one layer: the server's door
+#: (hosts, keys, body limit, runs, SSE) is what every protocol route uses, and `create_app`
+#: mounts them. `testing` and the stores' conformance kits run agents to test a model or a
+#: store: they stand high, under the examples that use them.
+LAYERS: list[set[str]] = [
+    {"errors"},
+    {"_util"},
+    {"nouns"},
+    {"core"},
+    {"stores"},
+    {"tools"},
+    {"models"},
+    {"capabilities"},
+    {"agents"},
+    {"team", "graph"},
+    {"prebuilt"},
+    {"run"},
+    {"memory", "eval"},
+    {"server", "protocols"},
+    {"temporal"},
+    {"kits"},
+    {"examples"},
+    {"cli"},
+]
+#: The package's faces: the root (`plait`, lazily exporting every public name) and the
+#: modules that keep their documented paths by re-exporting (`plait.hooks`, ...).
+FACES = {"plait", "plait.__main__", "plait.hooks", "plait.cassette", "plait.tracing"}
+KITS = {"plait.testing", "plait.stores.conformance", "plait.stores.conformance_effects"}
+ROOT_MODULES = 8
+
+
+def _layer_of(module: str) -> str:
+    if module in KITS:
+        return "kits"
+    parts = module.split(".")
+    if len(parts) > 2 or (SRC / parts[1]).is_dir():
+        return parts[1]
+    return "errors" if parts[1] == "errors" else "nouns"
+
+
+def _lazy_reexport(module: str, found: str) -> bool:
+    """Whether package `module` imports `found` only on first use (in a function, or for the
+    type checker), as `plait.tools` does `MCPToolset`: its face, not its layer."""
+    path = SRC.parent.joinpath(*module.split("."), "__init__.py")
+    if not path.exists():
+        return False
+    at_top = [
+        node.module
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ImportFrom) and node.module is not None
+    ]
+    return not any(name == found or name.startswith(f"{found}.") for name in at_top)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Return the imports of `graph` that point up the layers."""
+    level = {name: i for i, names in enumerate(LAYERS) for name in names}
+    upward = []
+    for module, targets in sorted(graph.items()):
+        for found in sorted(targets - FACES):
+            here, there = _layer_of(module), _layer_of(found)
+            if module in FACES or level[there] <= level[here]:
+                continue
+            if not _lazy_reexport(module, found):
+                upward.append(f"{module} ({here}) -> {found} ({there})")
+    return upward
+
+
+def test_the_root_holds_the_nouns_and_the_faces_only() -> None:
+    modules = sorted(p.stem for p in SRC.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(modules) <= ROOT_MODULES, modules
+    assert {"messages", "events", "errors"} <= set(modules)
+
+
+def test_imports_between_folders_point_down() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_every_folder_has_its_layer() -> None:
+    folders = {p.name for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders - set().union(*LAYERS) == set()
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = import_graph()
+    graph["plait.core.kernel"].add("plait.run.runner")
+    assert upward_imports(graph) == ["plait.core.kernel (core) -> plait.run.runner (run)"]

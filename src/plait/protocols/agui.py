@@ -68,8 +68,8 @@ from plait.core.agent_context import AgentContext
 from plait.errors import ResumeError
 from plait.events import AgentEvent, InterruptCtx, MessageVariant
 from plait.messages import Message, ToolCall
-from plait.server.app import CHECKPOINT_HEADER, Caller, CallerDep
 from plait.server.bodies import ErrorResponse, InterruptOut, RunSummary
+from plait.server.caller import CHECKPOINT_HEADER, Caller, CallerDep
 from plait.server.limits import ApiError
 from plait.server.runs import LiveRun, Relay
 from plait.server.sse import EventStream

@@ -15,18 +15,15 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from plait.core.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
 from plait.protocols.openai_api import openai_router
-from plait.run.sessions import Sessions
 from plait.run.time_travel import read_history
 from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
@@ -43,6 +40,7 @@ from plait.server.bodies import (
     SessionInfo,
     StepOut,
 )
+from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit, install_error_handlers
@@ -51,72 +49,15 @@ from plait.server.runs_api import runs_router
 from plait.server.spans import RunSpans, run_spans
 from plait.server.sse import DeltaRelay, EventStream, server_exiting
 from plait.server.summary import session_detail
-from plait.server.users import LOCAL_USER, UserStore, check_api_keys, find_user, is_safe_id
+from plait.server.users import check_api_keys, is_safe_id
 from plait.stores.base import GuardedStore, Store
-from plait.stores.session_index import SessionIndex
 
 __all__ = ["create_app"]
 
 #: Seconds a stopping server gives its runs to reach a safe point before cancelling them.
 SHUTDOWN_GRACE = 10.0
-CHECKPOINT_HEADER = "x-plait-checkpoint-id"
 #: Seconds between two looks for a stop request of the uvicorn server.
 EXIT_POLL = 0.5
-
-
-@dataclass(slots=True)
-class Server:
-    """What the routes of one app share: its agents, store, keys and runs."""
-
-    agents: dict[str, Agent]
-    store: Store
-    api_keys: dict[str, str] | None
-    runs: Runs
-    owns_store: bool
-    index: SessionIndex = field(default_factory=SessionIndex)
-
-
-@dataclass(slots=True)
-class Caller:
-    """The request's user and that user's view of the store."""
-
-    server: Server
-    user: str
-    store: UserStore
-
-    @property
-    def sessions(self) -> Sessions:
-        """Return the user's sessions (the service `runner.sessions` is too)."""
-        return Sessions(self.store, self.store.session_catalog())
-
-
-_bearer = HTTPBearer(
-    auto_error=False,
-    description="`Authorization: Bearer <key>`, required when the server has API keys.",
-)
-
-
-async def _caller(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Caller:
-    """Return who is calling: the user of the bearer key, or "local" without keys."""
-    server: Server = request.app.state.plait
-    keys = server.api_keys
-    user = LOCAL_USER
-    if keys is not None:
-        found = None if credentials is None else find_user(keys, credentials.credentials)
-        if found is None:
-            raise ApiError(
-                401,
-                "send a valid API key: Authorization: Bearer <key>",
-                headers={"www-authenticate": "Bearer"},
-            )
-        user = found
-    return Caller(server, user, UserStore(server.store, user, server.index))
-
-
-CallerDep = Annotated[Caller, Depends(_caller)]
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -452,8 +393,13 @@ def _include_routes(app: FastAPI, ui: bool) -> None:
     """
     nowhere = {"type": "http", "path": "/\x00", "root_path": "", "method": "GET", "headers": []}
     with _BUILDING:
-        groups = (router, openai_router(_caller), eval_router(_caller), runs_router(_caller))
-        for routes in (*groups, approvals_router(_caller)):
+        groups = (
+            router,
+            openai_router(find_caller),
+            eval_router(find_caller),
+            runs_router(find_caller),
+        )
+        for routes in (*groups, approvals_router(find_caller)):
             app.include_router(routes)
         _mount_agui(app)
         if ui:

@@ -1,0 +1,79 @@
+"""Who calls: the app's shared `Server` (agents, store, keys, runs) and each request's
+`Caller` (its user and that user's view of the store), found from the bearer key. Every
+route, the protocols' too, takes its caller from here (`CallerDep`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from plait.core.agent import Agent
+from plait.run.sessions import Sessions
+from plait.server.limits import ApiError
+from plait.server.runs import Runs
+from plait.server.users import LOCAL_USER, UserStore, find_user
+from plait.stores.base import Store
+from plait.stores.session_index import SessionIndex
+
+__all__ = ["CHECKPOINT_HEADER", "Caller", "CallerDep", "Server", "find_caller"]
+
+#: The header every run response carries its checkpoint id in.
+CHECKPOINT_HEADER = "x-plait-checkpoint-id"
+
+
+@dataclass(slots=True)
+class Server:
+    """What the routes of one app share: its agents, store, keys and runs."""
+
+    agents: dict[str, Agent]
+    store: Store
+    api_keys: dict[str, str] | None
+    runs: Runs
+    owns_store: bool
+    index: SessionIndex = field(default_factory=SessionIndex)
+
+
+@dataclass(slots=True)
+class Caller:
+    """The request's user and that user's view of the store."""
+
+    server: Server
+    user: str
+    store: UserStore
+
+    @property
+    def sessions(self) -> Sessions:
+        """Return the user's sessions (the service `runner.sessions` is too)."""
+        return Sessions(self.store, self.store.session_catalog())
+
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="`Authorization: Bearer <key>`, required when the server has API keys.",
+)
+
+
+async def find_caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Caller:
+    """Return who is calling: the user of the bearer key, or "local" without keys."""
+    server: Server = request.app.state.plait
+    keys = server.api_keys
+    user = LOCAL_USER
+    if keys is not None:
+        found = None if credentials is None else find_user(keys, credentials.credentials)
+        if found is None:
+            raise ApiError(
+                401,
+                "send a valid API key: Authorization: Bearer <key>",
+                headers={"www-authenticate": "Bearer"},
+            )
+        user = found
+    return Caller(server, user, UserStore(server.store, user, server.index))
+
+
+CallerDep = Annotated[Caller, Depends(find_caller)]
