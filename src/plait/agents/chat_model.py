@@ -31,7 +31,8 @@ from plait.capabilities.structured import (
 from plait.core.agent import Agent, AgentInput
 from plait.core.agent_context import AgentContext
 from plait.core.checkpoint import DoneCall, ReactRecord
-from plait.core.context import Emit, RunContext, inside, message_event
+from plait.core.context import Emit, RunContext, inside
+from plait.core.context_events import message_event
 from plait.core.handoff import can_transfer
 from plait.core.hooks import HookChain, Hooks, ModelRequest, call_hook, concurrently
 from plait.core.kernel import Interrupted, call_in

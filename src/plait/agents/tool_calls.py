@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from plait._util.quote import quote
-from plait.core.context import Emit, RunContext, message_event
+from plait.core.context import Emit, RunContext
+from plait.core.context_events import message_event
 from plait.core.hooks import HookChain, call_hook, ends_run
 from plait.core.kernel import Interrupted, call_in
 from plait.errors import (

@@ -1,50 +1,42 @@
 """The run context: plait's own implementation of `AgentContext`, and more for its modules.
 
 `RunContext` is a view of one place in a run (an agent, or one tool call of it) over the
-run's shared state (`plait.run_state.RunState`): where it is (agent, run path, depth,
-address), what the run holds (session values, team state, usage), its budgets, the resume
-records components keep while they work (`keep_record`), the values custom agents keep
-(`save_state`), and how it pauses (`interrupt`), stops between steps (`safe_point`) and stops
-tool calls in flight (`guard`, `cancelled`). The kernel (`plait.kernel`) enters every agent
-and tool call with one; a pause or a step save snapshots every record at once, so saving a
-step never unwinds the stack. Only the names of `AgentContext` are public. This module is
-the only one that touches `RunContext`'s private fields.
+run's shared state (`plait.core.run_state.RunState`): where it is (agent, run path, depth,
+address), the lane it runs in (input, history, model input), and the actions and events its
+tool calls send. Its bases hold the rest: what the run holds, its usage and budgets
+(`plait.core.context_run`); the resume records components keep while they work
+(`keep_record`), the values custom agents keep (`save_state`), and how it pauses
+(`interrupt`), stops between steps (`safe_point`) and stops tool calls in flight (`guard`,
+`cancelled`) (`plait.core.context_pause`); the events it builds
+(`plait.core.context_events`). The kernel (`plait.core.kernel`) enters every agent and tool
+call with one; a pause or a step save snapshots every record at once, so saving a step never
+unwinds the stack. Only the names of `AgentContext` are public. This module is the only one
+that touches the private fields of a context other than `self`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from plait.core.agent_context import AgentContext
-from plait.core.custom import custom_record, load_custom, save_custom
+from plait.core.context_pause import UNREAD, PauseAndSave
+from plait.core.context_run import RunValues
 from plait.core.history import USER, HistoryRecord, history_for, whole_messages
 from plait.core.hooks import NO_HOOKS, HookChain
-from plait.core.resume import ResumeInfo, ResumePoints
+from plait.core.resume import ResumePoints
 from plait.core.run_state import (
     Budget,
-    CallGuard,
     IdSource,
-    Interceptor,
     RunSnapshot,
     RunState,
     SavedOptions,
     Saver,
 )
-from plait.core.signal import raise_pause
-from plait.errors import MaxDepthExceeded, PlaitError, RunCancelled, UsageError
-from plait.events import (
-    AgentAction,
-    AgentEvent,
-    AgentOutput,
-    BreakLoopAction,
-    InterruptCtx,
-    InterruptInfo,
-    MessageVariant,
-)
-from plait.messages import Message, Usage
+from plait.errors import MaxDepthExceeded, UsageError
+from plait.events import AgentAction, AgentEvent, BreakLoopAction
+from plait.messages import Message
 
 __all__ = [
     "Emit",
@@ -53,14 +45,10 @@ __all__ = [
     "inside",
 ]
 
-_T = TypeVar("_T")
-_UNREAD = object()  # a context's `resume_info`, not yet looked up
-_RUN_VALUES = "run"  # where `keep_run_value` keeps its values: the address of no agent
-
 Emit = Callable[[AgentEvent], None]
 
 
-class RunContext:
+class RunContext(RunValues, PauseAndSave):
     """The context of one agent (or one tool call) inside a run.
 
     `session_values` is one mapping shared by the whole run (last write wins); `state` is the
@@ -70,14 +58,11 @@ class RunContext:
 
     __slots__ = (
         "_actions",
-        "_answered",
         "_budgets",
-        "_call_guard",
         "_emit",
         "_history",
         "_model",
         "_model_messages",
-        "_resume_info",
         "_root_authors",
         "_root_input",
         "_run",
@@ -119,13 +104,13 @@ class RunContext:
         self.chat_model: object = None  # the model of the ChatModelAgent running here
         self._actions: list[AgentAction] | None = None
         self._emit: Emit | None = None
-        self._call_guard: CallGuard | None = None
+        self._call_guard = None
         self._model_messages: list[Message] | None = None
         self._model: object = None
-        self._answered: list[Any] | None = None
+        self._answered = None
         self._budgets: tuple[str, ...] = ()  # addresses of the teams whose budgets apply
         self._teams: tuple[tuple[str, int, int | None], ...] = ()  # (name, level, max_depth)
-        self._resume_info: object = _UNREAD  # a ResumeInfo, None, or not read yet
+        self._resume_info = UNREAD
 
     # --- building contexts ---------------------------------------------------------------
 
@@ -289,7 +274,7 @@ class RunContext:
         ctx._answered = None
         ctx._budgets = self._budgets
         ctx._teams = self._teams
-        ctx._resume_info = _UNREAD
+        ctx._resume_info = UNREAD
         return ctx
 
     def for_team(
@@ -320,17 +305,7 @@ class RunContext:
             inner._budgets = (*self._budgets, key)
         return inner
 
-    # --- what the run holds ----------------------------------------------------------------
-
-    @property
-    def session_values(self) -> dict[str, Any]:
-        """Return the run's session values (shared by every agent of the run)."""
-        return self._run.session_values
-
-    @property
-    def state(self) -> dict[str, Any]:
-        """Return the team-shared state of the run."""
-        return self._run.state
+    # --- this lane: its input, history and model -------------------------------------------
 
     @property
     def root_input(self) -> tuple[Message, ...]:
@@ -363,42 +338,6 @@ class RunContext:
         return history_for(agent_name, self._root_input, self._history, self._root_authors)
 
     @property
-    def usage(self) -> Usage:
-        """Return the tokens spent by every model call of the run so far."""
-        return Usage(input_tokens=self._run.input_tokens, output_tokens=self._run.output_tokens)
-
-    @property
-    def model_calls(self) -> int:
-        """Return how many model calls the run has made so far."""
-        return self._run.model_calls
-
-    @property
-    def requests(self) -> int:
-        """Return how many model calls agents of the run have sent so far."""
-        return self._run.requests
-
-    @property
-    def tool_calls(self) -> int:
-        """Return how many tool calls of the run have run or are running (one that paused
-        counts when it runs again)."""
-        return self._run.tool_calls
-
-    @property
-    def local_state(self) -> dict[str, Any]:
-        """Return this agent's own state: kept across its turns, not shared with others."""
-        return self._run.local.setdefault(self.agent_name, {})
-
-    @property
-    def all_local_state(self) -> dict[str, dict[str, Any]]:
-        """Return every agent's own state, by agent name (what a session keeps)."""
-        return self._run.local
-
-    @property
-    def enable_streaming(self) -> bool:
-        """Whether model output streams in this run."""
-        return self._run.enable_streaming
-
-    @property
     def lane_history(self) -> list[HistoryRecord]:
         """Return the messages recorded so far in this part of the run, with their authors."""
         return self._history
@@ -410,18 +349,6 @@ class RunContext:
         if self._model_messages is not None:
             return tuple(self._model_messages)
         return tuple(self.input_for(self.agent_name))
-
-    @property
-    def session_id(self) -> str | None:
-        """Return the session the run belongs to, if any."""
-        return self._run.session_id
-
-    @property
-    def idempotency_key(self) -> str | None:
-        """Inside a tool call, return a key stable for that call across pauses, resumes,
-        crashes and workers (from the run's root id and the call's address, which holds
-        its tool-call id); None outside a tool call."""
-        return None if self.tool_call_id is None else self._run.key_of(self.address)
 
     @property
     def model_messages(self) -> list[Message]:
@@ -451,111 +378,25 @@ class RunContext:
         ctx._model_messages, ctx._model = self._model_messages, self._model
         return ctx
 
-    @property
-    def ids(self) -> IdSource:
-        """Return the run's source of ids and timestamps."""
-        return self._run.ids
+    # --- checkpoints ----------------------------------------------------------------------
 
-    @property
-    def effects(self) -> Any:
-        """Return what the gates of this run's tool calls use (None outside a runner)."""
-        return self._run.effects
+    def snapshot(self) -> RunSnapshot:
+        """Return what a checkpoint holds of this run (call it on the root context)."""
+        snapshot = self._run.snapshot()
+        snapshot.root_input, snapshot.root_authors = self._root_input, self._root_authors
+        snapshot.history = list(self._history)
+        return snapshot
 
-    @property
-    def hooks(self) -> HookChain:
-        """Return the runner's hooks of this run."""
-        return self._run.hooks
-
-    @property
-    def run_options(self) -> SavedOptions | None:
-        """Return the run's per-run options (None: there are none)."""
-        return self._run.options
-
-    @property
-    def metadata(self) -> Mapping[str, Any]:
-        """Return the run's metadata, read-only (the runner's, saved with every checkpoint)."""
-        return MappingProxyType(self._run.metadata)
-
-    def keep_run_value(self, key: str, value: Any) -> None:
-        """Keep a JSON value for the whole run: saved with every checkpoint and seen again
-        (`run_value`) by the run that resumes it. No agent sees it (plait's own
-        process-wide hooks keep theirs here)."""
-        save_custom(custom_record(self._run, _RUN_VALUES), key, value)
-
-    def run_value(self, key: str) -> Any:
-        """Return the value kept under `key` with `keep_run_value` (by this run, or by the run
-        it resumes), or None."""
-        return load_custom(custom_record(self._run, _RUN_VALUES), key)
-
-    @property
-    def checkpoint_id(self) -> str | None:
-        """Return the id the run was started under or resumes (None: it was given none; a
-        first pause then makes one, which `on_pause` tells)."""
-        return self._run.checkpoint_id
-
-    @property
-    def interceptor(self) -> Interceptor | None:
-        """Return what answers this run's model and tool calls instead of the agents' own
-        models and tools (a cassette), or None."""
-        return self._run.interceptor
-
-    def set_interceptor(self, interceptor: Interceptor | None) -> None:
-        """Make `interceptor` answer the model and tool calls of the whole run."""
-        self._run.interceptor = interceptor
-
-    @property
-    def extras(self) -> dict[str, Any]:
-        """Return what plait's process-wide hooks keep for this run while it lives (never
-        saved), by hook."""
-        run = self._run
-        if run.extras is None:
-            run.extras = {}
-        return run.extras
-
-    def paused_within(self) -> bool:
-        """Whether an `interrupt()` here or below this place has paused the run."""
-        address = self.address
-        below = address + ";"
-        return any(a == address or a.startswith(below) for a in self._run.paused.user_states)
-
-    # --- budgets ----------------------------------------------------------------------------
-
-    def record_model_call(self, usage: Usage | None) -> None:
-        """Count one model call and its usage towards the run's totals and team budgets.
-
-        Raise `TokenBudgetExceeded` when a team's token budget is now exceeded.
-        """
-        if usage is None and not self._budgets:
-            self._run.model_calls += 1  # all there is to count
-        else:
-            self._run.charge(self._budgets, usage)
-
-    def run_state(self) -> RunState:
-        """Return the state of the whole run (plait's own agents read its flags and counters
-        directly on their hot paths)."""
-        return self._run
-
-    @property
-    def under_budgets(self) -> bool:
-        """Whether team budgets (steps, tokens) apply here."""
-        return bool(self._budgets)
-
-    def count_request(self) -> None:
-        """Count one model call an agent sends now."""
-        self._run.requests += 1
-
-    def count_tool_call(self, delta: int = 1) -> None:
-        """Count one tool call that starts now (`delta=-1`: one that paused, uncounted)."""
-        self._run.tool_calls += delta
-
-    def check_steps(self) -> None:
-        """Raise `MaxStepsExceeded` if one more model call would break a team's budget."""
-        self._run.check_steps(self._budgets)
-
-    def count_transfer(self) -> None:
-        """Count one transfer between agents; raise `MaxHandoffsExceeded` past the runner's
-        `max_transfers`."""
-        self._run.count_transfer()
+    def restore(
+        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints | None
+    ) -> None:
+        """Put a saved run back into this (root) context, with `answers` for its interrupts
+        and `points` telling each agent how the resume concerns it (`resume_info`)."""
+        authors = snapshot.root_authors
+        if authors is not None and len(authors) == len(self._root_input):
+            self._root_authors = tuple(authors)
+        self._history.extend(snapshot.history)
+        self._run.restore(snapshot, answers, points)
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -595,228 +436,8 @@ class RunContext:
         self._emit(event)
         return True
 
-    # --- pausing, resuming and saving -------------------------------------------------------
-
-    def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
-        """Pause the run here, or return the data this point was resumed with."""
-        run = self._run
-        answered = self._answered
-        if answered is None:
-            answered = self._answered = []
-        queue = run.resume_answers.get(self.address)
-        if queue:
-            value = queue.pop(0)
-            answered.append(value)
-            return value
-        run.paused.user_states[self.address] = state
-        run.paused.answers[self.address] = list(answered)
-        raise_pause((InterruptCtx(id=run.ids.new_id(), address=self.address, info=info),))
-
-    def waiting_answers(self) -> tuple[list[Any], str]:
-        """Return the answers waiting for the interrupts at this place (a resumed run's,
-        in order) and the run's root id (made now if needed): what a tool call run in
-        another process needs to pause and resume as it would here."""
-        run = self._run
-        run.key_of(self.address)  # makes the root id on first use
-        assert run.root_id is not None
-        return list(run.resume_answers.get(self.address) or ()), run.root_id
-
-    def interrupt_state(self) -> Any:
-        """Return the `state` saved by the interrupt at this point, when resumed."""
-        return self._run.resume_user_states.get(self.address)
-
-    @property
-    def resume_info(self) -> ResumeInfo | None:
-        """Return how this run's resume concerns this agent or tool call (None: the run is
-        not a resume); see `plait.resume`."""
-        info = self._resume_info
-        if info is _UNREAD:
-            points = self._run.resumed
-            info = self._resume_info = None if points is None else points.info(self.address)
-        return info  # type: ignore[return-value]
-
-    def enter_resume(self, agent: object) -> None:
-        """Fix the `resume_info` of `agent`, entering in this context (the kernel calls it)."""
-        points = self._run.resumed
-        if points is not None:
-            self._resume_info = points.enter(self.address, agent)
-
-    @property
-    def saves_steps(self) -> bool:
-        """Whether this run saves a checkpoint at every safe point, or was asked to stop
-        at the next one (components keep their records up to date only then)."""
-        run = self._run
-        return run.durability == "step" or run.cancel_requested
-
-    @property
-    def cancel_requested(self) -> bool:
-        """Whether the run was asked to stop at its next safe point."""
-        return self._run.cancel_requested
-
-    def request_cancel(self) -> None:
-        """Ask the run to stop: tool calls in flight are stopped, and its next safe point
-        ends it (call this on the run's event loop; `RunStream.cancel()` works anywhere)."""
-        self._run.request_cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether this work should stop: the run was asked to stop, or this tool call ran
-        past its timeout or was abandoned (the run closed).
-
-        A sync tool runs in a thread that cannot be killed: check this between steps of long
-        work and return early. An async tool is stopped by cancellation instead.
-        """
-        guard = self._call_guard
-        return self._run.cancel_requested or (guard is not None and guard.stopped)
-
-    def guard(self, limit: float | None) -> CallGuard:
-        """Return the guard this tool call runs in: it ends the call after `limit` seconds
-        (None: no limit) or when the run is asked to stop (see `CallGuard`)."""
-        self._call_guard = CallGuard(self._run, limit)
-        return self._call_guard
-
-    async def safe_point(self) -> AgentEvent | None:
-        """Call between two steps of work, with this component's record up to date.
-
-        With `durability="step"` the run's checkpoint is written here (the run goes on).
-        When the run was asked to stop, it is saved and the event ending it is returned:
-        yield it and return.
-        """
-        run = self._run
-        if run.cancel_requested and run.saver is not None:
-            return await run.saver("cancel", self)
-        if run.cancel_requested:
-            return self.event(error=RunCancelled("the run was cancelled"))
-        if run.durability == "step" and run.saver is not None:
-            await run.saver("step", self)
-        return None
-
-    def keep_record(self, kind: str, record: Any) -> None:
-        """Keep this component's resume record (or a function returning it) in the run
-        state; every pause and step save includes it until `drop_state`."""
-        self._run.frames[(self.address, kind)] = record
-
-    def keeps_state(self, *, besides: tuple[str, ...]) -> bool:
-        """Whether a component at this place keeps a resume record (other than those of the
-        kinds `besides`)."""
-        return any(a == self.address and k not in besides for a, k in self._run.frames)
-
-    def drop_record(self, kind: str) -> None:
-        """Forget this component's record: it finished its work."""
-        self._run.frames.pop((self.address, kind), None)
-
-    def take_record(self, kind: str, tp: type[_T]) -> _T | None:
-        """Return (once) the record of type `tp` this component saved when the run was saved,
-        if this run resumes it; it stays this component's record until changed or dropped."""
-        return self._run.take_record(self.address, kind, tp)
-
-    def save_state(self, key: str, value: Any) -> None:
-        """Keep a JSON-able value (or a pydantic model) for this agent at this place of the
-        run, across pauses and resumes; it is encoded now (`SerializationError` names the
-        key and the place inside the value that cannot be)."""
-        save_custom(custom_record(self._run, self.address), key, value)
-
-    def load_state(self, key: str) -> Any:
-        """Return the value saved under `key` at this place of the run, or None."""
-        return load_custom(custom_record(self._run, self.address), key)
-
-    def snapshot(self) -> RunSnapshot:
-        """Return what a checkpoint holds of this run (call it on the root context)."""
-        snapshot = self._run.snapshot()
-        snapshot.root_input, snapshot.root_authors = self._root_input, self._root_authors
-        snapshot.history = list(self._history)
-        return snapshot
-
-    def restore(
-        self, snapshot: RunSnapshot, answers: dict[str, list[Any]], points: ResumePoints | None
-    ) -> None:
-        """Put a saved run back into this (root) context, with `answers` for its interrupts
-        and `points` telling each agent how the resume concerns it (`resume_info`)."""
-        authors = snapshot.root_authors
-        if authors is not None and len(authors) == len(self._root_input):
-            self._root_authors = tuple(authors)
-        self._history.extend(snapshot.history)
-        self._run.restore(snapshot, answers, points)
-
-    # --- events -----------------------------------------------------------------------------
-
-    def pause_event(self, contexts: Sequence[InterruptCtx]) -> AgentEvent:
-        """Build this agent's event announcing that it paused on `contexts`."""
-        info = InterruptInfo(contexts=tuple(contexts))
-        return self.event(action=AgentAction(interrupted=info))
-
-    def event(
-        self,
-        *,
-        message: Message | None = None,
-        output: AgentOutput | None = None,
-        action: AgentAction | None = None,
-        error: PlaitError | None = None,
-    ) -> AgentEvent:
-        """Build an event of this agent; `message` is shorthand for a whole-message output."""
-        if message is not None and error is None:
-            role = "tool" if message.role == "tool" else "assistant"
-            return message_event(self.agent_name, self.run_path, self.depth, role, message, action)
-        if message is not None:
-            role = "tool" if message.role == "tool" else "assistant"
-            variant = _make_variant(False, role, message.name, message, None)
-            output = _make_output(variant, None)
-        return _make_event(self.agent_name, self.run_path, self.depth, output, action, error, None)
-
     def __repr__(self) -> str:
         return f"RunContext(agent_name={self.agent_name!r}, run_path={self.run_path!r})"
-
-
-# Positional constructors of the event types, for the hot path (see plait._record).
-_make_variant: Callable[..., MessageVariant] = MessageVariant._make  # type: ignore[attr-defined]
-_make_output: Callable[..., AgentOutput] = AgentOutput._make  # type: ignore[attr-defined]
-_make_event: Callable[..., AgentEvent] = AgentEvent._make  # type: ignore[attr-defined]
-_new = object.__new__
-_set = object.__setattr__
-
-
-def message_event(
-    agent_name: str,
-    run_path: tuple[str, ...],
-    depth: int,
-    role: str,
-    message: Message,
-    action: AgentAction | None,
-) -> AgentEvent:
-    """Build the event of a whole message, its output and message variant, in one call (the
-    event of every model reply and tool result): equal to `AgentEvent(agent_name=...,
-    output=AgentOutput(message=MessageVariant(is_streaming=False, role=role,
-    tool_name=message.name, message=message)), action=action)`. Records keep every field
-    in their `__dict__` (`plait._record`)."""
-    variant = _new(MessageVariant)
-    _set(
-        variant,
-        "__dict__",
-        {
-            "is_streaming": False,
-            "role": role,
-            "tool_name": message.name,
-            "message": message,
-            "stream": None,
-        },
-    )
-    output = _new(AgentOutput)
-    _set(output, "__dict__", {"message": variant, "custom": None})
-    event = _new(AgentEvent)
-    _set(
-        event,
-        "__dict__",
-        {
-            "agent_name": agent_name,
-            "run_path": run_path,
-            "depth": depth,
-            "output": output,
-            "action": action,
-            "error": None,
-            "handoff": None,
-        },
-    )
-    return event
 
 
 _new_context = object.__new__
