@@ -180,7 +180,7 @@ def test_every_loop_decides_with_one_step_vocabulary() -> None:
     """The ReAct loop, the handoff loop, the workflows and the graph say what comes next with
     the steps of `plait.core.steps`, each read with one `match`."""
     loops = [
-        "agents/chat_model.py",
+        "agents/react.py",
         "core/handoff.py",
         "agents/workflow.py",
         "graph/state_graph.py",
@@ -194,7 +194,7 @@ def test_every_loop_decides_with_one_step_vocabulary() -> None:
         ]
         matches = [node for node in ast.walk(tree) if isinstance(node, ast.Match)]
         assert imports and matches, name
-    assert "class Step(" not in (SRC / "agents/chat_model.py").read_text()
+    assert "class Step(" not in (SRC / "agents/react.py").read_text()
 
 
 # --- the layers as folders -------------------------------------------------------------------

@@ -1,22 +1,32 @@
-"""One model call of a ChatModelAgent: its reply (or why there is none), the streaming call,
-and the errors a model's failure or wrong output becomes."""
+"""The model calls of a ChatModelAgent: one call's reply (or why there is none), the limits
+and hooks around a call, the call itself, streaming or not, and the errors a model's failure
+or wrong output becomes."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from types import MappingProxyType
+from typing import Any, Protocol
 
-from plait._util.alongside import Prefetch
+from plait._util.alongside import Prefetch, alongside
 from plait.agents._chunks import CheckedChunks, streaming_output
 from plait.core.context import RunContext
-from plait.core.hooks import ModelRequest
-from plait.errors import PlaitError
+from plait.core.context_events import message_event
+from plait.core.hooks import HookChain, ModelRequest, call_hook, concurrently
+from plait.core.kernel import Interrupted, call_in
+from plait.core.run_state import CallGuard, RunState
+from plait.errors import MaxIterationsExceeded, PlaitError
 from plait.events import AgentEvent, InterruptCtx, MessageStream
 from plait.messages import Message
 from plait.models.base import ChatModel, model_error, wrong_output
-from plait.models.call_ids import CallIds
+from plait.models.call_ids import CallIds, unique_ids
+from plait.tools.base import ToolInfo
 
-__all__ = ["Reply", "stream_reply"]
+__all__ = ["CallingAgent", "ModelCalls", "Reply", "stream_reply"]
 
 
 class Reply:
@@ -107,3 +117,228 @@ class _Stopper:
     def stop_soon(self) -> None:
         """End the model's stream now: the reply is dropped, and asked for again on resume."""
         self.stream.stop()
+
+
+class CallingAgent(Protocol):
+    """What the model calls of the ReAct loop read of their agent (a `ChatModelAgent`)."""
+
+    name: str
+    model: ChatModel
+    max_iterations: int
+    _tool_infos: tuple[ToolInfo, ...]
+
+
+class ModelCalls:
+    """The model calls of one run of the ReAct loop (`plait.agents.react`): the limits they
+    count against, the `before_model`, `during_model` and `after_model` hooks, and the call
+    itself, streaming or not. The loop sets these fields."""
+
+    __slots__ = (
+        "agent",
+        "calls_made",
+        "ctx",
+        "hooks",
+        "messages",
+        "options",
+        "reply",
+        "run",
+        "teams",
+    )
+
+    agent: CallingAgent
+    calls_made: int
+    ctx: RunContext
+    hooks: HookChain
+    messages: list[Message]
+    options: dict[str, Any]
+    reply: Reply
+    run: RunState
+    teams: bool
+
+    def _before_call(self) -> PlaitError | None:
+        """Count the call against the agent's and the teams' limits."""
+        if self.calls_made >= self.agent.max_iterations:
+            return MaxIterationsExceeded(agent_name=self.agent.name, limit=self.calls_made)
+        self.calls_made += 1
+        if self.teams:
+            try:
+                self.ctx.check_steps()  # a team's total_max_steps
+            except PlaitError as exc:
+                return exc
+        return None
+
+    async def _open_call(self, box: Reply) -> PlaitError | None:
+        """Count the call against the limits and run the `before_model` hooks; `box`
+        becomes the reply to take (empty when the call cannot happen, or a hook paused the
+        run before it: then it is made on the resume)."""
+        self.reply = box
+        error = self._before_call()
+        if error is None and self.hooks.before_model:
+            try:
+                paused = await call_in(self.ctx, self._before_model, box)
+            except PlaitError as exc:
+                error = exc
+            else:
+                if isinstance(paused, Interrupted):
+                    self.calls_made -= 1  # not made: it is made on the resume
+                    box.paused = paused.contexts
+                    return None
+        if error is None:
+            self.ctx.count_request()
+        box.refused = error
+        return error
+
+    def _request(self) -> ModelRequest:
+        agent = self.agent
+        options = MappingProxyType(self.options)
+        return ModelRequest(tuple(self.messages), agent._tool_infos, options)
+
+    async def _before_model(self, box: Reply) -> None:
+        """Pass the request through the `before_model` hooks; its messages become the
+        agent's history. Events a hook passes up (`emit`) go out before the reply."""
+        request, ctx = self._request(), self.ctx
+        events: list[AgentEvent] = []
+        box.events = events
+        ctx.set_emit(events.append)
+        try:
+            for fn in self.hooks.before_model:
+                replaced = await call_hook(fn, "before_model", ctx, request)
+                if replaced is not None:
+                    request = replaced
+        finally:
+            ctx.set_emit(None)
+        self.messages = list(request.messages)
+        self.ctx.set_model_messages(self.messages)
+        box.request = request
+
+    async def model_call(self) -> list[AgentEvent]:
+        """Call the model once (not streaming); return its events."""
+        ctx, box, hooks = self.ctx, Reply(), self.hooks
+        if hooks.before_model or hooks.during_model or self.run.interceptor is not None:
+            error = await self._open_call(box)
+            if error is not None:
+                return [*box.events, ctx.event(error=error)]
+            if box.paused:
+                return list(box.events)
+            await self._generate(box)
+            if box.message is None:
+                return list(box.events)
+            return [*box.events, ctx.event(message=box.message)]
+        # the common case, inline (one frame): count the call, then make it
+        self.reply = box
+        agent = self.agent
+        if self.teams or self.calls_made >= agent.max_iterations:
+            error = self._before_call()  # a limit may refuse the call
+            if error is not None:
+                box.refused = error
+                return [ctx.event(error=error)]
+        else:
+            self.calls_made += 1  # `_before_call`, inline
+        run = self.run
+        run.requests += 1
+        task = asyncio.current_task()
+        flight = run.model_calls_in_flight
+        flight.add(task)  # type: ignore[arg-type]  # a task: what a stop request cancels
+        try:
+            reply = await agent.model.generate(
+                self.messages, tools=agent._tool_infos, **self.options
+            )
+        except asyncio.CancelledError:
+            if not _stopped_by_request(run, task):
+                raise
+            box.stopped = True
+            return []
+        except Exception as exc:
+            box.error = model_error(agent.name, exc)
+            return []
+        finally:
+            flight.discard(task)
+        if not isinstance(reply, Message):
+            box.error = wrong_output(
+                agent.model, agent.name, "generate() returned", reply, "a Message"
+            )
+            return []
+        calls = reply.tool_calls
+        if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique
+            reply = unique_ids(reply, ctx.ids.new_id)
+        box.message = reply
+        role = "tool" if reply.role == "tool" else "assistant"  # as `ctx.event` makes it
+        return [message_event(ctx.agent_name, ctx.run_path, ctx.depth, role, reply, None)]
+
+    async def model_stream(self) -> AsyncGenerator[AgentEvent, None]:
+        """Call the model once, streaming: its streaming event comes first."""
+        ctx, box = self.ctx, Reply()
+        error = await self._open_call(box)
+        for event in box.events:
+            yield event
+        if error is not None:
+            yield ctx.event(error=error)
+            return
+        if box.paused:
+            return
+        request = box.request or self._request()
+        fns = self.hooks.during_model
+        during = functools.partial(concurrently, fns, "during_model", ctx, request) if fns else None
+        async with aclosing(
+            stream_reply(self._model(), self.agent.name, request, ctx, box, during)
+        ) as chunks:
+            async for event in chunks:
+                yield event
+
+    def _model(self) -> ChatModel:
+        """The model to call: the agent's, or what the run's interceptor puts in its place."""
+        tap = self.ctx.interceptor
+        return self.agent.model if tap is None else tap.model(self.ctx, self.agent.model)
+
+    async def _generate(self, box: Reply) -> None:
+        guard = CallGuard(self.run, None)  # a stop request ends the call in flight
+        with guard:
+            await self._generate_unguarded(box)
+        if guard.reason is not None:
+            box.message, box.error, box.stopped = None, None, True
+
+    async def _generate_unguarded(self, box: Reply) -> None:
+        agent, request, model = self.agent, box.request, self._model()
+        try:
+            if fns := self.hooks.during_model:  # the call runs alongside them, held till done
+                request = request or self._request()
+                call = model.generate(request.messages, tools=request.tools, **request.options)
+                during = functools.partial(concurrently, fns, "during_model", self.ctx, request)
+                reply = await alongside(call, during)
+            elif request is None:
+                reply = await model.generate(self.messages, tools=agent._tool_infos, **self.options)
+            else:
+                reply = await model.generate(
+                    request.messages, tools=request.tools, **request.options
+                )
+        except Exception as exc:
+            box.error = model_error(agent.name, exc)
+            return
+        if isinstance(reply, Message):
+            calls = reply.tool_calls
+            if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique
+                reply = unique_ids(reply, self.ctx.ids.new_id)
+            box.message = reply
+        else:
+            box.error = wrong_output(
+                agent.model, agent.name, "generate() returned", reply, "a Message"
+            )
+
+    async def _after_model(self, box: Reply, reply: Message) -> Message:
+        """Pass the reply through the `after_model` hooks; calls a hook adds get unique ids."""
+        request = box.request or self._request()
+        given = reply
+        for fn in self.hooks.after_model:
+            replaced = await call_hook(fn, "after_model", self.ctx, request, reply)
+            if replaced is not None:
+                reply = replaced
+        return reply if reply is given else unique_ids(reply, self.ctx.ids.new_id)
+
+
+def _stopped_by_request(run: RunState, task: asyncio.Task[Any] | None) -> bool:
+    """Whether a model call's cancellation in `task` is a stop request's alone (it is then
+    taken back: the call ends with no reply)."""
+    if task is None or task not in run.model_calls_stopped:
+        return False
+    run.model_calls_stopped.discard(task)
+    return task.uncancel() == 0
