@@ -157,7 +157,8 @@ def test_the_kernel_stands_above_the_context_and_the_agent_interface() -> None:
     assert "plait.core.context" in graph["plait.core.kernel"]
     assert "plait.core.kernel" not in graph["plait.core.context"]
     assert "plait.core.context" not in graph["plait.core.agent"]
-    assert not any(name.startswith("plait.agents") for name in graph["plait.models.local"])
+    for local in ("plait.models.local", "plait.models._local_prompt"):
+        assert not any(name.startswith("plait.agents") for name in graph[local])
 
 
 def test_only_the_kernel_enters_an_agent() -> None:

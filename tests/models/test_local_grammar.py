@@ -21,6 +21,7 @@ llama_cpp = pytest.importorskip(
 
 from plait.messages import Message, ToolCall  # noqa: E402
 from plait.models._grammar import bound_pattern, schema_to_gbnf  # noqa: E402
+from plait.models._local_prompt import build_step  # noqa: E402
 from plait.models.local import LocalModel, default_weights  # noqa: E402
 
 Accepts = Callable[[dict[str, Any], object], bool]
@@ -141,7 +142,16 @@ def _answer_schema(result: str, request: str) -> dict[str, Any]:
         Message.assistant("", (ToolCall(id="c1", name="calculator", arguments="{}"),)),
         Message.tool(result, "c1", name="calculator"),
     ]
-    schema: dict[str, Any] = model._step(messages, [], None).options["answer"]
+    step = build_step(
+        messages,
+        [],
+        None,
+        None,
+        steer=model.steer,
+        answer_chars=model.answer_chars,
+        string_chars=model.string_chars,
+    )
+    schema: dict[str, Any] = step.options["answer"]
     return schema
 
 

@@ -33,14 +33,12 @@ from plait.errors import (
     ResumeError,
     UsageError,
 )
-from plait.events import (
-    AgentEvent,
-    RunResult,
-)
+from plait.events import AgentEvent, RunResult
 from plait.messages import Message
 from plait.run.after_run import AfterRun, AfterRunHooks, check_after_run
+from plait.run.saves import RunSetup, check_lease
 from plait.run.sessions import INDEX_ID, Sessions, SessionTurn, catalog_for
-from plait.run.stream import Prepared, RunSetup, RunStream, check_lease
+from plait.run.stream import Prepared, RunStream
 from plait.run.time_travel import (
     StepSnapshot,
     check_keep_history,

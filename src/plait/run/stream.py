@@ -1,10 +1,9 @@
-"""`RunStream`: one run's events, and what the run saves as it goes.
+"""`RunStream`: one run's events.
 
-A stream starts its run (or resumes or forks it), passes its events on, saves a checkpoint when
-the run pauses (always under a new id) or at a safe point (`durability="step"`: under the run's
-own id, held by a lease while the run lives, and kept in the run's history; a stop asked for:
-as a pause), retires a resumed checkpoint for good, and writes the session turn when the run
-finishes.
+A stream starts its run (or resumes or forks it), passes its events on, and ends it: a pause
+or an error closes the run, a session's last event waits for its turn to be written, and the
+`after_run` hooks see the result. What the run saves as it goes (its checkpoints, step saves,
+leases and session turn) is `plait.run.saves`.
 """
 
 from __future__ import annotations
@@ -13,114 +12,22 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
-import os
-import socket
-import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
 from plait._util.tasks import current_task
-from plait.core.checkpoint import Checkpoint, Lease
 from plait.core.context import RunContext
 from plait.core.handoff import input_for
 from plait.core.hooks import HookChain, notify
-from plait.core.run_state import IdSource, SaveKind
-from plait.errors import (
-    CheckpointAlreadyResumed,
-    CheckpointCorrupt,
-    PlaitError,
-    ResumeError,
-    RunCancelled,
-    UsageError,
-)
-from plait.events import (
-    AgentAction,
-    AgentEvent,
-    HandoffLog,
-    InterruptCtx,
-    InterruptInfo,
-    RunResult,
-)
-from plait.run.sessions import SessionCatalog, SessionTurn
+from plait.errors import CheckpointCorrupt, PlaitError, ResumeError, UsageError
+from plait.events import AgentEvent, HandoffLog, InterruptCtx, RunResult
+from plait.run.saves import RunSaves, RunSetup, end_lease, lease_owner, weak_saver
+from plait.run.sessions import SessionTurn
 from plait.run.time_travel import StepLog
-from plait.stores.base import GuardedStore
 
-__all__ = ["Prepared", "RunSetup", "RunStream", "check_lease"]
-
-EventFilter = Callable[[AgentEvent], bool]
-
-# Owners of the leases held by runs alive in this process ("host:pid:token").
-_HOST = socket.gethostname()
-_LIVE: set[str] = set()
-
-
-@dataclasses.dataclass(slots=True)
-class RunSetup:
-    """What a runner gives each of its streams: where to save, and the run's options."""
-
-    agent_name: str
-    store: GuardedStore
-    active: weakref.WeakValueDictionary[str, RunStream]
-    event_filter: EventFilter | None
-    durability: str
-    ids: IdSource
-    hooks: HookChain
-    max_transfers: int | None
-    lease: float
-    keep_steps: bool
-    checkpoint_ttl: float | None
-    session_ttl: float | None
-    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
-    catalog: SessionCatalog | None = None  # where the store's sessions are listed
-    keep_history: int = 0  # the last steps kept as the run's history (time travel)
-    effects: Any = None  # what the gates of its tool calls use (`plait.effects.EffectRun`)
-
-
-def check_lease(checkpoint: Checkpoint) -> None:
-    """Refuse to resume the step checkpoint of a run that is still alive: it is taken, as a
-    resumed checkpoint is (`CheckpointAlreadyResumed`, a `ResumeError`)."""
-    lease = checkpoint.lease
-    if not checkpoint.running or lease is None or lease.until <= time.time():
-        return
-    host, _, rest = lease.owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host == _HOST:
-        if pid == str(os.getpid()):
-            if lease.owner not in _LIVE:
-                return  # this process's run has ended
-        elif pid.isdigit() and not _pid_alive(int(pid)):
-            return  # the process that ran it is gone
-    raise CheckpointAlreadyResumed(  # taken by a live run, as a resume would take it
-        f"checkpoint '{checkpoint.checkpoint_id}' is held by a run that is still going "
-        f"({lease.owner}, lease for {lease.until - time.time():.0f} s more); resume it once "
-        "that run has stopped"
-    )
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _weak_saver(stream: RunStream) -> Callable[[SaveKind, RunContext], Awaitable[Any]]:
-    """The stream's safe-point saver, without a reference cycle between run and stream (so
-    dropping an unfinished stream closes its run at once)."""
-    ref = weakref.ref(stream)
-
-    async def save(kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
-        stream = ref()
-        if stream is None:
-            return None
-        return await stream._save_at_safe_point(kind, ctx)
-
-    return save
+__all__ = ["Prepared", "RunStream"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -138,7 +45,7 @@ class Prepared:
 Prepare = Callable[[], Awaitable[Prepared]]
 
 
-class RunStream:
+class RunStream(RunSaves):
     """The events of one run, as an async iterator.
 
     Iterate it for the events; `await stream.collect()` drains what is left and returns the
@@ -193,17 +100,6 @@ class RunStream:
         self._result: RunResult | None = None  # made when the run ends, for `after_run`
         if checkpoint_id is not None:
             setup.active[checkpoint_id] = self
-
-    @property
-    def checkpoint_id(self) -> str:
-        """Return the id this run is saved under: where it paused or was cancelled, else
-        the id its step checkpoints (and a first pause) use (made on first use)."""
-        if self._pause_id is not None:
-            return self._pause_id
-        if self._checkpoint_id is None:
-            self._checkpoint_id = self._setup.ids.new_id()
-            self._setup.active[self._checkpoint_id] = self
-        return self._checkpoint_id
 
     @property
     def context(self) -> RunContext:
@@ -328,7 +224,7 @@ class RunStream:
             ids=self._setup.ids,
             hooks=self._setup.hooks,
             max_transfers=self._setup.max_transfers,
-            saver=_weak_saver(self),
+            saver=weak_saver(self),
             session_id=None if self._turn is None else self._turn.session_id,
             checkpoint_id=self._checkpoint_id,
             metadata=copy.deepcopy(self._setup.metadata) if self._setup.metadata else None,
@@ -340,8 +236,7 @@ class RunStream:
                 None if (s := ref()) is None else s.checkpoint_id
             )
         if self._setup.durability == "step":
-            self._owner = f"{_HOST}:{os.getpid()}:{self._setup.ids.new_id()}"
-            _LIVE.add(self._owner)
+            self._owner = lease_owner(self._setup.ids)
         if self._cancel:
             self._ctx.request_cancel()
         hooks = self._setup.hooks
@@ -379,7 +274,7 @@ class RunStream:
 
     def _finish(self) -> None:
         self._finished = True
-        _LIVE.discard(self._owner)
+        end_lease(self._owner)
         if self._checkpoint_id is not None:
             self._setup.active.pop(self._checkpoint_id, None)
 
@@ -427,32 +322,6 @@ class RunStream:
             await self._close()
         return event
 
-    async def _keep_failed_turn(self, error: PlaitError | None, ctx: RunContext) -> None:
-        """A failed run keeps its turn in its session (see `plait.session`), unless its
-        resume was given back (the checkpoint, left as it was, still holds the turn)."""
-        turn = self._turn
-        if turn is None or isinstance(error, ResumeError | CheckpointCorrupt):
-            return
-        with contextlib.suppress(Exception):  # the run's own error is the one to report
-            await turn.settle_failed()
-            await self._save_turn(turn, ctx)
-
-    async def _save_turn(self, turn: SessionTurn, ctx: RunContext) -> None:
-        """Append the turn to its session and list the session as written by this agent."""
-        setup = self._setup
-        stamp = ctx.ids.now()
-        await turn.save(
-            setup.store,
-            ctx.session_values,
-            [*self._earlier_handoffs, *self._handoffs],
-            setup.session_ttl,
-            ctx.state,
-            ctx.all_local_state,
-            stamp=stamp,
-        )
-        if setup.catalog is not None:
-            await setup.catalog.touch(turn.session_id, stamp, setup.agent_name)
-
     async def _completed(self) -> PlaitError | None:
         """The run finished: write its session turn and retire its checkpoints."""
         self._finish()
@@ -461,142 +330,6 @@ class RunStream:
         except PlaitError as exc:
             return exc
         return None
-
-    async def _keep_records(self) -> None:
-        ctx = self._ctx
-        turn = self._turn
-        if turn is not None and self._error is None and ctx is not None:
-            await self._save_turn(turn, ctx)
-        if self._resumed_from is not None or self._steps:
-            await self._retire(self._checkpoint_id)
-
-    async def _retire(self, checkpoint_id: str | None) -> None:
-        """Mark a checkpoint done for good (it stays readable until its TTL)."""
-        if checkpoint_id is None:
-            return
-        store = self._setup.store
-        record = await store.get_checkpoint(checkpoint_id)
-        if record is not None and record.status != "done":
-            await store.put_checkpoint(
-                checkpoint_id, record.data, status="done", ttl=self._setup.checkpoint_ttl
-            )
-
-    async def _unclaim(self) -> None:
-        """A resume the agents refused (they no longer match the checkpoint), or that met a
-        damaged journal entry, leaves the checkpoint pending, as it was, so it can be
-        resumed by the right agents, or once the entry is repaired."""
-        claimed, self._claimed = self._claimed, None
-        if claimed is None or self._resumed_from is None:
-            return
-        with contextlib.suppress(PlaitError):  # the run's error is the one to report
-            await self._setup.store.put_checkpoint(
-                self._resumed_from, claimed, ttl=self._setup.checkpoint_ttl
-            )
-
-    def _new_pause_id(self) -> str:
-        """A pause after a resume is saved under a new id; a first pause under the run's."""
-        if self._resumed_from is not None:
-            self._pause_id = self._setup.ids.new_id()
-        else:
-            self._pause_id = self.checkpoint_id
-        return self._pause_id
-
-    async def _write(
-        self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
-    ) -> bytes:
-        setup, ctx, turn = self._setup, self._ctx, self._turn
-        assert ctx is not None
-        if turn is not None:
-            await turn.settle()
-        lease = None
-        if running:
-            lease = Lease(owner=self._owner, until=setup.ids.now().timestamp() + setup.lease)
-        data = Checkpoint.encode(
-            ctx.snapshot(),
-            interrupts,
-            agent_name=setup.agent_name,
-            session_id=turn.session_id if turn is not None else None,
-            session_turn=list(turn.turn) if turn is not None else None,
-            running=running,
-            lease=lease,
-            handoffs=[*self._earlier_handoffs, *self._handoffs],
-        )
-        await setup.store.put_checkpoint(checkpoint_id, data, ttl=setup.checkpoint_ttl)
-        return data
-
-    async def _save_step(self, ctx: RunContext) -> None:
-        """Write the step checkpoint under the run's id, and keep it in the run's history
-        (`plait.time_travel`)."""
-        checkpoint_id = self.checkpoint_id
-        data = await self._write(checkpoint_id, (), running=True)
-        self._steps += 1
-        log = self._log
-        if log is None:
-            setup = self._setup
-            log = self._log = StepLog(
-                setup.store,
-                setup.keep_history,
-                setup.checkpoint_ttl,
-                carry_on=self._forked or self._resumed_from is not None,
-                keep_all=setup.keep_steps,
-            )
-        if log.active:
-            root = self._ctx
-            assert root is not None
-            await log.add(
-                checkpoint_id,
-                data,
-                ctx.agent_name,
-                self._last_event,
-                root.session_values,
-                root.state,
-            )
-        failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
-        if failure is not None:
-            raise failure
-
-    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
-        """Save the checkpoint of a pause (a new one); return the event reporting it."""
-        assert event.action is not None and event.action.interrupted is not None
-        contexts = event.action.interrupted.contexts
-        try:
-            checkpoint_id = self._new_pause_id()
-            await self._write(checkpoint_id, contexts, running=False)
-            if self._resumed_from is not None:
-                await self._retire(self._checkpoint_id)
-            if (effects := self._setup.effects) is not None and effects.waiting:
-                await effects.list_questions(contexts, checkpoint_id, ctx.ids.now())
-        except PlaitError as exc:
-            self._pause_id = None
-            return ctx.event(error=exc)
-        self._paused = True
-        failure = await notify(ctx.hooks.on_pause, "on_pause", ctx, contexts, checkpoint_id)
-        if failure is not None:
-            return ctx.event(error=failure)
-        info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
-        return dataclasses.replace(
-            event, action=dataclasses.replace(event.action, interrupted=info)
-        )
-
-    async def _save_at_safe_point(self, kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
-        """Write a step checkpoint (the run goes on), or stop a cancelled run with one."""
-        try:
-            if kind == "step":
-                await self._save_step(ctx)
-                return None
-            checkpoint_id = self._new_pause_id()
-            await self._write(checkpoint_id, (), running=False)
-            if self._resumed_from is not None:
-                await self._retire(self._checkpoint_id)
-        except PlaitError as exc:
-            return ctx.event(error=exc)
-        self._paused = True
-        error = RunCancelled(
-            f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
-            "to continue"
-        )
-        info = InterruptInfo(contexts=(), checkpoint_id=checkpoint_id)
-        return ctx.event(action=AgentAction(interrupted=info), error=error)
 
     async def aclose(self) -> None:
         """Close the stream.

@@ -1,0 +1,320 @@
+"""What a run stream saves as it goes, and the leases that keep a live run's checkpoint.
+
+A run saves a checkpoint when it pauses (always under a new id) or at a safe point
+(`durability="step"`: under the run's own id, held by a lease while the run lives, and kept
+in the run's history; a stop asked for: as a pause), retires a resumed checkpoint for good
+(or gives it back, as it was, when the resume is refused), and writes its session turn.
+`RunSaves` holds these steps for `plait.run.stream.RunStream`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from plait.core.checkpoint import Checkpoint, Lease
+from plait.core.context import RunContext
+from plait.core.hooks import HookChain, notify
+from plait.core.run_state import IdSource, SaveKind
+from plait.errors import (
+    CheckpointAlreadyResumed,
+    CheckpointCorrupt,
+    PlaitError,
+    ResumeError,
+    RunCancelled,
+)
+from plait.events import AgentAction, AgentEvent, HandoffLog, InterruptCtx, InterruptInfo
+from plait.run.sessions import SessionCatalog, SessionTurn
+from plait.run.time_travel import StepLog
+from plait.stores.base import GuardedStore
+
+__all__ = ["RunSaves", "RunSetup", "check_lease", "end_lease", "lease_owner", "weak_saver"]
+
+EventFilter = Callable[[AgentEvent], bool]
+
+# Owners of the leases held by runs alive in this process ("host:pid:token").
+_HOST = socket.gethostname()
+_LIVE: set[str] = set()
+
+
+@dataclasses.dataclass(slots=True)
+class RunSetup:
+    """What a runner gives each of its streams: where to save, and the run's options."""
+
+    agent_name: str
+    store: GuardedStore
+    active: weakref.WeakValueDictionary[str, Any]  # the runner's live streams, by run id
+    event_filter: EventFilter | None
+    durability: str
+    ids: IdSource
+    hooks: HookChain
+    max_transfers: int | None
+    lease: float
+    keep_steps: bool
+    checkpoint_ttl: float | None
+    session_ttl: float | None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    catalog: SessionCatalog | None = None  # where the store's sessions are listed
+    keep_history: int = 0  # the last steps kept as the run's history (time travel)
+    effects: Any = None  # what the gates of its tool calls use (`plait.effects.EffectRun`)
+
+
+def lease_owner(ids: IdSource) -> str:
+    """Return a new owner for the leases of a run's step checkpoints, alive in this process
+    until `end_lease`."""
+    owner = f"{_HOST}:{os.getpid()}:{ids.new_id()}"
+    _LIVE.add(owner)
+    return owner
+
+
+def end_lease(owner: str) -> None:
+    """The run holding leases as `owner` has ended: its step checkpoint may be resumed."""
+    _LIVE.discard(owner)
+
+
+def check_lease(checkpoint: Checkpoint) -> None:
+    """Refuse to resume the step checkpoint of a run that is still alive: it is taken, as a
+    resumed checkpoint is (`CheckpointAlreadyResumed`, a `ResumeError`)."""
+    lease = checkpoint.lease
+    if not checkpoint.running or lease is None or lease.until <= time.time():
+        return
+    host, _, rest = lease.owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host == _HOST:
+        if pid == str(os.getpid()):
+            if lease.owner not in _LIVE:
+                return  # this process's run has ended
+        elif pid.isdigit() and not _pid_alive(int(pid)):
+            return  # the process that ran it is gone
+    raise CheckpointAlreadyResumed(  # taken by a live run, as a resume would take it
+        f"checkpoint '{checkpoint.checkpoint_id}' is held by a run that is still going "
+        f"({lease.owner}, lease for {lease.until - time.time():.0f} s more); resume it once "
+        "that run has stopped"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def weak_saver(stream: RunSaves) -> Callable[[SaveKind, RunContext], Awaitable[Any]]:
+    """The stream's safe-point saver, without a reference cycle between run and stream (so
+    dropping an unfinished stream closes its run at once)."""
+    ref = weakref.ref(stream)
+
+    async def save(kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        stream = ref()
+        if stream is None:
+            return None
+        return await stream._save_at_safe_point(kind, ctx)
+
+    return save
+
+
+class RunSaves:
+    """The saving half of a run stream: its checkpoints, step saves and session turn.
+
+    `RunStream` sets these fields; the methods here write what the run keeps.
+    """
+
+    _setup: RunSetup
+    _ctx: RunContext | None
+    _turn: SessionTurn | None
+    _resumed_from: str | None
+    _forked: bool
+    _checkpoint_id: str | None  # the run's own id: its step saves go here
+    _pause_id: str | None  # where it paused (a new id after a resume)
+    _paused: bool
+    _steps: int  # step checkpoints written
+    _log: StepLog | None  # the run's history, made at its first step save
+    _last_event: AgentEvent | None
+    _error: PlaitError | None
+    _earlier_handoffs: list[HandoffLog]
+    _handoffs: list[HandoffLog]
+    _claimed: bytes | None  # a resumed checkpoint, as it was
+    _owner: str  # who holds the lease of its step checkpoints
+
+    @property
+    def checkpoint_id(self) -> str:
+        """Return the id this run is saved under: where it paused or was cancelled, else
+        the id its step checkpoints (and a first pause) use (made on first use)."""
+        if self._pause_id is not None:
+            return self._pause_id
+        if self._checkpoint_id is None:
+            self._checkpoint_id = self._setup.ids.new_id()
+            self._setup.active[self._checkpoint_id] = self
+        return self._checkpoint_id
+
+    async def _keep_failed_turn(self, error: PlaitError | None, ctx: RunContext) -> None:
+        """A failed run keeps its turn in its session (see `plait.session`), unless its
+        resume was given back (the checkpoint, left as it was, still holds the turn)."""
+        turn = self._turn
+        if turn is None or isinstance(error, ResumeError | CheckpointCorrupt):
+            return
+        with contextlib.suppress(Exception):  # the run's own error is the one to report
+            await turn.settle_failed()
+            await self._save_turn(turn, ctx)
+
+    async def _save_turn(self, turn: SessionTurn, ctx: RunContext) -> None:
+        """Append the turn to its session and list the session as written by this agent."""
+        setup = self._setup
+        stamp = ctx.ids.now()
+        await turn.save(
+            setup.store,
+            ctx.session_values,
+            [*self._earlier_handoffs, *self._handoffs],
+            setup.session_ttl,
+            ctx.state,
+            ctx.all_local_state,
+            stamp=stamp,
+        )
+        if setup.catalog is not None:
+            await setup.catalog.touch(turn.session_id, stamp, setup.agent_name)
+
+    async def _keep_records(self) -> None:
+        ctx = self._ctx
+        turn = self._turn
+        if turn is not None and self._error is None and ctx is not None:
+            await self._save_turn(turn, ctx)
+        if self._resumed_from is not None or self._steps:
+            await self._retire(self._checkpoint_id)
+
+    async def _retire(self, checkpoint_id: str | None) -> None:
+        """Mark a checkpoint done for good (it stays readable until its TTL)."""
+        if checkpoint_id is None:
+            return
+        store = self._setup.store
+        record = await store.get_checkpoint(checkpoint_id)
+        if record is not None and record.status != "done":
+            await store.put_checkpoint(
+                checkpoint_id, record.data, status="done", ttl=self._setup.checkpoint_ttl
+            )
+
+    async def _unclaim(self) -> None:
+        """A resume the agents refused (they no longer match the checkpoint), or that met a
+        damaged journal entry, leaves the checkpoint pending, as it was, so it can be
+        resumed by the right agents, or once the entry is repaired."""
+        claimed, self._claimed = self._claimed, None
+        if claimed is None or self._resumed_from is None:
+            return
+        with contextlib.suppress(PlaitError):  # the run's error is the one to report
+            await self._setup.store.put_checkpoint(
+                self._resumed_from, claimed, ttl=self._setup.checkpoint_ttl
+            )
+
+    def _new_pause_id(self) -> str:
+        """A pause after a resume is saved under a new id; a first pause under the run's."""
+        if self._resumed_from is not None:
+            self._pause_id = self._setup.ids.new_id()
+        else:
+            self._pause_id = self.checkpoint_id
+        return self._pause_id
+
+    async def _write(
+        self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
+    ) -> bytes:
+        setup, ctx, turn = self._setup, self._ctx, self._turn
+        assert ctx is not None
+        if turn is not None:
+            await turn.settle()
+        lease = None
+        if running:
+            lease = Lease(owner=self._owner, until=setup.ids.now().timestamp() + setup.lease)
+        data = Checkpoint.encode(
+            ctx.snapshot(),
+            interrupts,
+            agent_name=setup.agent_name,
+            session_id=turn.session_id if turn is not None else None,
+            session_turn=list(turn.turn) if turn is not None else None,
+            running=running,
+            lease=lease,
+            handoffs=[*self._earlier_handoffs, *self._handoffs],
+        )
+        await setup.store.put_checkpoint(checkpoint_id, data, ttl=setup.checkpoint_ttl)
+        return data
+
+    async def _save_step(self, ctx: RunContext) -> None:
+        """Write the step checkpoint under the run's id, and keep it in the run's history
+        (`plait.time_travel`)."""
+        checkpoint_id = self.checkpoint_id
+        data = await self._write(checkpoint_id, (), running=True)
+        self._steps += 1
+        log = self._log
+        if log is None:
+            setup = self._setup
+            log = self._log = StepLog(
+                setup.store,
+                setup.keep_history,
+                setup.checkpoint_ttl,
+                carry_on=self._forked or self._resumed_from is not None,
+                keep_all=setup.keep_steps,
+            )
+        if log.active:
+            root = self._ctx
+            assert root is not None
+            await log.add(
+                checkpoint_id,
+                data,
+                ctx.agent_name,
+                self._last_event,
+                root.session_values,
+                root.state,
+            )
+        failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
+        if failure is not None:
+            raise failure
+
+    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
+        """Save the checkpoint of a pause (a new one); return the event reporting it."""
+        assert event.action is not None and event.action.interrupted is not None
+        contexts = event.action.interrupted.contexts
+        try:
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, contexts, running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
+            if (effects := self._setup.effects) is not None and effects.waiting:
+                await effects.list_questions(contexts, checkpoint_id, ctx.ids.now())
+        except PlaitError as exc:
+            self._pause_id = None
+            return ctx.event(error=exc)
+        self._paused = True
+        failure = await notify(ctx.hooks.on_pause, "on_pause", ctx, contexts, checkpoint_id)
+        if failure is not None:
+            return ctx.event(error=failure)
+        info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
+        return dataclasses.replace(
+            event, action=dataclasses.replace(event.action, interrupted=info)
+        )
+
+    async def _save_at_safe_point(self, kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+        """Write a step checkpoint (the run goes on), or stop a cancelled run with one."""
+        try:
+            if kind == "step":
+                await self._save_step(ctx)
+                return None
+            checkpoint_id = self._new_pause_id()
+            await self._write(checkpoint_id, (), running=False)
+            if self._resumed_from is not None:
+                await self._retire(self._checkpoint_id)
+        except PlaitError as exc:
+            return ctx.event(error=exc)
+        self._paused = True
+        error = RunCancelled(
+            f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
+            "to continue"
+        )
+        info = InterruptInfo(contexts=(), checkpoint_id=checkpoint_id)
+        return ctx.event(action=AgentAction(interrupted=info), error=error)
