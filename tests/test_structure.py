@@ -289,3 +289,12 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     graph = import_graph()
     graph["plait.core.kernel"].add("plait.run.runner")
     assert upward_imports(graph) == ["plait.core.kernel (core) -> plait.run.runner (run)"]
+
+
+def test_no_module_is_longer_than_600_lines() -> None:
+    long = [
+        f"{path.relative_to(SRC)} ({n} lines)"
+        for path in sorted(SRC.rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > 600
+    ]
+    assert long == []
