@@ -298,3 +298,16 @@ def test_no_module_is_longer_than_600_lines() -> None:
         if (n := len(path.read_text().splitlines())) > 600
     ]
     assert long == []
+
+
+def test_a_run_is_configured_once_in_one_place() -> None:
+    """The run stream configures a run's context, once, before it enters the root agent."""
+    callers = [
+        f"{path.relative_to(SRC)}"
+        for path, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "configure"
+    ]
+    assert callers == ["run/stream.py"]

@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import functools
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from plait._util.json import check_plain_json
@@ -24,7 +24,6 @@ from plait.core.agent import Agent
 from plait.core.checkpoint import UNSET, Checkpoint
 from plait.core.context import RunContext
 from plait.core.hooks import HookChain, Hooks, with_global
-from plait.core.kernel import run_agent
 from plait.core.resume import ResumePoints
 from plait.core.run_state import IdSource
 from plait.errors import (
@@ -244,7 +243,7 @@ class Runner:
             options=options,
         )
         ctx.restore(snapshot, checkpoint.answers({}), ResumePoints((), snapshot.user_states, {}))
-        return Prepared(self._start(ctx), ctx, None, checkpoint.handoffs)
+        return Prepared(self.agent, ctx, None, checkpoint.handoffs)
 
     def cancel(self, checkpoint_id: str) -> bool:
         """Ask the run with this checkpoint id to stop (callable from any task or thread).
@@ -287,9 +286,7 @@ class Runner:
         values = dict(session_values) if session_values is not None else None
         if session_id is None and checkpoint_id is None:  # nothing to read first
             ctx = self._context(messages, values, self.enable_streaming, options=run_options)
-            return RunStream(
-                self._setup(), None, Prepared(self._start(ctx), ctx), resumed_from=None
-            )
+            return RunStream(self._setup(), None, Prepared(self.agent, ctx), resumed_from=None)
         prepare = functools.partial(
             self._prepare_run, messages, session_id, checkpoint_id, values, run_options
         )
@@ -390,11 +387,6 @@ class Runner:
             options=options,
         )
 
-    def _start(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        # read by the door into the root agent, made here
-        ctx.configure(hooks=with_global(self._hooks))
-        return run_agent(self.agent, ctx)
-
     async def _prepare_run(
         self,
         messages: tuple[Message, ...],
@@ -414,14 +406,14 @@ class Runner:
                 await forget_history(self._store, checkpoint_id)  # a finished run's
         if session_id is None:
             ctx = self._context(messages, values, self.enable_streaming, options=options)
-            return Prepared(self._start(ctx), ctx)
+            return Prepared(self.agent, ctx)
         turn = await SessionTurn.load(self._store, session_id, messages)
         merged = {**turn.values, **(values or {})}
         authors, root_input = turn.root_input()
         ctx = self._context(root_input, merged, self.enable_streaming, authors, options=options)
         ctx.state.update(turn.state)
         ctx.all_local_state.update(turn.local)
-        return Prepared(self._start(ctx), ctx, turn)
+        return Prepared(self.agent, ctx, turn)
 
     async def _lost_claim(self, checkpoint_id: str) -> ResumeError:
         """Return the error for a claim that did not hold: another resume won the race
@@ -484,7 +476,7 @@ class Runner:
         turn = None
         if checkpoint.session_id is not None:
             turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
-        return Prepared(self._start(ctx), ctx, turn, checkpoint.handoffs, record.data)
+        return Prepared(self.agent, ctx, turn, checkpoint.handoffs, record.data)
 
     def run_sync(
         self,

@@ -18,9 +18,11 @@ from types import TracebackType
 from typing import Any
 
 from plait._util.tasks import current_task
+from plait.core.agent import Agent
 from plait.core.context import RunContext
 from plait.core.handoff import input_for
 from plait.core.hooks import HookChain, notify
+from plait.core.kernel import run_agent
 from plait.errors import CheckpointCorrupt, PlaitError, ResumeError, UsageError
 from plait.events import AgentEvent, HandoffLog, InterruptCtx, RunResult
 from plait.run.saves import RunSaves, RunSetup, end_lease, lease_owner, weak_saver
@@ -32,10 +34,11 @@ __all__ = ["Prepared", "RunStream"]
 
 @dataclasses.dataclass(slots=True)
 class Prepared:
-    """A run ready to go: its events, root context, session turn, the handoffs it made
-    before it was saved, and (for a resume) the bytes of the checkpoint it claimed."""
+    """A run ready to go: its root agent, root context, session turn, the handoffs it made
+    before it was saved, and (for a resume) the bytes of the checkpoint it claimed. The
+    stream configures the context, then enters the agent (`run_agent`)."""
 
-    events: AsyncIterator[AgentEvent]
+    agent: Agent
     ctx: RunContext
     turn: SessionTurn | None = None
     handoffs: list[HandoffLog] = dataclasses.field(default_factory=list)
@@ -215,7 +218,7 @@ class RunStream(RunSaves):
         except BaseException:
             self._finish()
             raise
-        self._agent_events, self._ctx, self._turn = prepared.events, prepared.ctx, prepared.turn
+        self._ctx, self._turn = prepared.ctx, prepared.turn
         self._earlier_handoffs = list(prepared.handoffs)
         self._claimed = prepared.claimed
         self._loop = asyncio.get_running_loop()
@@ -230,6 +233,7 @@ class RunStream(RunSaves):
             metadata=copy.deepcopy(self._setup.metadata) if self._setup.metadata else None,
             effects=self._setup.effects,
         )
+        self._agent_events = run_agent(prepared.agent, self._ctx)  # the one door, configured
         if self._setup.effects is not None:
             ref = weakref.ref(self)
             self._setup.effects.checkpoint = lambda: (
