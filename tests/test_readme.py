@@ -88,7 +88,7 @@ def test_a_spent_script_says_how_to_answer_every_run() -> None:
 
 def test_python_examples_in_the_docs_run() -> None:
     ran = 0
-    for page in sorted((ROOT / "docs").glob("*.md")):
+    for page in sorted((ROOT / "docs").rglob("*.md")):
         for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S):
             exec(compile(block, str(page), "exec", dont_inherit=True), {"__name__": "docs_example"})
             ran += 1
