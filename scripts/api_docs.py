@@ -8,11 +8,13 @@ warns: a name in a module's `__all__` that does not resolve, an annotation it ca
 
 from __future__ import annotations
 
+import html
 import importlib
 import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "build" / "api"
@@ -43,12 +45,33 @@ MODULES = (
 
 def _load(name: str) -> ModuleType:
     """Import `name` and give its lazy exports a value, as pdoc reads a module's names from
-    its `__dict__` (a package's `__getattr__` imports them on first use)."""
+    its `__dict__` (a package's `__getattr__` imports them on first use); a name that does
+    not resolve is left for pdoc to report."""
     module = importlib.import_module(name)
     for export in getattr(module, "__all__", ()):
-        if export not in vars(module):
-            setattr(module, export, getattr(module, export))
+        if export not in vars(module) and (value := getattr(module, export, None)) is not None:
+            setattr(module, export, value)
     return module
+
+
+def _summary(docstring: str) -> str:
+    """Return the first paragraph of `docstring` on one line, as HTML text."""
+    return html.escape(" ".join(docstring.strip().split("\n\n", 1)[0].split()))
+
+
+def _index(docs: dict[str, Any]) -> str:
+    """Return the page that lists every module with the first paragraph of its docstring
+    (pdoc's own index only leads to `plait`, whose page lists the modules of its `__all__`)."""
+    items = "\n".join(
+        f'<li><a href="{name.replace(".", "/")}.html"><code>{name}</code></a> — '
+        f"{_summary(module.docstring)}</li>"
+        for name, module in docs.items()
+    )
+    return (
+        '<!doctype html>\n<html lang="en">\n<head><meta charset="utf-8">'
+        "<title>plait API reference</title></head>\n<body>\n<h1>plait API reference</h1>\n"
+        f"<ul>\n{items}\n</ul>\n</body>\n</html>\n"
+    )
 
 
 def build(output: Path) -> list[str]:
@@ -63,7 +86,7 @@ def build(output: Path) -> list[str]:
             page = output / f"{module.fullname.replace('.', '/')}.html"
             page.parent.mkdir(parents=True, exist_ok=True)
             page.write_text(pdoc.render.html_module(module, docs), encoding="utf-8")
-        (output / "index.html").write_text(pdoc.render.html_index(docs), encoding="utf-8")
+        (output / "index.html").write_text(_index(docs), encoding="utf-8")
         (output / "search.js").write_text(pdoc.render.search_index(docs), encoding="utf-8")
     return [f"{w.category.__name__}: {w.message}" for w in caught]
 
