@@ -35,7 +35,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core import TEXT_50, BenchModel, add
-
 from plait import ChatModelAgent, Runner
 from plait.stores import PostgresStore, SqliteStore, Store
 

@@ -31,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core import TEXT_50, BenchModel, add
-
 from plait import ChatModelAgent, FunctionTool, Runner
 from plait.stores import PostgresStore, SqliteStore, Store
 

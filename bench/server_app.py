@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from core import BenchModel, add
 from fastapi import FastAPI
 
+from core import BenchModel, add
 from plait import ChatModelAgent
 from plait.server import create_app
 from plait.stores import from_url

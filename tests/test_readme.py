@@ -88,11 +88,59 @@ def test_a_spent_script_says_how_to_answer_every_run() -> None:
 
 def test_python_examples_in_the_docs_run() -> None:
     ran = 0
-    for page in sorted((ROOT / "docs").glob("*.md")):
+    for page in sorted((ROOT / "docs").rglob("*.md")):
         for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S):
             exec(compile(block, str(page), "exec", dont_inherit=True), {"__name__": "docs_example"})
             ran += 1
     assert ran >= 1
+
+
+def _prose(page: Path) -> str:
+    """Return the text of `page` outside its fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+
+
+def _links(page: Path) -> list[str]:
+    """Return the targets of the links of `page` that point inside the repository."""
+    found = re.findall(r"\]\(([^)\s]+)\)", _prose(page))
+    return [t for t in found if not t.startswith(("http://", "https://", "mailto:"))]
+
+
+def _anchors(page: Path) -> set[str]:
+    """Return the ids GitHub gives the headings of `page` (a repeated one gets `-1`, ...)."""
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#+ (.+)$", _prose(page), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_links_between_the_pages_resolve() -> None:
+    broken = []
+    for page in _pages():
+        for target in _links(page):
+            path, _, fragment = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+            elif fragment and dest.suffix == ".md" and fragment not in _anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_map_links_every_page() -> None:
+    index = ROOT / "docs" / "index.md"
+    linked = {(index.parent / t.partition("#")[0]).resolve() for t in _links(index)}
+    pages = {p.resolve() for p in (ROOT / "docs").rglob("*.md")} - {index.resolve()}
+    assert sorted(str(p.relative_to(ROOT)) for p in pages - linked) == []
+    assert (ROOT / "CHANGELOG.md").resolve() in linked
 
 
 def _demo(*args: str, code: int = 0, **environ: str) -> str:

@@ -764,12 +764,17 @@ def test_as_eval_case_keeps_a_conversation_as_message_objects(tmp_path: Path) ->
 
 def test_the_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    page = (ROOT / "docs" / "production.md").read_text()
-    section = page.split("## Record and replay", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "record-and-replay.md").read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "cassette_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(
+            block.group(1), "docs/capabilities/record-and-replay.md", "exec", dont_inherit=True
+        ),
+        namespace,
+    )
     assert namespace["replayed"].final_output == namespace["recorded"].final_output
     assert namespace["forked"].final_output == "Tomorrow: rain."
     assert namespace["changed"].error.step == 1

@@ -350,14 +350,17 @@ def test_an_agent_refuses_a_compaction_that_is_not_one() -> None:
 
 
 def _docs_example() -> tuple[str, dict[str, Any]]:
-    """Run the example of "Context compaction" in docs/production.md; return its code and
+    """Run the example of docs/capabilities/compaction.md; return its code and
     what it defines."""
-    page = (ROOT / "docs" / "production.md").read_text()
-    section = page.split("## Context compaction", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "compaction.md").read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "compaction_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(block.group(1), "docs/capabilities/compaction.md", "exec", dont_inherit=True),
+        namespace,
+    )
     return block.group(1), namespace
 
 

@@ -176,12 +176,15 @@ def test_it_is_exported_and_is_a_chat_model() -> None:
 
 
 def test_the_documented_example_runs() -> None:
-    page = (ROOT / "docs" / "production.md").read_text()
-    text = page.split("## Model fallback\n", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "fallback.md").read_text()
+    text = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", text, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "fallback_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(block.group(1), "docs/capabilities/fallback.md", "exec", dont_inherit=True),
+        namespace,
+    )
     assert namespace["result"].final_output == "Paris."
 
 

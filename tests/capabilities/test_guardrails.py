@@ -485,19 +485,22 @@ def test_a_model_failure_waits_for_the_guardrails_verdict() -> None:
 # --- the docs ---------------------------------------------------------------------------------
 
 
-def _example(section: str) -> dict[str, Any]:
-    """Run the example of `section` of docs/production.md; return what it defines."""
-    page = (ROOT / "docs" / "production.md").read_text()
-    text = page.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+def _example(name: str) -> dict[str, Any]:
+    """Run the first example of docs/capabilities/`name`.md; return what it defines."""
+    page = (ROOT / "docs" / "capabilities" / f"{name}.md").read_text()
+    text = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", text, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "guardrails_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(block.group(1), f"docs/capabilities/{name}.md", "exec", dont_inherit=True),
+        namespace,
+    )
     return namespace
 
 
 def test_the_documented_example_runs() -> None:
-    namespace = _example("Guardrails")
+    namespace = _example("guardrails")
     assert isinstance(namespace["blocked"].error, GuardrailTripped)
     assert namespace["answered"].final_output is not None
 

@@ -351,11 +351,16 @@ def test_the_names_are_public() -> None:
 
 
 def test_the_documented_example_runs() -> None:
-    page = (Path(__file__).resolve().parents[2] / "docs" / "production.md").read_text()
-    section = page.split("## Runaway guard\n", 1)[1].split("\n## ", 1)[0]
+    page = (
+        Path(__file__).resolve().parents[2] / "docs" / "capabilities" / "loop-guard.md"
+    ).read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "production_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(block.group(1), "docs/capabilities/loop-guard.md", "exec", dont_inherit=True),
+        namespace,
+    )
     assert isinstance(namespace["stopped"].error, LoopDetected)
     assert namespace["told"].final_output == "ok"

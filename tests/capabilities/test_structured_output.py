@@ -776,12 +776,17 @@ def test_local_model_refuses_a_recursive_output_schema() -> None:
 
 
 def test_the_structured_output_example_of_the_docs_runs() -> None:
-    page = (ROOT / "docs" / "production.md").read_text()
-    section = page.split("## Structured output", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "structured-output.md").read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "structured_output_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(
+            block.group(1), "docs/capabilities/structured-output.md", "exec", dont_inherit=True
+        ),
+        namespace,
+    )
     invoice = namespace["result"].final_output
     assert invoice == namespace["Invoice"](number="INV-7", total=120.5)
     assert namespace["model"].remaining == 0

@@ -660,15 +660,15 @@ def test_importing_plait_does_not_import_opentelemetry() -> None:
 
 
 def _doc_example() -> str:
-    page = (ROOT / "docs" / "production.md").read_text()
-    section = page.split("## Tracing (OpenTelemetry)", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "tracing.md").read_text()
+    section = page.split("\n## ", 1)[0]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     namespace: dict[str, Any] = {"__name__": "docs_example"}
     try:
-        exec(compile(_doc_example(), "production.md", "exec"), namespace)
+        exec(compile(_doc_example(), "docs/capabilities/tracing.md", "exec"), namespace)
     finally:
         tracing.uninstrument()
     printed = capsys.readouterr().out

@@ -1,5 +1,5 @@
 """The spans tracing keeps of the process's recent runs (`plait.tracing.run_spans`), and the
-trace of the three-level project team in docs/production.md."""
+trace of the three-level project team in docs/capabilities/tracing.md."""
 
 from __future__ import annotations
 
@@ -245,14 +245,14 @@ def test_uninstrument_forgets_the_spans_and_the_same_provider_keeps_again() -> N
     assert trace.get_tracer_provider() is not provider
 
 
-# --- docs/production.md: the trace of a three-level team ------------------------------------
+# --- docs/capabilities/tracing.md: the trace of a three-level team ------------------------
 
-_SECTION = "### A trace of a three-level team"
+_SECTION = "## A trace of a three-level team"
 
 
 def _team_section() -> str:
-    page = (ROOT / "docs" / "production.md").read_text()
-    return page.split(_SECTION, 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "tracing.md").read_text()
+    return page.split(_SECTION, 1)[1].split("\n## ", 1)[0]
 
 
 def _team_example() -> tuple[str, str]:
@@ -268,7 +268,7 @@ def test_the_three_level_team_example_prints_the_tree_the_docs_show(
 ) -> None:
     code, printed = _team_example()
     namespace: dict[str, Any] = {"__name__": "docs_example"}
-    exec(compile(code, "production.md", "exec"), namespace)
+    exec(compile(code, "docs/capabilities/tracing.md", "exec"), namespace)
     assert tracing.run_spans("x") is None  # the example turned tracing off again
     assert capsys.readouterr().out == printed
     assert printed.count("invoke_agent") == 12
@@ -283,7 +283,7 @@ def test_the_console_exporter_line_of_the_example_prints_every_span_as_json(
     line = "# provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))"
     assert line in code
     console = code.replace(line, line[2:])
-    exec(compile(console, "production.md", "exec"), {"__name__": "docs_example"})
+    exec(compile(console, "docs/capabilities/tracing.md", "exec"), {"__name__": "docs_example"})
     out = capsys.readouterr().out
     assert out.endswith(printed)
     assert out.count('"name": "invoke_agent') == printed.count("invoke_agent")

@@ -449,19 +449,24 @@ def test_tools_are_offered_as_before() -> None:
     assert [t.name for t in seen[0]] == ["lookup", "approve"]
 
 
-def _docs_example(heading: str) -> dict[str, Any]:
-    """Run the example of the section `heading` of docs/production.md."""
-    page = (Path(__file__).resolve().parents[2] / "docs" / "production.md").read_text()
-    section = page.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+def _docs_example(name: str) -> dict[str, Any]:
+    """Run the first example of the page docs/capabilities/`name`.md."""
+    page = (
+        Path(__file__).resolve().parents[2] / "docs" / "capabilities" / f"{name}.md"
+    ).read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "production_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(block.group(1), f"docs/capabilities/{name}.md", "exec", dont_inherit=True),
+        namespace,
+    )
     return namespace
 
 
 def test_the_documented_example_runs() -> None:
-    namespace = _docs_example("Usage limits")
+    namespace = _docs_example("usage-limits")
     assert isinstance(namespace["result"].error, UsageLimitExceeded)
 
 

@@ -736,12 +736,15 @@ async def test_the_router_evalset_on_the_embedded_local_model() -> None:
 
 
 def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    page = (ROOT / "docs" / "production.md").read_text()
-    section = page.split("## Evaluation\n", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "evaluation.md").read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     namespace: dict[str, Any] = {"__name__": "production_example"}
-    exec(compile(block.group(1), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(block.group(1), "docs/capabilities/evaluation.md", "exec", dont_inherit=True),
+        namespace,
+    )
     report = namespace["report"]
     assert isinstance(report, EvalReport)
     assert report.pass_rate == 0.5

@@ -1,4 +1,4 @@
-"""The example of "Long-term memory" in docs/production.md runs and prints what it says."""
+"""The example of docs/capabilities/memory.md runs and prints what it says."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 def _example() -> str:
     """Return the code of the section's example."""
-    page = (ROOT / "docs" / "production.md").read_text()
-    section = page.split("## Long-term memory", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "memory.md").read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
     return block.group(1)
@@ -22,7 +22,7 @@ def _example() -> str:
 def test_the_long_term_memory_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     code = _example()
     namespace = {"__name__": "memory_example"}
-    exec(compile(code, "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(compile(code, "docs/capabilities/memory.md", "exec", dont_inherit=True), namespace)
     printed = capsys.readouterr().out
     assert printed.splitlines() == [
         "1. user: I take my tea green, no sugar.",

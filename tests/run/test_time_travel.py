@@ -317,8 +317,8 @@ async def test_an_event_that_is_not_json_is_kept_as_its_text() -> None:
 
 
 def _docs_example() -> str:
-    page = (ROOT / "docs" / "production.md").read_text()
-    section = page.split("## Time travel", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "capabilities" / "time-travel.md").read_text()
+    section = page.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert block is not None
     return block.group(1)
@@ -326,5 +326,8 @@ def _docs_example() -> str:
 
 def test_the_docs_example_runs() -> None:
     namespace: dict[str, Any] = {"__name__": "docs_example"}
-    exec(compile(_docs_example(), "docs/production.md", "exec", dont_inherit=True), namespace)
+    exec(
+        compile(_docs_example(), "docs/capabilities/time-travel.md", "exec", dont_inherit=True),
+        namespace,
+    )
     assert namespace["original"].final_output != namespace["forked"].final_output

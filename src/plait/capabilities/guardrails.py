@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from plait._util.alongside import all_of
 from plait._util.threads import run_in_thread
+from plait.core.agent_context import AgentContext
 from plait.core.hooks import Hooks, ModelRequest
 from plait.errors import GuardrailTripped, HookError, PlaitError, UsageError
 
 if TYPE_CHECKING:
     from plait.core.agent import AgentInput
-    from plait.core.agent_context import AgentContext
     from plait.messages import Message
 
 __all__ = ["Guardrail", "GuardrailResult", "InputGuardrails", "OutputGuardrails"]
@@ -65,7 +65,7 @@ class GuardrailResult:
     """Anything the guardrail wants to tell about its decision."""
 
 
-Guardrail = Callable[["AgentContext", Any], "GuardrailResult | Awaitable[GuardrailResult]"]
+Guardrail = Callable[[AgentContext, Any], GuardrailResult | Awaitable[GuardrailResult]]
 
 Kind = Literal["input", "output"]
 

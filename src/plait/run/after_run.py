@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
+from plait.core.agent_context import AgentContext
 from plait.core.hooks import Hooks
 from plait.errors import HookError, PlaitError, UsageError
-
-if TYPE_CHECKING:
-    from plait.core.agent_context import AgentContext
-    from plait.events import RunResult
+from plait.events import RunResult
 
 __all__ = ["AfterRun", "AfterRunHooks", "check_after_run", "completed"]
 
 #: What `Runner(after_run=[...])` takes: `(ctx, result)`, awaited when it returns a coroutine.
-AfterRun: TypeAlias = "Callable[[AgentContext, RunResult], Awaitable[None] | None]"
+AfterRun: TypeAlias = Callable[[AgentContext, RunResult], Awaitable[None] | None]
 
 
 def completed(result: RunResult) -> bool:

@@ -47,7 +47,9 @@ class EvalRequest(BaseModel):
 
     agent: str = Field(description="The name of the agent to evaluate (GET /v1/agents).")
     evalset: dict[str, Any] = Field(
-        description='The eval set: `{"cases": [...]}` (docs/production.md), or an ADK EvalSet.'
+        description=(
+            'The eval set: `{"cases": [...]}` (docs/capabilities/evaluation.md), or an ADK EvalSet.'
+        )
     )
 
 
