@@ -49,9 +49,8 @@ from plait.stores.base import (
     CheckpointStatus,
     ClosingStore,
     SessionRecord,
-    check_expected_version,
-    check_id,
-    check_ttl,
+    checkpoint_from_rows,
+    session_from_rows,
 )
 
 if TYPE_CHECKING:
@@ -337,87 +336,51 @@ class PostgresStore(ClosingStore):
         cursor = await connection.execute(sql, params)
         return await cursor.fetchall() if cursor.description is not None else []
 
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+    async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(READ_CHECKPOINT, self._sql.get_checkpoint, (checkpoint_id,))
-        if not rows:
-            return None
-        data, version, status = rows[0]
-        return CheckpointRecord(
-            checkpoint_id=checkpoint_id,
-            data=bytes(data),
-            version=int(version),
-            status=cast("CheckpointStatus", status),
-        )
+        return checkpoint_from_rows(checkpoint_id, rows)
 
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
+    async def _put_checkpoint(
+        self, checkpoint_id: str, data: bytes, status: CheckpointStatus, ttl: float | None
     ) -> int:
         """Write the checkpoint; return its new version."""
-        check_id(checkpoint_id, "checkpoint_id")
-        check_ttl(ttl)
-        params = (checkpoint_id, bytes(data), status, ttl)
+        params = (checkpoint_id, data, status, ttl)
         rows = await self._query(WRITE_CHECKPOINT, self._sql.put_checkpoint, params, sweep=True)
         return int(rows[0][0])
 
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+    async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(
             CLAIM_CHECKPOINT, self._sql.claim_checkpoint, (checkpoint_id, version)
         )
         return len(rows) == 1
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+    async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
-        check_id(checkpoint_id, "checkpoint_id")
         await self._query(DELETE_CHECKPOINT, self._sql.delete_checkpoint, (checkpoint_id,))
 
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        check_id(session_id, "session_id")
         rows = await self._query(READ_SESSION, self._sql.get_session, (session_id,))
-        if not rows:
-            return None
-        data, version = rows[0]
-        return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+        return session_from_rows(session_id, rows)
 
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        check_id(session_id, "session_id")
-        check_ttl(ttl)
-        check_expected_version(expected_version)
-        blob = bytes(data)
+        params: tuple[Any, ...]
         if expected_version is None:
-            put = (session_id, blob, ttl)
-            rows = await self._query(WRITE_SESSION, self._sql.put_session, put, sweep=True)
-            return int(rows[0][0])
-        if expected_version == 0:
-            create = (session_id, blob, ttl)
-            rows = await self._query(WRITE_SESSION, self._sql.create_session, create, sweep=True)
+            sql, params = self._sql.put_session, (session_id, data, ttl)
+        elif expected_version == 0:
+            sql, params = self._sql.create_session, (session_id, data, ttl)
         else:
-            replace = (blob, ttl, session_id, expected_version)
-            rows = await self._query(WRITE_SESSION, self._sql.replace_session, replace, sweep=True)
-        if rows:
-            return int(rows[0][0])
-        raise await self._conflict(session_id, expected_version)
+            sql, params = self._sql.replace_session, (data, ttl, session_id, expected_version)
+        rows = await self._query(WRITE_SESSION, sql, params, sweep=True)
+        return await self._written(session_id, expected_version, rows)
 
-    async def delete_session(self, session_id: str) -> None:
+    async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
-        check_id(session_id, "session_id")
         await self._query(DELETE_SESSION, self._sql.delete_session, (session_id,))
 
     async def close(self) -> None:

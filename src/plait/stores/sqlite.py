@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import aiosqlite
 
@@ -30,9 +30,8 @@ from plait.stores.base import (
     CheckpointStatus,
     ClosingStore,
     SessionRecord,
-    check_expected_version,
-    check_id,
-    check_ttl,
+    checkpoint_from_rows,
+    session_from_rows,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -233,83 +232,49 @@ class SqliteStore(ClosingStore):
                 await self._query(sweep, (wall,))
         return await self._query(sql, params)
 
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+    async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(_GET_CHECKPOINT, (checkpoint_id, time.time()))
-        if not rows:
-            return None
-        data, version, status = rows[0]
-        return CheckpointRecord(
-            checkpoint_id=checkpoint_id,
-            data=bytes(data),
-            version=int(version),
-            status=cast("CheckpointStatus", status),
-        )
+        return checkpoint_from_rows(checkpoint_id, rows)
 
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
+    async def _put_checkpoint(
+        self, checkpoint_id: str, data: bytes, status: CheckpointStatus, ttl: float | None
     ) -> int:
         """Write the checkpoint; return its new version."""
-        check_id(checkpoint_id, "checkpoint_id")
-        check_ttl(ttl)
-        params = (checkpoint_id, bytes(data), status, _expiry(ttl))
+        params = (checkpoint_id, data, status, _expiry(ttl))
         rows = await self._write(_PUT_CHECKPOINT, params)
         return int(rows[0][0])
 
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+    async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(_CLAIM_CHECKPOINT, (checkpoint_id, version, time.time()))
         return len(rows) == 1
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+    async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
-        check_id(checkpoint_id, "checkpoint_id")
         await self._query("DELETE FROM plait_checkpoints WHERE id = ?", (checkpoint_id,))
 
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        check_id(session_id, "session_id")
         rows = await self._query(_GET_SESSION, (session_id, time.time()))
-        if not rows:
-            return None
-        data, version = rows[0]
-        return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+        return session_from_rows(session_id, rows)
 
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        check_id(session_id, "session_id")
-        check_ttl(ttl)
-        check_expected_version(expected_version)
-        blob, expires, now = bytes(data), _expiry(ttl), time.time()
+        expires, now = _expiry(ttl), time.time()
         if expected_version is None:
-            rows = await self._write(_PUT_SESSION, (session_id, blob, expires, now))
-            return int(rows[0][0])
-        if expected_version == 0:
-            rows = await self._write(_CREATE_SESSION, (session_id, blob, expires, now))
+            rows = await self._write(_PUT_SESSION, (session_id, data, expires, now))
+        elif expected_version == 0:
+            rows = await self._write(_CREATE_SESSION, (session_id, data, expires, now))
         else:
-            params = (blob, expires, session_id, expected_version, now)
-            rows = await self._write(_REPLACE_SESSION, params)
-        if rows:
-            return int(rows[0][0])
-        raise await self._conflict(session_id, expected_version)
+            replace = (data, expires, session_id, expected_version, now)
+            rows = await self._write(_REPLACE_SESSION, replace)
+        return await self._written(session_id, expected_version, rows)
 
-    async def delete_session(self, session_id: str) -> None:
+    async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
-        check_id(session_id, "session_id")
         await self._query("DELETE FROM plait_sessions WHERE id = ?", (session_id,))
 
     async def close(self) -> None:
