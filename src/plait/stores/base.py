@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Sequence, Sized
-from types import TracebackType
-from typing import Any, Literal, Protocol, Self, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
+from plait._util.closing import Closing
 from plait._util.record import record
 from plait.errors import PlaitError, SessionConflict, StoreError, UsageError
 
@@ -270,7 +270,7 @@ class SessionStore(Protocol):
         ...
 
 
-class ClosingStore:
+class ClosingStore(Closing):
     """The common part of plait's stores: every id, ttl and `expected_version` checked (and
     the data copied to `bytes`) before the backend's own `_get_checkpoint`, `_put_checkpoint`,
     `_claim_checkpoint`, `_delete_checkpoint`, `_get_session_record`, `_put_session` and
@@ -387,20 +387,6 @@ class ClosingStore:
         if rows or expected_version is None:
             return int(rows[0][0])
         raise await self._conflict(session_id, expected_version)
-
-    async def close(self) -> None:
-        """Release connections."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 @runtime_checkable

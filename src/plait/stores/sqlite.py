@@ -24,7 +24,7 @@ from typing import Any
 
 import aiosqlite
 
-from plait.stores._aiosqlite import connect
+from plait.stores._aiosqlite import BUSY_TIMEOUT_MS, LoopConnection, open_migrated
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -61,7 +61,6 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-_BUSY_TIMEOUT_MS = 30_000
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 
 _GET_CHECKPOINT = f"SELECT data, version, status FROM plait_checkpoints WHERE id = ? AND {_LIVE}"
@@ -111,38 +110,14 @@ _SWEEPS = (
 )
 
 
-def _statements(script: str) -> list[str]:
+def _statements(script: str) -> tuple[str, ...]:
     """Split a migration script into its statements."""
-    return [part.strip() for part in script.split(";") if part.strip()]
+    return tuple(part.strip() for part in script.split(";") if part.strip())
 
 
 def _expiry(ttl: float | None) -> float | None:
     """Return the wall-clock time at which a record written now with `ttl` expires."""
     return None if ttl is None else time.time() + ttl
-
-
-async def _migrate(db: aiosqlite.Connection) -> None:
-    """Apply the migrations this file lacks, in one `BEGIN IMMEDIATE` transaction."""
-    await db.execute_fetchall("BEGIN IMMEDIATE")
-    try:
-        await db.execute_fetchall(
-            "CREATE TABLE IF NOT EXISTS plait_schema_version"
-            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        rows = list(await db.execute_fetchall("SELECT MAX(version) FROM plait_schema_version"))
-        current = int(rows[0][0] or 0)
-        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
-            for statement in _statements(script):
-                await db.execute_fetchall(statement)
-            await db.execute_fetchall(
-                "INSERT INTO plait_schema_version (version, applied_at) VALUES (?, ?)",
-                (version, time.time()),
-            )
-        await db.execute_fetchall("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            await db.execute_fetchall("ROLLBACK")
-        raise
 
 
 async def _enable_wal(db: aiosqlite.Connection) -> None:
@@ -151,7 +126,7 @@ async def _enable_wal(db: aiosqlite.Connection) -> None:
     Changing the journal mode fails at once, without `busy_timeout`, when another connection
     is using the file; the mode is stored in the file, so this only waits on a fresh one.
     """
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     while True:
         try:
             await db.execute_fetchall("PRAGMA journal_mode = WAL")
@@ -163,21 +138,13 @@ async def _enable_wal(db: aiosqlite.Connection) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _open(path: str) -> aiosqlite.Connection:
-    """Connect to `path` in autocommit and WAL mode, with the schema up to date."""
-    db = await connect(path)
-    try:
-        await db.execute_fetchall(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        await _enable_wal(db)
-        await db.execute_fetchall("PRAGMA synchronous = NORMAL")
-        await _migrate(db)
-    except BaseException:
-        await db.close()
-        raise
-    return db
+async def _setup(db: aiosqlite.Connection) -> None:
+    """Put the file in WAL mode, with commits synced at checkpoints."""
+    await _enable_wal(db)
+    await db.execute_fetchall("PRAGMA synchronous = NORMAL")
 
 
-class SqliteStore(ClosingStore):
+class SqliteStore(LoopConnection, ClosingStore):
     """A store in a SQLite file: durable, shared by the processes of one machine.
 
     Nothing is opened until the first call. The connection belongs to the event loop it was
@@ -193,29 +160,13 @@ class SqliteStore(ClosingStore):
     sweep_interval: float = 60.0
 
     def __init__(self, path: str | Path = "plait.db") -> None:
-        self.path = os.fspath(path)
-        self._db: aiosqlite.Connection | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = asyncio.Lock()
-        self._stale: list[aiosqlite.Connection] = []
+        super().__init__(os.fspath(path))
         self._last_sweep = -math.inf
 
-    async def _connection(self) -> aiosqlite.Connection:
-        """Return the connection of the running loop, opening it if needed."""
-        loop = asyncio.get_running_loop()
-        if self._loop is loop and self._db is not None:
-            return self._db
-        if self._loop is not loop:
-            self._loop, self._lock = loop, asyncio.Lock()
-            if self._db is not None:
-                self._stale.append(self._db)
-                self._db = None
-        async with self._lock:
-            if self._db is None:
-                while self._stale:
-                    await self._stale.pop().close()
-                self._db = await _open(self.path)
-            return self._db
+    async def _open(self) -> aiosqlite.Connection:
+        """Connect in autocommit and WAL mode, with the schema up to date."""
+        migrations = [_statements(script) for script in MIGRATIONS]
+        return await open_migrated(self.path, "plait_schema_version", migrations, _setup)
 
     async def _query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Any]:
         """Run one statement and return its rows."""
@@ -276,10 +227,3 @@ class SqliteStore(ClosingStore):
     async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
         await self._query("DELETE FROM plait_sessions WHERE id = ?", (session_id,))
-
-    async def close(self) -> None:
-        """Close the connection; the next use opens a new one."""
-        found = [*self._stale, *([self._db] if self._db is not None else [])]
-        self._stale, self._db = [], None
-        for db in found:
-            await db.close()
