@@ -21,7 +21,6 @@ The commands' modules are imported when a command runs, so `plait --help` and
 from __future__ import annotations
 
 import functools
-import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec
 
 import typer
 
+from plait._util.lazy import lazy_exports
 from plait.cli.store import DEFAULT_STORE
 from plait.errors import PlaitError
 
@@ -51,13 +51,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'plait.cli' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def _lazy(name: str) -> Any:

@@ -11,9 +11,9 @@ checks every backend passes.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from plait._util.lazy import lazy_exports
 from plait.memory.base import (
     MAX_K,
     MAX_METADATA_BYTES,
@@ -55,10 +55,4 @@ _BACKENDS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _BACKENDS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'plait.memory' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _BACKENDS)

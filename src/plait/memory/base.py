@@ -14,10 +14,11 @@ import dataclasses
 import json
 import re
 import unicodedata
+import uuid
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from plait._util.closing import Closing
 from plait._util.json import check_plain_json
 from plait.errors import UsageError
 from plait.stores.base import check_id
@@ -100,22 +101,51 @@ class MemoryService(Protocol):
         ...
 
 
-class ClosingMemoryService:
-    """The common part of plait's memory services: `async with` closes the service."""
+class ClosingMemoryService(Closing):
+    """The common part of plait's memory services: every argument checked, the new memory's
+    id and the words made, before the backend's own `_add`, `_search` and `_delete` see
+    them; `async with` closes the service."""
 
-    async def close(self) -> None:
-        """Release the connections."""
+    async def add(self, user_id: str, text: str, metadata: dict[str, Any] | None = None) -> str:
+        """Remember `text` (with JSON `metadata`) for `user_id`; return the new memory's id."""
+        check_user_id(user_id)
+        check_text(text)
+        encoded = encode_metadata(metadata)
+        memory_id = uuid.uuid4().hex
+        await self._add(memory_id, user_id, text, encoded, " ".join(words(text)))
+        return memory_id
 
-    async def __aenter__(self) -> Self:
-        return self
+    async def search(self, user_id: str, query: str, k: int = 5) -> list[MemoryItem]:
+        """Return at most `k` memories of `user_id` that share a word with `query`, best
+        first; none for a query without words."""
+        check_user_id(user_id)
+        check_query(query)
+        check_k(k)
+        found = list(dict.fromkeys(words(query)))
+        if not found:
+            return []
+        return await self._search(user_id, found, k)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+    async def delete(self, user_id: str, memory_id: str) -> None:
+        """Forget the memory `memory_id` of `user_id` (nothing when it has none such)."""
+        check_user_id(user_id)
+        if is_memory_id(memory_id):
+            await self._delete(user_id, memory_id)
+
+    async def _add(
+        self, memory_id: str, user_id: str, text: str, metadata: str | None, indexed: str
     ) -> None:
-        await self.close()
+        """Store a memory and its words, space-separated (each backend defines this)."""
+        raise NotImplementedError
+
+    async def _search(self, user_id: str, query_words: list[str], k: int) -> list[MemoryItem]:
+        """Return the best `k` memories sharing one of `query_words` (each backend defines
+        this)."""
+        raise NotImplementedError
+
+    async def _delete(self, user_id: str, memory_id: str) -> None:
+        """Delete a memory of `user_id` (each backend defines this)."""
+        raise NotImplementedError
 
 
 def words(text: str) -> list[str]:

@@ -15,32 +15,18 @@ Needs `pip install "plait[postgres]"`.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import hashlib
-import math
-import re
-import uuid
-from collections.abc import AsyncGenerator, Sequence
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.errors import UsageError
 from plait.memory.base import (
     ClosingMemoryService,
     MemoryItem,
-    check_k,
-    check_query,
-    check_text,
-    check_user_id,
     decode_metadata,
-    encode_metadata,
-    is_memory_id,
     score,
-    words,
 )
-from plait.stores._network import DEFAULT_TIMEOUT, check_timeout, failed, timed_out
-from plait.stores._pgpool import ConnectionPool, close_when_done, dsn_address, forget_task
+from plait.stores._network import DEFAULT_TIMEOUT
+from plait.stores._pgclient import PostgresClient
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -67,9 +53,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ),
 ]
 
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 _ADDING, _SEARCHING, _DELETING = "adding a memory", "searching memories", "deleting a memory"
-_CLOSE_WAIT = 5.0  # seconds `close` waits for operations that ran out of time
 
 
 def ts_query(query_words: Sequence[str]) -> str:
@@ -78,24 +62,7 @@ def ts_query(query_words: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-def _require_psycopg() -> ModuleType:
-    """Import `psycopg`, or explain how to install it."""
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise UsageError(
-            'PostgresMemoryService needs psycopg: pip install "plait[postgres]"'
-        ) from exc
-    return psycopg
-
-
-def _lock_key(prefix: str) -> int:
-    """Return the advisory lock key that serializes migrations of the tables of `prefix`."""
-    digest = hashlib.blake2b(f"plait.memory.migrate:{prefix}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-class PostgresMemoryService(ClosingMemoryService):
+class PostgresMemoryService(PostgresClient, ClosingMemoryService):
     """Long-term memories in PostgreSQL, searched with its full-text search.
 
     Nothing is opened until the first call. The pool belongs to the event loop it was opened
@@ -113,6 +80,11 @@ class PostgresMemoryService(ClosingMemoryService):
             invalid.
     """
 
+    _migrations = MIGRATIONS
+    _version_table = "memory_schema_version"
+    _lock_name = "plait.memory.migrate"
+    _reads = frozenset({_SEARCHING})
+
     def __init__(
         self,
         dsn: str,
@@ -121,24 +93,22 @@ class PostgresMemoryService(ClosingMemoryService):
         table_prefix: str = "plait_",
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        self._psycopg = _require_psycopg()
-        if not _PREFIX.fullmatch(table_prefix):
-            raise UsageError(
-                f"table_prefix {table_prefix!r} must be letters, digits and underscores"
-                " (at most 40, not starting with a digit)"
-            )
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
             raise UsageError(f"max_size must be an int of 1 or more, got {max_size!r}")
-        self.dsn = dsn
-        self.max_size = max_size
-        self.table_prefix = p = table_prefix
-        self.timeout = check_timeout("PostgresMemoryService", timeout)
-        self.address = dsn_address(dsn)
-        self._add = f"""
+        self._setup(
+            "PostgresMemoryService",
+            dsn,
+            table_prefix=table_prefix,
+            min_size=1,
+            max_size=max_size,
+            timeout=timeout,
+        )
+        p = table_prefix
+        self._add_sql = f"""
             INSERT INTO {p}memories (id, user_id, text, metadata, words)
             VALUES (%s, %s, %s, %s, to_tsvector('simple', %s))"""
         # params: the query's words (space-separated), the tsquery, user_id, k
-        self._search = f"""
+        self._search_sql = f"""
             SELECT m.id, m.text, m.metadata, (
                 SELECT count(*) FROM unnest(m.words) AS u
                 WHERE u.lexeme = ANY(tsvector_to_array(to_tsvector('simple', %s)))
@@ -147,146 +117,27 @@ class PostgresMemoryService(ClosingMemoryService):
             WHERE m.user_id = %s AND m.words @@ q
             ORDER BY shared DESC, rank DESC, m.seq DESC
             LIMIT %s"""
-        self._delete = f"DELETE FROM {p}memories WHERE id = %s AND user_id = %s"
-        self._pool: ConnectionPool | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = asyncio.Lock()
-        self._closer: AsyncGenerator[None, None] | None = None
-        self._leftovers: set[asyncio.Task[Any]] = set()
+        self._delete_sql = f"DELETE FROM {p}memories WHERE id = %s AND user_id = %s"
 
     def __repr__(self) -> str:
         return f"PostgresMemoryService({self.address!r}, table_prefix={self.table_prefix!r})"
 
-    async def _connect(self) -> ConnectionPool:
-        """Return the pool of the running loop, opening it if needed."""
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # the old loop's end closed (or will close) its pool
-            self._loop, self._lock, self._pool = loop, asyncio.Lock(), None
-            self._closer, self._leftovers = None, set()
-        if self._pool is not None:
-            return self._pool
-        async with self._lock:
-            if self._pool is None:
-                self._pool = await self._open()
-            return self._pool
+    async def _add(
+        self, memory_id: str, user_id: str, text: str, metadata: str | None, indexed: str
+    ) -> None:
+        """Store the memory, its words in a `tsvector`."""
+        params = (memory_id, user_id, text, metadata, indexed)
+        await self._query(_ADDING, self._add_sql, params)
 
-    async def _open(self) -> ConnectionPool:
-        """Bring the schema up to date, then open a pool that the loop's end closes."""
-        pool = ConnectionPool(self._new_connection, self.max_size, self._psycopg.OperationalError)
-        closer = self._closer = close_when_done(pool)
-        await anext(closer)
-        try:
-            connection = await self._new_connection()
-            pool.keep(connection)
-            await self._migrate(connection)
-        except BaseException:
-            self._closer = None
-            await closer.aclose()
-            raise
-        return pool
-
-    async def _new_connection(self) -> _Connection:
-        """Open a connection in autocommit mode."""
-        limit = max(2, math.ceil(self.timeout))  # libpq counts whole seconds, at least 2
-        connect = self._psycopg.AsyncConnection.connect
-        return cast("_Connection", await connect(self.dsn, autocommit=True, connect_timeout=limit))
-
-    async def _migrate(self, connection: _Connection) -> None:
-        """Apply the migrations the database lacks, one process at a time."""
-        p = self.table_prefix
-        async with connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(p),))
-            await connection.execute(
-                f"CREATE TABLE IF NOT EXISTS {p}memory_schema_version (version INTEGER"
-                " PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-            )
-            cursor = await connection.execute(f"SELECT MAX(version) FROM {p}memory_schema_version")
-            row = await cursor.fetchone()
-            current = int(row[0] or 0) if row is not None else 0
-            for version, statements in enumerate(MIGRATIONS[current:], start=current + 1):
-                for statement in statements:
-                    await connection.execute(statement.format(prefix=p))
-                await connection.execute(
-                    f"INSERT INTO {p}memory_schema_version (version) VALUES (%s)", (version,)
-                )
-
-    async def _query(self, operation: str, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        """Run one statement within `timeout` and return its rows.
-
-        The statement runs in a task of its own; when the time is up that task is cancelled
-        but not waited for (a server that does not answer would drag the cancel out).
-
-        Raises:
-            StoreError: The time ran out, or the server or the connection failed.
-        """
-        task = asyncio.ensure_future(self._run(sql, params))
-        write = operation != _SEARCHING
-        try:
-            async with asyncio.timeout(self.timeout):
-                return await asyncio.shield(task)
-        except TimeoutError:
-            raise timed_out(
-                operation, "PostgreSQL", self.address, self.timeout, write=write
-            ) from None
-        except (self._psycopg.Error, OSError) as exc:
-            raise failed(operation, "PostgreSQL", self.address, exc, write=write) from exc
-        finally:
-            if not task.done():
-                task.cancel()
-                self._leftovers.add(task)
-                task.add_done_callback(functools.partial(forget_task, leftovers=self._leftovers))
-
-    async def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        """Run one statement on a pooled connection and return its rows."""
-        pool = await self._connect()
-        async with pool.connection() as connection:
-            cursor = await connection.execute(sql, params)
-            return await cursor.fetchall() if cursor.description is not None else []
-
-    async def add(self, user_id: str, text: str, metadata: dict[str, Any] | None = None) -> str:
-        """Remember `text` (with JSON `metadata`) for `user_id`; return the new memory's id."""
-        check_user_id(user_id)
-        check_text(text)
-        encoded = encode_metadata(metadata)
-        memory_id = uuid.uuid4().hex
-        params = (memory_id, user_id, text, encoded, " ".join(words(text)))
-        await self._query(_ADDING, self._add, params)
-        return memory_id
-
-    async def search(self, user_id: str, query: str, k: int = 5) -> list[MemoryItem]:
-        """Return at most `k` memories of `user_id` that share a word with `query`, best
-        first; none for a query without words."""
-        check_user_id(user_id)
-        check_query(query)
-        check_k(k)
-        found = list(dict.fromkeys(words(query)))
-        if not found:
-            return []
-        params = (" ".join(found), ts_query(found), user_id, k)
-        rows = await self._query(_SEARCHING, self._search, params)
+    async def _search(self, user_id: str, query_words: list[str], k: int) -> list[MemoryItem]:
+        """Return the best `k` memories sharing one of `query_words`."""
+        params = (" ".join(query_words), ts_query(query_words), user_id, k)
+        rows = await self._query(_SEARCHING, self._search_sql, params)
         return [
             MemoryItem(id=i, text=t, metadata=decode_metadata(m), score=score(shared, rank))
             for i, t, m, shared, rank in rows
         ]
 
-    async def delete(self, user_id: str, memory_id: str) -> None:
-        """Forget the memory `memory_id` of `user_id` (nothing when it has none such)."""
-        check_user_id(user_id)
-        if not is_memory_id(memory_id):
-            return
-        await self._query(_DELETING, self._delete, (memory_id, user_id))
-
-    async def close(self) -> None:
-        """Close the pool; the next use opens a new one (a pool of another loop is only
-        dropped: that loop closed it when it ended)."""
-        self._pool = None
-        closer, self._closer = self._closer, None
-        leftovers, self._leftovers = self._leftovers, set()
-        if self._loop is not asyncio.get_running_loop():
-            return
-        for task in leftovers:
-            task.cancel()
-        if leftovers:
-            await asyncio.wait(leftovers, timeout=_CLOSE_WAIT)
-        if closer is not None:
-            await closer.aclose()
+    async def _delete(self, user_id: str, memory_id: str) -> None:
+        """Delete the memory, if it is `user_id`'s."""
+        await self._query(_DELETING, self._delete_sql, (memory_id, user_id))

@@ -10,11 +10,9 @@ use by `MIGRATIONS`, applied in order under `BEGIN IMMEDIATE`.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,17 +23,10 @@ from plait.errors import StoreError
 from plait.memory.base import (
     ClosingMemoryService,
     MemoryItem,
-    check_k,
-    check_query,
-    check_text,
-    check_user_id,
     decode_metadata,
-    encode_metadata,
-    is_memory_id,
     score,
-    words,
 )
-from plait.stores._aiosqlite import connect
+from plait.stores._aiosqlite import LoopConnection, open_migrated
 
 __all__ = ["MIGRATIONS", "SqliteMemoryService"]
 
@@ -66,8 +57,6 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ),
 ]
 
-_BUSY_TIMEOUT_MS = 30_000
-
 _ADD = """
 INSERT INTO plait_memories (id, user_id, text, metadata, words, created_at)
 VALUES (?, ?, ?, ?, ?, ?)
@@ -97,46 +86,12 @@ def _shared_words(indexed: str, query_words: str) -> int:
     return len(set(indexed.split()) & set(query_words.split()))
 
 
-async def _migrate(db: aiosqlite.Connection) -> None:
-    """Apply the migrations this file lacks, in one `BEGIN IMMEDIATE` transaction."""
-    await db.execute_fetchall("BEGIN IMMEDIATE")
-    try:
-        await db.execute_fetchall(
-            "CREATE TABLE IF NOT EXISTS plait_memory_schema_version"
-            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        rows = list(
-            await db.execute_fetchall("SELECT MAX(version) FROM plait_memory_schema_version")
-        )
-        current = int(rows[0][0] or 0)
-        for version, statements in enumerate(MIGRATIONS[current:], start=current + 1):
-            for statement in statements:
-                await db.execute_fetchall(statement)
-            await db.execute_fetchall(
-                "INSERT INTO plait_memory_schema_version (version, applied_at) VALUES (?, ?)",
-                (version, time.time()),
-            )
-        await db.execute_fetchall("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            await db.execute_fetchall("ROLLBACK")
-        raise
+async def _setup(db: aiosqlite.Connection) -> None:
+    """Give the connection the SQL function `plait_shared_words`."""
+    await db.create_function("plait_shared_words", 2, _shared_words, deterministic=True)
 
 
-async def _open(path: str) -> aiosqlite.Connection:
-    """Connect to `path` in autocommit mode, with the schema up to date."""
-    db = await connect(path)
-    try:
-        await db.execute_fetchall(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        await db.create_function("plait_shared_words", 2, _shared_words, deterministic=True)
-        await _migrate(db)
-    except BaseException:
-        await db.close()
-        raise
-    return db
-
-
-class SqliteMemoryService(ClosingMemoryService):
+class SqliteMemoryService(LoopConnection, ClosingMemoryService):
     """Long-term memories in a SQLite file, searched with its full-text index (FTS5).
 
     Nothing is opened until the first call. The connection belongs to the event loop it was
@@ -150,31 +105,14 @@ class SqliteMemoryService(ClosingMemoryService):
     """
 
     def __init__(self, path: str | Path = "plait.db") -> None:
-        self.path = os.fspath(path)
-        self._db: aiosqlite.Connection | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = asyncio.Lock()
-        self._stale: list[aiosqlite.Connection] = []
+        super().__init__(os.fspath(path))
 
     def __repr__(self) -> str:
         return f"SqliteMemoryService({self.path!r})"
 
-    async def _connection(self) -> aiosqlite.Connection:
-        """Return the connection of the running loop, opening it if needed."""
-        loop = asyncio.get_running_loop()
-        if self._loop is loop and self._db is not None:
-            return self._db
-        if self._loop is not loop:
-            self._loop, self._lock = loop, asyncio.Lock()
-            if self._db is not None:
-                self._stale.append(self._db)
-                self._db = None
-        async with self._lock:
-            if self._db is None:
-                while self._stale:
-                    await self._stale.pop().close()
-                self._db = await _open(self.path)
-            return self._db
+    async def _open(self) -> aiosqlite.Connection:
+        """Connect in autocommit mode, with the schema up to date."""
+        return await open_migrated(self.path, "plait_memory_schema_version", MIGRATIONS, _setup)
 
     async def _query(self, operation: str, sql: str, params: Iterable[Any]) -> list[Any]:
         """Run one statement and return its rows; a failure is a `StoreError`."""
@@ -188,43 +126,21 @@ class SqliteMemoryService(ClosingMemoryService):
                 operation=operation,
             ) from exc
 
-    async def add(self, user_id: str, text: str, metadata: dict[str, Any] | None = None) -> str:
-        """Remember `text` (with JSON `metadata`) for `user_id`; return the new memory's id."""
-        check_user_id(user_id)
-        check_text(text)
-        encoded = encode_metadata(metadata)
-        memory_id = uuid.uuid4().hex
-        indexed = " ".join(words(text))
-        params = (memory_id, user_id, text, encoded, indexed, time.time())
-        await self._query(_ADDING, _ADD, params)
-        return memory_id
+    async def _add(
+        self, memory_id: str, user_id: str, text: str, metadata: str | None, indexed: str
+    ) -> None:
+        """Store the memory; a trigger indexes its words."""
+        await self._query(_ADDING, _ADD, (memory_id, user_id, text, metadata, indexed, time.time()))
 
-    async def search(self, user_id: str, query: str, k: int = 5) -> list[MemoryItem]:
-        """Return at most `k` memories of `user_id` that share a word with `query`, best
-        first; none for a query without words."""
-        check_user_id(user_id)
-        check_query(query)
-        check_k(k)
-        found = list(dict.fromkeys(words(query)))
-        if not found:
-            return []
-        params = (" ".join(found), fts_query(found), user_id, k)
+    async def _search(self, user_id: str, query_words: list[str], k: int) -> list[MemoryItem]:
+        """Return the best `k` memories sharing one of `query_words`."""
+        params = (" ".join(query_words), fts_query(query_words), user_id, k)
         rows = await self._query(_SEARCHING, _SEARCH, params)
         return [
             MemoryItem(id=i, text=t, metadata=decode_metadata(m), score=score(shared, -rank))
             for i, t, m, shared, rank in rows
         ]
 
-    async def delete(self, user_id: str, memory_id: str) -> None:
-        """Forget the memory `memory_id` of `user_id` (nothing when it has none such)."""
-        check_user_id(user_id)
-        if not is_memory_id(memory_id):
-            return
+    async def _delete(self, user_id: str, memory_id: str) -> None:
+        """Delete the memory, if it is `user_id`'s."""
         await self._query(_DELETING, _DELETE, (memory_id, user_id))
-
-    async def close(self) -> None:
-        """Close the connection; the next use opens a new one."""
-        found = [*self._stale, *([self._db] if self._db is not None else [])]
-        self._stale, self._db = [], None
-        for db in found:
-            await db.close()

@@ -11,9 +11,9 @@ spec (or from `PLAIT_MODEL`), and `resolve_model` accepts a model or a spec, as 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from plait._util.lazy import lazy_exports
 from plait.models.base import ChatModel, OutputSchema, supports_output_schema
 
 if TYPE_CHECKING:
@@ -48,8 +48,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'plait.models' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

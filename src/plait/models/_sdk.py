@@ -51,19 +51,37 @@ class SdkChatModel:
     provider: ClassVar[str]  # "OpenAI", "Anthropic": used in messages
     key_variables: ClassVar[tuple[str, ...]]  # where the SDK finds a key; the first is named
     base_url_variable: ClassVar[str]  # where the SDK finds a base URL
+    client_class: ClassVar[str]  # the SDK's async client, e.g. "AsyncOpenAI"
+    base_error: ClassVar[str]  # the error the SDK raises for bad settings, e.g. "OpenAIError"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float,
-        max_retries: int,
-        retry_base_delay: float,
-        retry_max_delay: float,
-        options: dict[str, Any],
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        **options: Any,
     ) -> None:
+        """Configure the model; no connection is made until the first call.
+
+        Args:
+            model: The model name, e.g. "gpt-4o-mini".
+            base_url: The API root of a compatible server; the SDK default when None.
+            api_key: The API key; the provider's variable when None (see above).
+            timeout: Seconds allowed for each network operation of a request.
+            max_retries: How many times a retryable failure is retried.
+            retry_base_delay: The backoff of the first retry, doubled on every retry.
+            retry_max_delay: The longest wait between two attempts.
+            **options: Default request options, overridden by per-call options.
+
+        Raises:
+            UsageError: The SDK is not installed, the settings are out of range, or no API
+                key is found (see above).
+        """
         self._sdk()  # a missing package is reported now, not at the first call
         kind = type(self).__name__
         if not model:
@@ -76,7 +94,7 @@ class SdkChatModel:
         self.max_retries = max_retries
         self.retry_base_delay = retry_base_delay
         self.retry_max_delay = retry_max_delay
-        self.options = options
+        self.options = dict(options)
         self._api_key = api_key
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
@@ -113,8 +131,20 @@ class SdkChatModel:
         raise NotImplementedError
 
     def _new_client(self, sdk: ModuleType) -> Any:
-        """Build the SDK's async client, with the SDK's own retries off."""
-        raise NotImplementedError
+        """Build the SDK's async client (`client_class`), with the SDK's own retries off.
+
+        Raises:
+            UsageError: The SDK refuses the settings (its `base_error`).
+        """
+        try:
+            return getattr(sdk, self.client_class)(
+                api_key=self._client_api_key(),
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+            )
+        except getattr(sdk, self.base_error) as exc:
+            raise UsageError(f"{type(self).__name__} cannot create its client: {exc}") from exc
 
     def _merged(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Per-call options over the defaults; `None` removes one, `stream` is plait's."""

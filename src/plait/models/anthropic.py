@@ -116,27 +116,18 @@ class AnthropicModel(SdkChatModel):
             max_retries=max_retries,
             retry_base_delay=retry_base_delay,
             retry_max_delay=retry_max_delay,
-            options={"max_tokens": max_tokens, **options},
+            max_tokens=max_tokens,
+            **options,
         )
 
     provider = "Anthropic"
     key_variables = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     base_url_variable = "ANTHROPIC_BASE_URL"
+    client_class = "AsyncAnthropic"
+    base_error = "AnthropicError"
 
     def _sdk(self) -> ModuleType:
         return _import_anthropic()
-
-    def _new_client(self, sdk: ModuleType) -> AsyncAnthropic:
-        try:
-            client: AsyncAnthropic = sdk.AsyncAnthropic(
-                api_key=self._client_api_key(),
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,
-            )
-        except sdk.AnthropicError as exc:
-            raise UsageError(f"AnthropicModel cannot create its client: {exc}") from exc
-        return client
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any

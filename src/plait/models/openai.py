@@ -22,7 +22,6 @@ from plait.models._sdk import SdkChatModel
 from plait.models.base import OutputSchema
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
     from openai.types import CompletionUsage
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -71,60 +70,15 @@ class OpenAIModel(SdkChatModel):
     a placeholder.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 8.0,
-        **options: Any,
-    ) -> None:
-        """Configure the model; no connection is made until the first call.
-
-        Args:
-            model: The model name, e.g. "gpt-4o-mini".
-            base_url: The API root of a compatible server; the SDK default when None.
-            api_key: The API key; `OPENAI_API_KEY` when None (see above).
-            timeout: Seconds allowed for each network operation of a request.
-            max_retries: How many times a retryable failure is retried.
-            retry_base_delay: The backoff of the first retry, doubled on every retry.
-            retry_max_delay: The longest wait between two attempts.
-            **options: Default request options, overridden by per-call options.
-        """
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-            options=dict(options),
-        )
-
     provider = "OpenAI"
     supports_output_schema = True
     key_variables = ("OPENAI_API_KEY",)
     base_url_variable = "OPENAI_BASE_URL"
+    client_class = "AsyncOpenAI"
+    base_error = "OpenAIError"
 
     def _sdk(self) -> ModuleType:
         return _import_openai()
-
-    def _new_client(self, sdk: ModuleType) -> AsyncOpenAI:
-        try:
-            client: AsyncOpenAI = sdk.AsyncOpenAI(
-                api_key=self._client_api_key(),
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,
-            )
-        except sdk.OpenAIError as exc:
-            raise UsageError(f"OpenAIModel cannot create its client: {exc}") from exc
-        return client
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any

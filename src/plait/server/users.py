@@ -18,16 +18,9 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
-from plait.errors import SessionConflict, UsageError
+from plait.errors import UsageError
 from plait.run.sessions import SessionCatalog
-from plait.stores.base import (
-    CheckpointRecord,
-    CheckpointStatus,
-    GuardedStore,
-    SessionRecord,
-    Store,
-    check_id,
-)
+from plait.stores.base import GuardedStore, Store, StoreView, check_id
 from plait.stores.session_index import SessionIndex
 
 __all__ = [
@@ -106,7 +99,7 @@ def find_user(api_keys: Mapping[str, str], given: str) -> str | None:
     return found
 
 
-class UserStore:
+class UserStore(StoreView):
     """One user's view of the server's store (a `Store`; closing it leaves the store open)."""
 
     def __init__(
@@ -117,7 +110,7 @@ class UserStore:
         *,
         agent: str | None = None,
     ) -> None:
-        self.store = store
+        super().__init__(store)
         self.user = user
         self.index = SessionIndex() if index is None else index
         self.agent = agent  # the public name the sessions it writes are listed under
@@ -135,77 +128,11 @@ class UserStore:
     def __repr__(self) -> str:
         return "the server's store"
 
-    def _checkpoint(self, checkpoint_id: str) -> str:
+    def _checkpoint_key(self, checkpoint_id: str) -> str:
         return f"{self.user}/c/{checkpoint_id}"
 
-    def _session(self, session_id: str) -> str:
+    def _session_key(self, session_id: str) -> str:
         return f"{self.user}/s/{session_id}"
-
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
-        """Return the user's checkpoint, with the id the user knows it by."""
-        found = await self.store.get_checkpoint(self._checkpoint(checkpoint_id))
-        if found is None:
-            return None
-        return CheckpointRecord(
-            checkpoint_id=checkpoint_id, data=found.data, version=found.version, status=found.status
-        )
-
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
-    ) -> int:
-        """Write the user's checkpoint."""
-        key = self._checkpoint(checkpoint_id)
-        return await self.store.put_checkpoint(key, data, status=status, ttl=ttl)
-
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
-        """Claim the user's checkpoint (compare-and-set from pending at `version`)."""
-        return await self.store.claim_checkpoint(self._checkpoint(checkpoint_id), version)
-
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
-        """Delete the user's checkpoint."""
-        await self.store.delete_checkpoint(self._checkpoint(checkpoint_id))
-
-    async def get_session(self, session_id: str) -> bytes | None:
-        """Return the bytes of the user's session, or None."""
-        return await self.store.get_session(self._session(session_id))
-
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
-        """Return the user's session with its version, or None."""
-        found = await self.store.get_session_record(self._session(session_id))
-        if found is None:
-            return None
-        return SessionRecord(session_id=session_id, data=found.data, version=found.version)
-
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
-    ) -> int:
-        """Write the user's session (compare-and-set with `expected_version`)."""
-        key = self._session(session_id)
-        try:
-            version = await self.store.put_session(
-                key, data, ttl=ttl, expected_version=expected_version
-            )
-        except SessionConflict as conflict:
-            raise SessionConflict(
-                session_id=session_id,
-                version=conflict.version,
-                expected_version=conflict.expected_version,
-            ) from None
-        return version
-
-    async def delete_session(self, session_id: str) -> None:
-        """Delete the user's session."""
-        await self.store.delete_session(self._session(session_id))
 
     def session_catalog(self) -> SessionCatalog:
         """Return the index of the user's sessions: `<user>/i` in the server's store."""
@@ -214,7 +141,7 @@ class UserStore:
         )
 
     async def close(self) -> None:
-        """Do nothing: the server's store stays open for other requests."""
+        """Leave the server's store open for other requests."""
 
     # --- the server's own records ----------------------------------------------------------
 

@@ -7,10 +7,10 @@ The backends other than `MemoryStore` are imported on first use; PostgreSQL and 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from plait._util.lazy import lazy_exports
 from plait.errors import UsageError
 from plait.stores.base import (
     CheckpointRecord,
@@ -48,11 +48,7 @@ _BACKENDS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _BACKENDS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'plait.stores' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _BACKENDS)
 
 
 _SCHEMES = (

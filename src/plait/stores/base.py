@@ -37,10 +37,10 @@ Error messages quote at most 200 characters of a bad value, with its size.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Sized
-from types import TracebackType
-from typing import Literal, Protocol, Self, TypeVar, runtime_checkable
+from collections.abc import Awaitable, Sequence, Sized
+from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
 
+from plait._util.closing import Closing
 from plait._util.record import record
 from plait.errors import PlaitError, SessionConflict, StoreError, UsageError
 
@@ -57,10 +57,13 @@ __all__ = [
     "MAX_TTL",
     "SessionRecord",
     "SessionStore",
+    "StoreView",
     "Store",
     "check_expected_version",
     "check_id",
     "check_ttl",
+    "checkpoint_from_rows",
+    "session_from_rows",
 ]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
@@ -176,6 +179,29 @@ def check_expected_version(expected_version: int | None) -> None:
         )
 
 
+def checkpoint_from_rows(
+    checkpoint_id: str, rows: Sequence[Sequence[Any]]
+) -> CheckpointRecord | None:
+    """Return the checkpoint the first row holds (data, version, status), or None if no row."""
+    if not rows:
+        return None
+    data, version, status = rows[0]
+    return CheckpointRecord(
+        checkpoint_id=checkpoint_id,
+        data=bytes(data),
+        version=int(version),
+        status=cast("CheckpointStatus", status),
+    )
+
+
+def session_from_rows(session_id: str, rows: Sequence[Sequence[Any]]) -> SessionRecord | None:
+    """Return the session the first row holds (data, version), or None if no row."""
+    if not rows:
+        return None
+    data, version = rows[0]
+    return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+
+
 @runtime_checkable
 class CheckpointStore(Protocol):
     """Where paused runs are kept until they are resumed."""
@@ -244,18 +270,101 @@ class SessionStore(Protocol):
         ...
 
 
-class ClosingStore:
-    """The common part of plait's stores: `async with` support (the block's end closes the
-    store), and `get_session` read through `get_session_record`."""
+class ClosingStore(Closing):
+    """The common part of plait's stores: every id, ttl and `expected_version` checked (and
+    the data copied to `bytes`) before the backend's own `_get_checkpoint`, `_put_checkpoint`,
+    `_claim_checkpoint`, `_delete_checkpoint`, `_get_session_record`, `_put_session` and
+    `_delete_session` see them, `get_session` read through `get_session_record`, and
+    `async with` support (the block's end closes the store)."""
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Return the checkpoint, or None."""
+        check_id(checkpoint_id, "checkpoint_id")
+        return await self._get_checkpoint(checkpoint_id)
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write the checkpoint; return its new version."""
+        check_id(checkpoint_id, "checkpoint_id")
+        check_ttl(ttl)
+        return await self._put_checkpoint(checkpoint_id, bytes(data), status, ttl)
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Move pending@version to claimed; False if another resume won."""
+        check_id(checkpoint_id, "checkpoint_id")
+        return await self._claim_checkpoint(checkpoint_id, version)
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete the checkpoint."""
+        check_id(checkpoint_id, "checkpoint_id")
+        await self._delete_checkpoint(checkpoint_id)
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
-        """Return the session with its version (each store defines this)."""
-        raise NotImplementedError
+        """Return the session with its version, or None."""
+        check_id(session_id, "session_id")
+        return await self._get_session_record(session_id)
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Return the session's bytes, or None."""
         found = await self.get_session_record(session_id)
         return None if found is None else found.data
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write the session, if at `expected_version` when given; return its new version."""
+        check_id(session_id, "session_id")
+        check_ttl(ttl)
+        check_expected_version(expected_version)
+        return await self._put_session(session_id, bytes(data), ttl, expected_version)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session."""
+        check_id(session_id, "session_id")
+        await self._delete_session(session_id)
+
+    async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Read the checkpoint (each store defines this)."""
+        raise NotImplementedError
+
+    async def _put_checkpoint(
+        self, checkpoint_id: str, data: bytes, status: CheckpointStatus, ttl: float | None
+    ) -> int:
+        """Write the checkpoint and return its version (each store defines this)."""
+        raise NotImplementedError
+
+    async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Claim the checkpoint (each store defines this)."""
+        raise NotImplementedError
+
+    async def _delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete the checkpoint (each store defines this)."""
+        raise NotImplementedError
+
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Read the session with its version (each store defines this)."""
+        raise NotImplementedError
+
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
+    ) -> int:
+        """Write the session and return its version (each store defines this)."""
+        raise NotImplementedError
+
+    async def _delete_session(self, session_id: str) -> None:
+        """Delete the session (each store defines this)."""
+        raise NotImplementedError
 
     async def _conflict(self, session_id: str, expected_version: int) -> SessionConflict:
         """Return the error for a compare-and-set that did not hold, naming what is stored."""
@@ -266,19 +375,18 @@ class ClosingStore:
             expected_version=expected_version,
         )
 
-    async def close(self) -> None:
-        """Release connections."""
+    async def _written(
+        self, session_id: str, expected_version: int | None, rows: Sequence[Sequence[Any]]
+    ) -> int:
+        """Return the version in the first row a session write returned; with no row (the
+        compare-and-set did not hold), raise the conflict.
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        Raises:
+            SessionConflict: No row, so the stored version was not `expected_version`.
+        """
+        if rows or expected_version is None:
+            return int(rows[0][0])
+        raise await self._conflict(session_id, expected_version)
 
 
 @runtime_checkable
@@ -290,11 +398,107 @@ class Store(CheckpointStore, SessionStore, Protocol):
         ...
 
 
-class GuardedStore:
-    """Wrap a store so that its failures are `StoreError`s naming the operation."""
+class StoreView:
+    """A store seen through another: each id goes through `_checkpoint_key` or
+    `_session_key` on its way to `store`, and each operation through `_call`; records and
+    conflicts come back under the ids they were asked for."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def _checkpoint_key(self, checkpoint_id: str) -> str:
+        return checkpoint_id
+
+    def _session_key(self, session_id: str) -> str:
+        return session_id
+
+    async def _call(self, operation: str, coro: Awaitable[_T]) -> _T:
+        """Run one operation of the store."""
+        del operation
+        return await coro
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """Read a checkpoint."""
+        get = self.store.get_checkpoint(self._checkpoint_key(checkpoint_id))
+        found = await self._call("reading a checkpoint", get)
+        if found is None or found.checkpoint_id == checkpoint_id:
+            return found
+        return CheckpointRecord(
+            checkpoint_id=checkpoint_id, data=found.data, version=found.version, status=found.status
+        )
+
+    async def put_checkpoint(
+        self,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        status: CheckpointStatus = "pending",
+        ttl: float | None = None,
+    ) -> int:
+        """Write a checkpoint."""
+        key = self._checkpoint_key(checkpoint_id)
+        return await self._call(
+            "writing a checkpoint", self.store.put_checkpoint(key, data, status=status, ttl=ttl)
+        )
+
+    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+        """Claim a checkpoint (compare-and-set from pending at `version`)."""
+        claim = self.store.claim_checkpoint(self._checkpoint_key(checkpoint_id), version)
+        return await self._call("claiming a checkpoint", claim)
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete a checkpoint."""
+        delete = self.store.delete_checkpoint(self._checkpoint_key(checkpoint_id))
+        await self._call("deleting a checkpoint", delete)
+
+    async def get_session(self, session_id: str) -> bytes | None:
+        """Read a session."""
+        get = self.store.get_session(self._session_key(session_id))
+        return await self._call("reading a session", get)
+
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        """Read a session with its version."""
+        get = self.store.get_session_record(self._session_key(session_id))
+        found = await self._call("reading a session", get)
+        if found is None or found.session_id == session_id:
+            return found
+        return SessionRecord(session_id=session_id, data=found.data, version=found.version)
+
+    async def put_session(
+        self,
+        session_id: str,
+        data: bytes,
+        *,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+    ) -> int:
+        """Write a session (compare-and-set with `expected_version`); a `SessionConflict`
+        passes through, under `session_id`."""
+        key = self._session_key(session_id)
+        put = self.store.put_session(key, data, ttl=ttl, expected_version=expected_version)
+        try:
+            return await self._call("writing a session", put)
+        except SessionConflict as conflict:
+            if key == session_id:
+                raise
+            raise SessionConflict(
+                session_id=session_id,
+                version=conflict.version,
+                expected_version=conflict.expected_version,
+            ) from None
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session."""
+        delete = self.store.delete_session(self._session_key(session_id))
+        await self._call("deleting a session", delete)
+
+    async def close(self) -> None:
+        """Close the store seen through."""
+        await self._call("closing the store", self.store.close())
+
+
+class GuardedStore(StoreView):
+    """Wrap a store so that its failures are `StoreError`s naming the operation."""
 
     def __repr__(self) -> str:
         return repr(self.store)
@@ -310,56 +514,3 @@ class GuardedStore:
                 operation=operation,
             )
             raise err from exc
-
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
-        """Read a checkpoint."""
-        return await self._call("reading a checkpoint", self.store.get_checkpoint(checkpoint_id))
-
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
-    ) -> int:
-        """Write a checkpoint."""
-        put = self.store.put_checkpoint(checkpoint_id, data, status=status, ttl=ttl)
-        return await self._call("writing a checkpoint", put)
-
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
-        """Claim a checkpoint."""
-        claim = self.store.claim_checkpoint(checkpoint_id, version)
-        return await self._call("claiming a checkpoint", claim)
-
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
-        """Delete a checkpoint."""
-        await self._call("deleting a checkpoint", self.store.delete_checkpoint(checkpoint_id))
-
-    async def get_session(self, session_id: str) -> bytes | None:
-        """Read a session."""
-        return await self._call("reading a session", self.store.get_session(session_id))
-
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
-        """Read a session with its version."""
-        return await self._call("reading a session", self.store.get_session_record(session_id))
-
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
-    ) -> int:
-        """Write a session; a `SessionConflict` passes through."""
-        put = self.store.put_session(session_id, data, ttl=ttl, expected_version=expected_version)
-        return await self._call("writing a session", put)
-
-    async def delete_session(self, session_id: str) -> None:
-        """Delete a session."""
-        await self._call("deleting a session", self.store.delete_session(session_id))
-
-    async def close(self) -> None:
-        """Close the wrapped store."""
-        await self._call("closing the store", self.store.close())

@@ -13,9 +13,6 @@ from plait.stores.base import (
     CheckpointStatus,
     ClosingStore,
     SessionRecord,
-    check_expected_version,
-    check_id,
-    check_ttl,
 )
 
 __all__ = ["MemoryStore"]
@@ -90,9 +87,8 @@ class MemoryStore(ClosingStore):
         heapq.heapify(heap)
         self._expiries = heap
 
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+    async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
-        check_id(checkpoint_id, "checkpoint_id")
         found = self._checkpoints.get(checkpoint_id)
         if found is None or not self._alive(found[3]):
             return None
@@ -101,27 +97,19 @@ class MemoryStore(ClosingStore):
             checkpoint_id=checkpoint_id, data=data, version=version, status=status
         )
 
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
+    async def _put_checkpoint(
+        self, checkpoint_id: str, data: bytes, status: CheckpointStatus, ttl: float | None
     ) -> int:
         """Write the checkpoint; return its new version."""
-        check_id(checkpoint_id, "checkpoint_id")
-        check_ttl(ttl)
         self._drop_expired()
         previous = self._checkpoints.get(checkpoint_id)
         version = previous[1] + 1 if previous is not None else 1
         expires = self._expiry("checkpoint", checkpoint_id, ttl)
-        self._checkpoints[checkpoint_id] = (bytes(data), version, status, expires)
+        self._checkpoints[checkpoint_id] = (data, version, status, expires)
         return version
 
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+    async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
-        check_id(checkpoint_id, "checkpoint_id")
         found = self._checkpoints.get(checkpoint_id)
         if found is None or not self._alive(found[3]):
             return False
@@ -131,31 +119,21 @@ class MemoryStore(ClosingStore):
         self._checkpoints[checkpoint_id] = (data, current + 1, "claimed", expires)
         return True
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+    async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
-        check_id(checkpoint_id, "checkpoint_id")
         self._checkpoints.pop(checkpoint_id, None)
 
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        check_id(session_id, "session_id")
         found = self._sessions.get(session_id)
         if found is None or not self._alive(found[2]):
             return None
         return SessionRecord(session_id=session_id, data=found[0], version=found[1])
 
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        check_id(session_id, "session_id")
-        check_ttl(ttl)
-        check_expected_version(expected_version)
         self._drop_expired()
         # no await from the read to the write: nothing else runs in between
         found = self._sessions.get(session_id)
@@ -165,12 +143,11 @@ class MemoryStore(ClosingStore):
                 session_id=session_id, version=current, expected_version=expected_version
             )
         expires = self._expiry("session", session_id, ttl)
-        self._sessions[session_id] = (bytes(data), current + 1, expires)
+        self._sessions[session_id] = (data, current + 1, expires)
         return current + 1
 
-    async def delete_session(self, session_id: str) -> None:
+    async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
-        check_id(session_id, "session_id")
         self._sessions.pop(session_id, None)
 
     async def close(self) -> None:

@@ -19,15 +19,9 @@ Needs `pip install "plait[postgres]"`.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import hashlib
 import math
-import re
 import time
-from collections.abc import AsyncGenerator
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.errors import UsageError
 from plait.stores._network import (
@@ -39,19 +33,15 @@ from plait.stores._network import (
     READ_SESSION,
     WRITE_CHECKPOINT,
     WRITE_SESSION,
-    check_timeout,
-    failed,
-    timed_out,
 )
-from plait.stores._pgpool import ConnectionPool, close_when_done, dsn_address, forget_task
+from plait.stores._pgclient import PostgresClient
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
     ClosingStore,
     SessionRecord,
-    check_expected_version,
-    check_id,
-    check_ttl,
+    checkpoint_from_rows,
+    session_from_rows,
 )
 
 if TYPE_CHECKING:
@@ -87,35 +77,10 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
-
-#: Seconds `close` waits for operations that ran out of time to let go of their connections.
-_CLOSE_WAIT = 5.0
-
-
-def _require_psycopg() -> ModuleType:
-    """Import `psycopg`, or explain how to install it.
-
-    Raises:
-        UsageError: The package is not installed.
-    """
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise UsageError('PostgresStore needs psycopg: pip install "plait[postgres]"') from exc
-    return psycopg
-
-
-def _statements(script: str) -> list[str]:
+def _statements(script: str) -> tuple[str, ...]:
     """Split a migration script into its statements."""
-    return [part.strip() for part in script.split(";") if part.strip()]
-
-
-def _lock_key(prefix: str) -> int:
-    """Return the advisory lock key that serializes migrations of the tables of `prefix`."""
-    digest = hashlib.blake2b(f"plait.migrate:{prefix}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
+    return tuple(part.strip() for part in script.split(";") if part.strip())
 
 
 class _Queries:
@@ -169,7 +134,7 @@ class _Queries:
         )
 
 
-class PostgresStore(ClosingStore):
+class PostgresStore(PostgresClient, ClosingStore):
     """A store in PostgreSQL: shared by processes and machines, safe under concurrent resumes.
 
     Nothing is opened until the first call. The pool belongs to the event loop it was opened
@@ -200,6 +165,11 @@ class PostgresStore(ClosingStore):
     #: Seconds between two deletions of expired rows by the same store.
     sweep_interval: float = 60.0
 
+    _migrations = tuple(_statements(script) for script in MIGRATIONS)
+    _version_table = "schema_version"
+    _lock_name = "plait.migrate"
+    _reads = frozenset({READ_CHECKPOINT, READ_SESSION})
+
     def __init__(
         self,
         dsn: str,
@@ -209,230 +179,73 @@ class PostgresStore(ClosingStore):
         table_prefix: str = "plait_",
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        self._psycopg = _require_psycopg()
-        if not _PREFIX.fullmatch(table_prefix):
-            raise UsageError(
-                f"table_prefix {table_prefix!r} must be letters, digits and underscores"
-                " (at most 40, not starting with a digit)"
-            )
         if min_size < 0 or max_size < max(min_size, 1):
             raise UsageError(f"need 0 <= min_size <= max_size, max_size >= 1; got {min_size}")
-        self.dsn = dsn
-        self.min_size = min_size
-        self.max_size = max_size
-        self.table_prefix = table_prefix
-        self.timeout = check_timeout("PostgresStore", timeout)
-        self.address = dsn_address(dsn)
+        self._setup(
+            "PostgresStore",
+            dsn,
+            table_prefix=table_prefix,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+        )
         self._sql = _Queries(table_prefix)
-        self._pool: ConnectionPool | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = asyncio.Lock()
         self._last_sweep = -math.inf
-        self._closer: AsyncGenerator[None, None] | None = None
-        self._leftovers: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.address!r}, table_prefix={self.table_prefix!r})"
 
-    async def _connect(self) -> ConnectionPool:
-        """Return the pool of the running loop, opening it if needed."""
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # the old loop's end closed (or will close) its pool
-            self._loop, self._lock, self._pool = loop, asyncio.Lock(), None
-            self._closer, self._leftovers = None, set()
-        if self._pool is not None:
-            return self._pool
-        async with self._lock:
-            if self._pool is None:
-                self._pool = await self._open()
-            return self._pool
-
-    async def _open(self) -> ConnectionPool:
-        """Bring the schema up to date, then open a pool that the loop's end closes."""
-        pool = ConnectionPool(self._new_connection, self.max_size, self._psycopg.OperationalError)
-        closer = self._closer = close_when_done(pool)
-        await anext(closer)
-        try:
-            connection = await self._new_connection()
-            pool.keep(connection)
-            await self._migrate(connection)
-            for _ in range(self.min_size - 1):
-                pool.keep(await self._new_connection())
-        except BaseException:
-            self._closer = None
-            await closer.aclose()
-            raise
-        return pool
-
-    async def _new_connection(self) -> _Connection:
-        """Open a connection in autocommit mode."""
-        limit = max(2, math.ceil(self.timeout))  # libpq counts whole seconds, at least 2
-        connect = self._psycopg.AsyncConnection.connect
-        return cast("_Connection", await connect(self.dsn, autocommit=True, connect_timeout=limit))
-
-    async def _migrate(self, connection: _Connection) -> None:
-        """Apply the migrations the database lacks, one process at a time."""
-        p = self.table_prefix
-        async with connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(p),))
-            await connection.execute(
-                f"CREATE TABLE IF NOT EXISTS {p}schema_version (version INTEGER PRIMARY KEY,"
-                " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-            )
-            cursor = await connection.execute(f"SELECT MAX(version) FROM {p}schema_version")
-            row = await cursor.fetchone()
-            current = int(row[0] or 0) if row is not None else 0
-            for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
-                for statement in _statements(script.format(prefix=p)):
-                    await connection.execute(statement)
-                await connection.execute(
-                    f"INSERT INTO {p}schema_version (version) VALUES (%s)", (version,)
-                )
-
-    async def _query(
-        self, operation: str, sql: str, params: tuple[Any, ...], *, sweep: bool = False
-    ) -> list[tuple[Any, ...]]:
-        """Run one statement within `timeout` and return its rows; with `sweep`, first
-        delete expired rows.
-
-        The statement runs in a task of its own. When the time is up that task is cancelled
-        but not waited for: psycopg then asks the server to cancel the statement, which a
-        server that does not answer would drag past the timeout.
-
-        Raises:
-            StoreError: The time ran out, or the server or the connection failed.
-        """
-        task = asyncio.ensure_future(self._run(sql, params, sweep))
-        write = operation not in (READ_CHECKPOINT, READ_SESSION)
-        try:
-            async with asyncio.timeout(self.timeout):
-                return await asyncio.shield(task)
-        except TimeoutError:
-            raise timed_out(
-                operation, "PostgreSQL", self.address, self.timeout, write=write
-            ) from None
-        except (self._psycopg.Error, OSError) as exc:
-            raise failed(operation, "PostgreSQL", self.address, exc, write=write) from exc
-        finally:
-            if not task.done():
-                task.cancel()
-                self._leftovers.add(task)
-                task.add_done_callback(functools.partial(forget_task, leftovers=self._leftovers))
-
-    async def _run(self, sql: str, params: tuple[Any, ...], sweep: bool) -> list[tuple[Any, ...]]:
-        """Run one statement on a pooled connection and return its rows."""
-        pool = await self._connect()
-        async with pool.connection() as connection:
-            return await self._execute(connection, sql, params, sweep)
-
-    async def _execute(
-        self, connection: _Connection, sql: str, params: tuple[Any, ...], sweep: bool
-    ) -> list[tuple[Any, ...]]:
-        """Run one statement and return its rows; with `sweep`, first delete expired rows."""
+    async def _sweep(self, connection: _Connection) -> None:
+        """Delete expired rows, if `sweep_interval` has passed since this store last did."""
         now = time.monotonic()
-        if sweep and now - self._last_sweep >= self.sweep_interval:
+        if now - self._last_sweep >= self.sweep_interval:
             self._last_sweep = now
             for statement in self._sql.sweeps:
                 await connection.execute(statement)
-        cursor = await connection.execute(sql, params)
-        return await cursor.fetchall() if cursor.description is not None else []
 
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+    async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(READ_CHECKPOINT, self._sql.get_checkpoint, (checkpoint_id,))
-        if not rows:
-            return None
-        data, version, status = rows[0]
-        return CheckpointRecord(
-            checkpoint_id=checkpoint_id,
-            data=bytes(data),
-            version=int(version),
-            status=cast("CheckpointStatus", status),
-        )
+        return checkpoint_from_rows(checkpoint_id, rows)
 
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
+    async def _put_checkpoint(
+        self, checkpoint_id: str, data: bytes, status: CheckpointStatus, ttl: float | None
     ) -> int:
         """Write the checkpoint; return its new version."""
-        check_id(checkpoint_id, "checkpoint_id")
-        check_ttl(ttl)
-        params = (checkpoint_id, bytes(data), status, ttl)
+        params = (checkpoint_id, data, status, ttl)
         rows = await self._query(WRITE_CHECKPOINT, self._sql.put_checkpoint, params, sweep=True)
         return int(rows[0][0])
 
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+    async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(
             CLAIM_CHECKPOINT, self._sql.claim_checkpoint, (checkpoint_id, version)
         )
         return len(rows) == 1
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+    async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
-        check_id(checkpoint_id, "checkpoint_id")
         await self._query(DELETE_CHECKPOINT, self._sql.delete_checkpoint, (checkpoint_id,))
 
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        check_id(session_id, "session_id")
         rows = await self._query(READ_SESSION, self._sql.get_session, (session_id,))
-        if not rows:
-            return None
-        data, version = rows[0]
-        return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+        return session_from_rows(session_id, rows)
 
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        check_id(session_id, "session_id")
-        check_ttl(ttl)
-        check_expected_version(expected_version)
-        blob = bytes(data)
+        params: tuple[Any, ...]
         if expected_version is None:
-            put = (session_id, blob, ttl)
-            rows = await self._query(WRITE_SESSION, self._sql.put_session, put, sweep=True)
-            return int(rows[0][0])
-        if expected_version == 0:
-            create = (session_id, blob, ttl)
-            rows = await self._query(WRITE_SESSION, self._sql.create_session, create, sweep=True)
+            sql, params = self._sql.put_session, (session_id, data, ttl)
+        elif expected_version == 0:
+            sql, params = self._sql.create_session, (session_id, data, ttl)
         else:
-            replace = (blob, ttl, session_id, expected_version)
-            rows = await self._query(WRITE_SESSION, self._sql.replace_session, replace, sweep=True)
-        if rows:
-            return int(rows[0][0])
-        raise await self._conflict(session_id, expected_version)
+            sql, params = self._sql.replace_session, (data, ttl, session_id, expected_version)
+        rows = await self._query(WRITE_SESSION, sql, params, sweep=True)
+        return await self._written(session_id, expected_version, rows)
 
-    async def delete_session(self, session_id: str) -> None:
+    async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
-        check_id(session_id, "session_id")
         await self._query(DELETE_SESSION, self._sql.delete_session, (session_id,))
-
-    async def close(self) -> None:
-        """Close the pool; the next use opens a new one.
-
-        A pool opened in another loop is only dropped: that loop closed it when it ended.
-        """
-        self._pool = None
-        closer, self._closer = self._closer, None
-        leftovers, self._leftovers = self._leftovers, set()
-        if self._loop is not asyncio.get_running_loop():
-            return
-        for task in leftovers:
-            task.cancel()  # cancelled again, psycopg drops the connection at once
-        if leftovers:
-            await asyncio.wait(leftovers, timeout=_CLOSE_WAIT)
-        if closer is not None:
-            await closer.aclose()  # closes the pool

@@ -38,9 +38,6 @@ from plait.stores.base import (
     CheckpointStatus,
     ClosingStore,
     SessionRecord,
-    check_expected_version,
-    check_id,
-    check_ttl,
 )
 
 if TYPE_CHECKING:
@@ -264,9 +261,8 @@ class RedisStore(ClosingStore):
     def _session_key(self, session_id: str) -> str:
         return f"{self.prefix}session:{session_id}"
 
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+    async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
-        check_id(checkpoint_id, "checkpoint_id")
         key = self._checkpoint_key(checkpoint_id)
         found = await self._call(READ_CHECKPOINT, lambda c: c.client.hgetall(key), write=False)
         fields = cast("dict[bytes, bytes]", found)
@@ -280,43 +276,33 @@ class RedisStore(ClosingStore):
             status=status,
         )
 
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
+    async def _put_checkpoint(
+        self, checkpoint_id: str, data: bytes, status: CheckpointStatus, ttl: float | None
     ) -> int:
         """Write the checkpoint; return its new version."""
-        check_id(checkpoint_id, "checkpoint_id")
-        check_ttl(ttl)
         expiry = "" if ttl is None else str(_milliseconds(ttl))
         keys = [self._checkpoint_key(checkpoint_id)]
-        args: list[bytes | str] = [bytes(data), status, expiry]
+        args: list[bytes | str] = [data, status, expiry]
         version: Any = await self._call(
             WRITE_CHECKPOINT, lambda c: c.put(keys=keys, args=args), write=True
         )
         return int(version)
 
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+    async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
-        check_id(checkpoint_id, "checkpoint_id")
         keys, args = [self._checkpoint_key(checkpoint_id)], [str(version)]
         won: Any = await self._call(
             CLAIM_CHECKPOINT, lambda c: c.claim(keys=keys, args=args), write=True
         )
         return int(won) == 1
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+    async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
-        check_id(checkpoint_id, "checkpoint_id")
         key = self._checkpoint_key(checkpoint_id)
         await self._call(DELETE_CHECKPOINT, lambda c: c.client.delete(key), write=True)
 
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        check_id(session_id, "session_id")
         keys = [self._session_key(session_id)]
         found: Any = await self._call(READ_SESSION, lambda c: c.get_session(keys=keys), write=False)
         if found is None or found[0] is None or found[1] is None:
@@ -324,22 +310,14 @@ class RedisStore(ClosingStore):
         data, version = found
         return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
 
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        check_id(session_id, "session_id")
-        check_ttl(ttl)
-        check_expected_version(expected_version)
         expiry = "" if ttl is None else str(_milliseconds(ttl))
         expected = "" if expected_version is None else str(expected_version)
         keys = [self._session_key(session_id)]
-        args: list[bytes | str] = [bytes(data), expiry, expected]
+        args: list[bytes | str] = [data, expiry, expected]
         result: Any = await self._call(
             WRITE_SESSION, lambda c: c.put_session(keys=keys, args=args), write=True
         )
@@ -350,9 +328,8 @@ class RedisStore(ClosingStore):
             session_id=session_id, version=version, expected_version=expected_version
         )
 
-    async def delete_session(self, session_id: str) -> None:
+    async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
-        check_id(session_id, "session_id")
         key = self._session_key(session_id)
         await self._call(DELETE_SESSION, lambda c: c.client.delete(key), write=True)
 

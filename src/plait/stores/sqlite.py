@@ -20,19 +20,18 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import aiosqlite
 
-from plait.stores._aiosqlite import connect
+from plait.stores._aiosqlite import BUSY_TIMEOUT_MS, LoopConnection, open_migrated
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
     ClosingStore,
     SessionRecord,
-    check_expected_version,
-    check_id,
-    check_ttl,
+    checkpoint_from_rows,
+    session_from_rows,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -62,7 +61,6 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-_BUSY_TIMEOUT_MS = 30_000
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 
 _GET_CHECKPOINT = f"SELECT data, version, status FROM plait_checkpoints WHERE id = ? AND {_LIVE}"
@@ -112,38 +110,14 @@ _SWEEPS = (
 )
 
 
-def _statements(script: str) -> list[str]:
+def _statements(script: str) -> tuple[str, ...]:
     """Split a migration script into its statements."""
-    return [part.strip() for part in script.split(";") if part.strip()]
+    return tuple(part.strip() for part in script.split(";") if part.strip())
 
 
 def _expiry(ttl: float | None) -> float | None:
     """Return the wall-clock time at which a record written now with `ttl` expires."""
     return None if ttl is None else time.time() + ttl
-
-
-async def _migrate(db: aiosqlite.Connection) -> None:
-    """Apply the migrations this file lacks, in one `BEGIN IMMEDIATE` transaction."""
-    await db.execute_fetchall("BEGIN IMMEDIATE")
-    try:
-        await db.execute_fetchall(
-            "CREATE TABLE IF NOT EXISTS plait_schema_version"
-            " (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        rows = list(await db.execute_fetchall("SELECT MAX(version) FROM plait_schema_version"))
-        current = int(rows[0][0] or 0)
-        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
-            for statement in _statements(script):
-                await db.execute_fetchall(statement)
-            await db.execute_fetchall(
-                "INSERT INTO plait_schema_version (version, applied_at) VALUES (?, ?)",
-                (version, time.time()),
-            )
-        await db.execute_fetchall("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            await db.execute_fetchall("ROLLBACK")
-        raise
 
 
 async def _enable_wal(db: aiosqlite.Connection) -> None:
@@ -152,7 +126,7 @@ async def _enable_wal(db: aiosqlite.Connection) -> None:
     Changing the journal mode fails at once, without `busy_timeout`, when another connection
     is using the file; the mode is stored in the file, so this only waits on a fresh one.
     """
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     while True:
         try:
             await db.execute_fetchall("PRAGMA journal_mode = WAL")
@@ -164,21 +138,13 @@ async def _enable_wal(db: aiosqlite.Connection) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _open(path: str) -> aiosqlite.Connection:
-    """Connect to `path` in autocommit and WAL mode, with the schema up to date."""
-    db = await connect(path)
-    try:
-        await db.execute_fetchall(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        await _enable_wal(db)
-        await db.execute_fetchall("PRAGMA synchronous = NORMAL")
-        await _migrate(db)
-    except BaseException:
-        await db.close()
-        raise
-    return db
+async def _setup(db: aiosqlite.Connection) -> None:
+    """Put the file in WAL mode, with commits synced at checkpoints."""
+    await _enable_wal(db)
+    await db.execute_fetchall("PRAGMA synchronous = NORMAL")
 
 
-class SqliteStore(ClosingStore):
+class SqliteStore(LoopConnection, ClosingStore):
     """A store in a SQLite file: durable, shared by the processes of one machine.
 
     Nothing is opened until the first call. The connection belongs to the event loop it was
@@ -194,29 +160,13 @@ class SqliteStore(ClosingStore):
     sweep_interval: float = 60.0
 
     def __init__(self, path: str | Path = "plait.db") -> None:
-        self.path = os.fspath(path)
-        self._db: aiosqlite.Connection | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = asyncio.Lock()
-        self._stale: list[aiosqlite.Connection] = []
+        super().__init__(os.fspath(path))
         self._last_sweep = -math.inf
 
-    async def _connection(self) -> aiosqlite.Connection:
-        """Return the connection of the running loop, opening it if needed."""
-        loop = asyncio.get_running_loop()
-        if self._loop is loop and self._db is not None:
-            return self._db
-        if self._loop is not loop:
-            self._loop, self._lock = loop, asyncio.Lock()
-            if self._db is not None:
-                self._stale.append(self._db)
-                self._db = None
-        async with self._lock:
-            if self._db is None:
-                while self._stale:
-                    await self._stale.pop().close()
-                self._db = await _open(self.path)
-            return self._db
+    async def _open(self) -> aiosqlite.Connection:
+        """Connect in autocommit and WAL mode, with the schema up to date."""
+        migrations = [_statements(script) for script in MIGRATIONS]
+        return await open_migrated(self.path, "plait_schema_version", migrations, _setup)
 
     async def _query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Any]:
         """Run one statement and return its rows."""
@@ -233,88 +183,47 @@ class SqliteStore(ClosingStore):
                 await self._query(sweep, (wall,))
         return await self._query(sql, params)
 
-    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+    async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(_GET_CHECKPOINT, (checkpoint_id, time.time()))
-        if not rows:
-            return None
-        data, version, status = rows[0]
-        return CheckpointRecord(
-            checkpoint_id=checkpoint_id,
-            data=bytes(data),
-            version=int(version),
-            status=cast("CheckpointStatus", status),
-        )
+        return checkpoint_from_rows(checkpoint_id, rows)
 
-    async def put_checkpoint(
-        self,
-        checkpoint_id: str,
-        data: bytes,
-        *,
-        status: CheckpointStatus = "pending",
-        ttl: float | None = None,
+    async def _put_checkpoint(
+        self, checkpoint_id: str, data: bytes, status: CheckpointStatus, ttl: float | None
     ) -> int:
         """Write the checkpoint; return its new version."""
-        check_id(checkpoint_id, "checkpoint_id")
-        check_ttl(ttl)
-        params = (checkpoint_id, bytes(data), status, _expiry(ttl))
+        params = (checkpoint_id, data, status, _expiry(ttl))
         rows = await self._write(_PUT_CHECKPOINT, params)
         return int(rows[0][0])
 
-    async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
+    async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
-        check_id(checkpoint_id, "checkpoint_id")
         rows = await self._query(_CLAIM_CHECKPOINT, (checkpoint_id, version, time.time()))
         return len(rows) == 1
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+    async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
-        check_id(checkpoint_id, "checkpoint_id")
         await self._query("DELETE FROM plait_checkpoints WHERE id = ?", (checkpoint_id,))
 
-    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        check_id(session_id, "session_id")
         rows = await self._query(_GET_SESSION, (session_id, time.time()))
-        if not rows:
-            return None
-        data, version = rows[0]
-        return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+        return session_from_rows(session_id, rows)
 
-    async def put_session(
-        self,
-        session_id: str,
-        data: bytes,
-        *,
-        ttl: float | None = None,
-        expected_version: int | None = None,
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        check_id(session_id, "session_id")
-        check_ttl(ttl)
-        check_expected_version(expected_version)
-        blob, expires, now = bytes(data), _expiry(ttl), time.time()
+        expires, now = _expiry(ttl), time.time()
         if expected_version is None:
-            rows = await self._write(_PUT_SESSION, (session_id, blob, expires, now))
-            return int(rows[0][0])
-        if expected_version == 0:
-            rows = await self._write(_CREATE_SESSION, (session_id, blob, expires, now))
+            rows = await self._write(_PUT_SESSION, (session_id, data, expires, now))
+        elif expected_version == 0:
+            rows = await self._write(_CREATE_SESSION, (session_id, data, expires, now))
         else:
-            params = (blob, expires, session_id, expected_version, now)
-            rows = await self._write(_REPLACE_SESSION, params)
-        if rows:
-            return int(rows[0][0])
-        raise await self._conflict(session_id, expected_version)
+            replace = (data, expires, session_id, expected_version, now)
+            rows = await self._write(_REPLACE_SESSION, replace)
+        return await self._written(session_id, expected_version, rows)
 
-    async def delete_session(self, session_id: str) -> None:
+    async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
-        check_id(session_id, "session_id")
         await self._query("DELETE FROM plait_sessions WHERE id = ?", (session_id,))
-
-    async def close(self) -> None:
-        """Close the connection; the next use opens a new one."""
-        found = [*self._stale, *([self._db] if self._db is not None else [])]
-        self._stale, self._db = [], None
-        for db in found:
-            await db.close()
