@@ -123,6 +123,6 @@ def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:
     pytest.importorskip("temporalio")
     figures = _quick("temporal_overhead.py")
     for key in ("plain_step_ms", "temporal_step_ms", "bare_temporal_activity_ms"):
-        assert figures[key] > 0, key
+        assert _a_figure(figures[key]), key  # each a difference of two timings
     assert "plait_share_per_activity_ms" in figures
     assert "local_overhead_per_activity_ms" in figures
