@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from plait.capabilities.limits import UsageLimits
     from plait.capabilities.loop_guard import LoopGuard
     from plait.core.agent import Agent, AgentInput
-    from plait.core.agent_context import AgentContext, RunContext
+    from plait.core.agent_context import AgentContext, HookContext, RunContext
     from plait.core.context import IdSource
     from plait.core.current import run_context
     from plait.core.hooks import Hooks, ModelRequest
@@ -87,6 +87,7 @@ __all__ = [
     "FunctionTool",
     "GuardrailResult",
     "HandoffLog",
+    "HookContext",
     "Hooks",
     "IdSource",
     "Inherit",
@@ -166,6 +167,7 @@ _EXPORTS = {
     "PlaitError": "plait.errors",
     "IdSource": "plait.core.context",
     "AgentContext": "plait.core.agent_context",
+    "HookContext": "plait.core.agent_context",
     "ResumeInfo": "plait.core.resume",
     "RunContext": "plait.core.agent_context",
     "RunOption": "plait.agents.options",

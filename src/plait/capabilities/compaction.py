@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from plait._util.route import side_model
-from plait.core.agent_context import AgentContext
+from plait.core.agent_context import AgentContext, HookContext
 from plait.core.context import inside
 from plait.core.hooks import Hooks, ModelRequest
 from plait.errors import ModelError, UsageError
@@ -120,14 +120,14 @@ class Compaction(Hooks):
         messages = (*head, Message.user(SUMMARY_PREFIX + summary), *tail)
         after = await _count(target, messages)
         custom = {"compaction": {"before": before, "after": after}}
-        inside(ctx).emit(ctx.event(output=AgentOutput(custom=custom)))
+        cast(HookContext, ctx).emit(ctx.event(output=AgentOutput(custom=custom)))
         return dataclasses.replace(request, messages=messages)
 
     def _target(self, ctx: AgentContext) -> ChatModel:
         """Return the model the agent's prompt goes to in this run."""
         fallback = self._agent_model or self.model
         if fallback is not None:
-            current = inside(ctx).model  # the agent's model in this run (a per-run option's)
+            current = cast(HookContext, ctx).model  # the agent's model in this run
             return cast(ChatModel, current) if current is not None else fallback
         raise UsageError(
             "Compaction without a model takes its agent's: give it as "
@@ -146,7 +146,7 @@ class Compaction(Hooks):
             raise model_error(ctx.agent_name, exc) from exc
         if not isinstance(reply, Message):
             raise wrong_output(model, ctx.agent_name, "generate() returned", reply, "a Message")
-        inside(ctx).record_model_call(reply.usage)
+        cast(HookContext, ctx).record_model_call(reply.usage)
         return reply.content.strip()
 
 

@@ -34,8 +34,9 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from plait.core.agent_context import HookContext
 from plait.core.context import RunContext, inside
 from plait.core.hooks import Hooks, ModelRequest
 from plait.errors import LoopDetected, UsageError
@@ -171,7 +172,7 @@ class _RepeatGuard(Hooks):
     async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
         resumed = ctx.resume_info
         if resumed is None or not resumed.was_interrupted:  # a new run of the agent here
-            inside(ctx).save_state(_KEY, _fresh())
+            ctx.save_state(_KEY, _fresh())
 
     async def before_tool(self, ctx: AgentContext, call: ToolCall) -> None:
         guard = self.guard
@@ -189,7 +190,7 @@ class _RepeatGuard(Hooks):
         if guard.on == "stop":
             raise _loop_error(ctx, call.name, arguments, count, "repeat")
         info = {"loop": {"tool": call.name, "arguments": arguments, "count": count}}
-        if not inside(ctx).interrupt(info):  # pauses the first time; then the answer
+        if not cast(HookContext, ctx).interrupt(info):  # pauses the first time; then the answer
             raise _loop_error(ctx, call.name, arguments, count, "repeat")
         state["reset"] = call.id  # a person let it run: count from zero again
         owner.save_state(_KEY, state)

@@ -17,7 +17,7 @@ from plait.errors import PlaitError
 from plait.events import AgentAction, AgentEvent, AgentOutput
 from plait.messages import Message, Usage
 
-__all__ = ["AgentContext", "ResumeInfo", "RunContext"]
+__all__ = ["AgentContext", "HookContext", "ResumeInfo", "RunContext"]
 
 
 @runtime_checkable
@@ -129,3 +129,45 @@ class AgentContext(Protocol):
 #: The older name of `AgentContext`, kept for annotations (a tool parameter annotated with
 #: either is injected).
 RunContext = AgentContext
+
+
+@runtime_checkable
+class HookContext(AgentContext, Protocol):
+    """What a hook may use of the run besides `AgentContext`: the context every seam of
+    `plait.Hooks` receives (annotate a hook's `ctx` with it to use these).
+
+    `address` names the place in the run (the agent, or the tool call: its interrupts and
+    values are keyed by it); `model` is the model the agent calls in this run (a per-run
+    option's, or its own; None outside a model's agent); `record_model_call(usage)` counts a
+    call a hook makes itself (a summary) in the run's usage and budgets; `emit(event)` passes
+    an event up from inside a tool call; `extras` is a mapping a process-wide hook keeps per
+    run while it lives (never saved); `interrupt(info)` pauses the run at this place, or
+    returns the answer once resumed.
+    """
+
+    @property
+    def address(self) -> str:
+        """The place in the run: `agent:A;tool:search:call_1`."""
+        ...
+
+    @property
+    def model(self) -> object:
+        """The model the agent of this context calls in this run (None: not a model's)."""
+        ...
+
+    def record_model_call(self, usage: Usage | None) -> None:
+        """Count one model call and its usage towards the run's totals and budgets."""
+        ...
+
+    def emit(self, event: AgentEvent) -> bool:
+        """Pass an event up from a tool call; False when its caller takes none."""
+        ...
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """What process-wide hooks keep for this run while it lives (never saved)."""
+        ...
+
+    def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
+        """Pause the run here, or return the data this place was resumed with."""
+        ...

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from plait.core.agent_context import AgentContext
+from plait.core.agent_context import AgentContext, HookContext
 from plait.core.context_pause import UNREAD, PauseAndSave
 from plait.core.context_run import RunValues
 from plait.core.history import USER, HistoryRecord, history_for, whole_messages
@@ -455,3 +455,7 @@ def inside(ctx: AgentContext) -> RunContext:
     raise UsageError(
         f"plait's agents run inside a plait run (Runner), not with a {type(ctx).__name__}"
     )
+
+
+if TYPE_CHECKING:  # plait's context is what every hook seam is given
+    _IS_A_HOOK_CONTEXT: type[HookContext] = RunContext
