@@ -7,7 +7,7 @@ import json
 import pytest
 
 from plait import FunctionTool, Runner
-from plait.core.context import RunContext as Ctx  # plait's own context class
+from plait.core.context import Frame as Ctx  # plait's own context class
 from plait.errors import InvalidToolArguments
 from plait.examples.router import (
     QUERIES,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from plait import ChatModelAgent, Message, Runner
-from plait.core.context import RunContext as Ctx  # plait's own context class
+from plait.core.context import Frame as Ctx  # plait's own context class
 from plait.errors import UsageError
 from plait.prebuilt.filesystem import (
     DirectoryBackend,

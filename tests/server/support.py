@@ -82,7 +82,7 @@ def make_agents(controls: Controls) -> dict[str, Agent]:
         controls.slow_started.set()
         ctx = run_context()
         deadline = time.monotonic() + WAIT
-        while len(controls.slow_calls) == 1 and not ctx.cancel_requested:
+        while len(controls.slow_calls) == 1 and not ctx.cancelled:
             if time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.01)

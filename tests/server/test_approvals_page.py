@@ -119,6 +119,28 @@ def test_the_run_views_approve_button_answers_with_the_fingerprint(
     assert _audit(base_url, "ann-key")[0]["arguments"] == {"cents": 77}
 
 
+def test_the_answer_form_appears_only_once_the_run_has_ended_on_the_page(
+    base_url: str, page: Any, charges: list[int]
+) -> None:
+    """The run's trace loads after its summary; a form drawn before that would ignore a click."""
+    from playwright.sync_api import expect
+
+    from tests.server.page_browser import send
+
+    held: list[Any] = []
+    page.route("**/v1/runs/*/spans", held.append)  # the trace request waits, unanswered
+    sign_in(page, base_url, "ann-key")
+    send(page, "shop", "pay 88")
+    expect(page.locator('#run-facts dd[data-fact="status"]')).to_have_text("paused")
+    assert page.locator("#interrupts form").count() == 0
+    page.unroute("**/v1/runs/*/spans")
+    for route in held:
+        route.continue_()
+    page.click("#interrupts button.approve")
+    expect(page.locator("#events")).to_contain_text("result: charged 88")
+    assert 88 in charges
+
+
 def test_a_key_entered_after_a_refusal_clears_it_and_shows_the_inbox(
     base_url: str, page: Any
 ) -> None:

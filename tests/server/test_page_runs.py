@@ -63,9 +63,9 @@ async def work() -> str:
     """Work until the run is asked to stop."""
     ctx = run_context()
     deadline = time.monotonic() + WAIT
-    while not ctx.cancel_requested and time.monotonic() < deadline:  # noqa: ASYNC110
+    while not ctx.cancelled and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
-    return "stopped" if ctx.cancel_requested else "worked"
+    return "stopped" if ctx.cancelled else "worked"
 
 
 @tool

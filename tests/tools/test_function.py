@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from plait import RunContext, ToolResult, run_context, tool
-from plait.core.context import RunContext as Ctx  # plait's own context class
+from plait.core.context import Frame as Ctx  # plait's own context class
 from plait.errors import InvalidToolArguments, UsageError
 from plait.tools import FunctionTool, Tool, ToolInfo
 

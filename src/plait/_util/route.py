@@ -20,14 +20,14 @@ __all__ = ["run_sync_node", "side_model"]
 
 def side_model(ctx: Any, model: Any) -> Any:
     """Return the model a call outside the ReAct loop at `ctx` goes to."""
-    route = getattr(ctx.interceptor, "side_model", None)
+    route = getattr(ctx.run.interceptor, "side_model", None)
     return model if route is None else route(ctx, model)
 
 
 def run_sync_node(ctx: Any, name: str, fn: Callable[[Any], Any], state: Any) -> Awaitable[Any]:
     """Run the sync graph node `fn` on `state`: where the run's interceptor sends it, else
     on a daemon thread (context copied)."""
-    route = getattr(ctx.interceptor, "sync_node", None)
+    route = getattr(ctx.run.interceptor, "sync_node", None)
     if route is not None:
         routed: Awaitable[Any] = route(ctx, name, fn, state)
         return routed

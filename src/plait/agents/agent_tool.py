@@ -11,7 +11,7 @@ from typing import Any
 from plait.core.agent import Agent, require_agent
 from plait.core.agent_context import AgentContext
 from plait.core.checkpoint import NestedRecord
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.history import as_records, rewrite_message, whole_messages
 from plait.core.kernel import is_pause, run_agent
 from plait.core.signal import raise_pause
@@ -87,7 +87,7 @@ class AgentTool:
         """Run one call of this tool with the model's `arguments_json`."""
         return await self._call(arguments_json, inside(ctx))
 
-    async def _call(self, arguments_json: str, ctx: RunContext) -> str:
+    async def _call(self, arguments_json: str, ctx: Frame) -> str:
         """Run the agent on the request and return its final answer.
 
         If the child pauses, this call pauses too (the run's interrupt lists the child's);
@@ -101,7 +101,7 @@ class AgentTool:
         )
         return "" if final is None else final.content
 
-    def _request(self, arguments_json: str, ctx: RunContext) -> str:
+    def _request(self, arguments_json: str, ctx: Frame) -> str:
         if self._custom:
             return self._custom_request(arguments_json, ctx)
         try:
@@ -116,7 +116,7 @@ class AgentTool:
             problem, tool_name=self.agent.name, call_id=ctx.tool_call_id, agent_name=ctx.agent_name
         )
 
-    def _custom_request(self, arguments_json: str, ctx: RunContext) -> str:
+    def _custom_request(self, arguments_json: str, ctx: Frame) -> str:
         """With a custom schema, the child's message is the arguments as the model sent them."""
         problem = None
         if self._validator is not None:  # strict, as JSON: like the arguments of a `@tool`
@@ -143,7 +143,7 @@ class AgentTool:
             )
         return arguments_json
 
-    def _context(self, ctx: RunContext) -> list[Message]:
+    def _context(self, ctx: Frame) -> list[Message]:
         """The caller's conversation before this call, for `full_history`."""
         if not self.full_history:
             return []
@@ -160,7 +160,7 @@ class AgentTool:
 
 async def run_nested(
     agent: Agent,
-    ctx: RunContext,
+    ctx: Frame,
     messages: Callable[[], list[Message]],
     emit: Callable[[AgentEvent], object] | None,
 ) -> Message | None:
@@ -196,5 +196,5 @@ async def run_nested(
     return await final.message.get_message()
 
 
-def _record(child: RunContext) -> NestedRecord:
+def _record(child: Frame) -> NestedRecord:
     return NestedRecord(input=list(child.root_input), history=whole_messages(child.lane_history))

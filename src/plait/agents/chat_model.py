@@ -23,7 +23,7 @@ from plait.capabilities.structured import (
 )
 from plait.core.agent import Agent, AgentInput
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.handoff import can_transfer
 from plait.core.hooks import HookChain, Hooks
 from plait.errors import (
@@ -299,7 +299,7 @@ class ChatModelAgent:
             clone._build_tools()  # whether `final_result` is offered depends on the model
         return clone
 
-    async def _open_toolsets(self, stack: AsyncExitStack, ctx: RunContext) -> ChatModelAgent:
+    async def _open_toolsets(self, stack: AsyncExitStack, ctx: Frame) -> ChatModelAgent:
         """Return a copy of this agent offering its toolsets' tools too (opened on `stack`,
         which closes them)."""
         tools: list[Tool] = []
@@ -330,7 +330,7 @@ class ChatModelAgent:
     def __repr__(self) -> str:
         return f"ChatModelAgent({self.name!r})"
 
-    def _initial_messages(self, input: AgentInput, ctx: RunContext) -> list[Message]:
+    def _initial_messages(self, input: AgentInput, ctx: Frame) -> list[Message]:
         instruction = fill_instruction(self.instruction, ctx.session_values, self.name)
         targets = self._transfer_visible()
         extra = [transfer_instruction(targets)] if targets else []
@@ -353,6 +353,6 @@ class ChatModelAgent:
         structured = self._output is not None
         return guarded(events, run_ctx, self._output_guardrails, self.output_key, structured)
 
-    def _store_output(self, ctx: RunContext, value: Any) -> None:
+    def _store_output(self, ctx: Frame, value: Any) -> None:
         if self.output_key is not None:
             ctx.session_values[self.output_key] = value

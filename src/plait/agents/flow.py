@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from plait._util.quote import quote
 from plait.core.agent import Agent, LinkAware
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.handoff import links, sub_agents_of, transfer_targets
 from plait.core.history import history_for, rewrite_message
 from plait.errors import InvalidToolArguments, UsageError
@@ -126,7 +126,7 @@ class TransferTool:
         """Run one call of this tool with the model's `arguments_json`."""
         return await self._call(arguments_json, inside(ctx))
 
-    async def _call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+    async def _call(self, arguments_json: str, ctx: Frame) -> str | ToolResult:
         """Transfer to the named agent.
 
         Raises:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from plait._util.alongside import Prefetch, alongside
 from plait.agents._chunks import CheckedChunks, streaming_output
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.context_events import message_event
 from plait.core.hooks import HookChain, ModelRequest, call_hook, concurrently
 from plait.core.kernel import Interrupted, call_in
@@ -48,7 +48,7 @@ async def stream_reply(
     model: ChatModel,
     name: str,
     request: ModelRequest,
-    ctx: RunContext,
+    ctx: Frame,
     box: Reply,
     during: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncGenerator[AgentEvent, None]:
@@ -80,7 +80,7 @@ async def stream_reply(
                 raise
             box.error = exc
             return
-    ids = CallIds(ctx.ids.new_id)
+    ids = CallIds(ctx.run.ids.new_id)
     chunks = CheckedChunks(
         source,
         lambda chunk: wrong_output(model, name, "stream() yielded", chunk, "Message chunks"),
@@ -88,7 +88,7 @@ async def stream_reply(
     )
     stream = MessageStream(chunks, on_error=lambda exc: model_error(name, exc))
     stopper = _Stopper(stream)
-    run = ctx.run_state()
+    run = ctx.run
     run.guards.add(stopper)
     if run.cancel_requested:
         stream.stop()
@@ -147,7 +147,7 @@ class ModelCalls:
 
     agent: CallingAgent
     calls_made: int
-    ctx: RunContext
+    ctx: Frame
     hooks: HookChain
     messages: list[Message]
     options: dict[str, Any]
@@ -184,7 +184,7 @@ class ModelCalls:
                     box.paused = paused.contexts
                     return None
         if error is None:
-            self.ctx.count_request()
+            self.ctx.run.requests += 1
         box.refused = error
         return error
 
@@ -260,7 +260,7 @@ class ModelCalls:
             return []
         calls = reply.tool_calls
         if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique
-            reply = unique_ids(reply, ctx.ids.new_id)
+            reply = unique_ids(reply, ctx.run.ids.new_id)
         box.message = reply
         role = "tool" if reply.role == "tool" else "assistant"  # as `ctx.event` makes it
         return [message_event(ctx.agent_name, ctx.run_path, ctx.depth, role, reply, None)]
@@ -287,7 +287,7 @@ class ModelCalls:
 
     def _model(self) -> ChatModel:
         """The model to call: the agent's, or what the run's interceptor puts in its place."""
-        tap = self.ctx.interceptor
+        tap = self.ctx.run.interceptor
         return self.agent.model if tap is None else tap.model(self.ctx, self.agent.model)
 
     async def _generate(self, box: Reply) -> None:
@@ -317,7 +317,7 @@ class ModelCalls:
         if isinstance(reply, Message):
             calls = reply.tool_calls
             if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique
-                reply = unique_ids(reply, self.ctx.ids.new_id)
+                reply = unique_ids(reply, self.ctx.run.ids.new_id)
             box.message = reply
         else:
             box.error = wrong_output(
@@ -332,7 +332,7 @@ class ModelCalls:
             replaced = await call_hook(fn, "after_model", self.ctx, request, reply)
             if replaced is not None:
                 reply = replaced
-        return reply if reply is given else unique_ids(reply, self.ctx.ids.new_id)
+        return reply if reply is given else unique_ids(reply, self.ctx.run.ids.new_id)
 
 
 def _stopped_by_request(run: RunState, task: asyncio.Task[Any] | None) -> bool:

@@ -16,7 +16,7 @@ from plait.agents.tool_calls import Outcome, Round, ToolCalls
 from plait.capabilities.structured import FINAL_RESULT, OutputCheck, StructuredOutput
 from plait.core.agent import AgentInput
 from plait.core.checkpoint import DoneCall, ReactRecord
-from plait.core.context import Emit, RunContext
+from plait.core.context import Emit, Frame
 from plait.core.hooks import HookChain
 from plait.core.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
 from plait.errors import ModelError, PlaitError, ResumeError, RunCancelled
@@ -41,19 +41,19 @@ class ReactAgent(CallingAgent, Protocol):
 
     def _for_run(self, options: RunOptions) -> ReactAgent: ...
 
-    async def _open_toolsets(self, stack: AsyncExitStack, ctx: RunContext) -> ReactAgent: ...
+    async def _open_toolsets(self, stack: AsyncExitStack, ctx: Frame) -> ReactAgent: ...
 
     def _call_options(self) -> dict[str, Any]: ...
 
-    def _initial_messages(self, input: AgentInput, ctx: RunContext) -> list[Message]: ...
+    def _initial_messages(self, input: AgentInput, ctx: Frame) -> list[Message]: ...
 
-    def _store_output(self, ctx: RunContext, value: Any) -> None: ...
+    def _store_output(self, ctx: Frame, value: Any) -> None: ...
 
 
-async def react_loop(agent: ReactAgent, input: AgentInput, ctx: RunContext) -> Events:
+async def react_loop(agent: ReactAgent, input: AgentInput, ctx: Frame) -> Events:
     """Run `agent`'s ReAct loop on `input`, yielding model outputs and tool results (as the
     run's per-run options, if any, change the agent; with its toolsets open)."""
-    options = ctx.run_options
+    options = ctx.run.options
     toolsets: AsyncExitStack | None = None
     try:
         agent = agent if not isinstance(options, RunOptions) else agent._for_run(options)
@@ -119,7 +119,7 @@ class _Loop(ModelCalls):
 
     agent: ReactAgent
 
-    def __init__(self, agent: ReactAgent, agent_input: AgentInput, ctx: RunContext) -> None:
+    def __init__(self, agent: ReactAgent, agent_input: AgentInput, ctx: Frame) -> None:
         self.agent = agent
         self.input = agent_input
         self.ctx = ctx
@@ -128,13 +128,13 @@ class _Loop(ModelCalls):
         self.done: dict[int, Outcome] = {}  # results from before a pause
         self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
-        self.hooks = ctx.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
+        self.hooks = ctx.run.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
         self.options = agent._call_options()
         output = agent._output
         self.check = None if output is None else OutputCheck(output, agent.name, agent._final_tool)
         self.answer: list[AgentEvent] = []  # the events of a structured answer, to yield
         self.resumed_tools = False  # the run resumes in a round of tool calls
-        self.run = ctx.run_state()  # its flags and counters, read on every step
+        self.run = ctx.run  # its flags and counters, read on every step
         self.teams = ctx.under_budgets  # team budgets apply
         ctx.chat_model = agent.model  # what the hooks see of the model (tracing names it)
 
@@ -395,7 +395,7 @@ class _Loop(ModelCalls):
 async def _tool_job(
     agent: ReactAgent,
     call: ToolCall,
-    ctx: RunContext,
+    ctx: Frame,
     index: int,
     hooks: HookChain,
     emit: Emit,

@@ -1,7 +1,7 @@
 """A round of tool calls: run each call through the tool hooks, turn failures and pauses
 into outcomes, and decide which results are shown now and which are held back.
 
-Each call runs in a guard (`RunContext.guard`): past its timeout it is stopped and becomes a
+Each call runs in a guard (`Frame.guard`): past its timeout it is stopped and becomes a
 `ToolTimeout` failure; when the run is asked to stop, every call in flight is stopped and
 the round ends as stopped, to be saved and resumed (the stopped calls then run again).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from plait._util.quote import quote
-from plait.core.context import Emit, RunContext
+from plait.core.context import Emit, Frame
 from plait.core.context_events import message_event
 from plait.core.hooks import HookChain, call_hook, ends_run
 from plait.core.kernel import Interrupted, call_in
@@ -101,7 +101,7 @@ class ToolCalls:
             if isinstance(tool, Gated) and (tool.effect == "once" or tool.approval is not None)
         }
 
-    def journaled(self, calls: tuple[ToolCall, ...], ctx: RunContext) -> bool:
+    def journaled(self, calls: tuple[ToolCall, ...], ctx: Frame) -> bool:
         """Whether any of `calls` is of a "once" tool (its key is made now, so that the
         reply saved before it runs holds the run's root id)."""
         found = False
@@ -111,7 +111,7 @@ class ToolCalls:
                 found = ctx.for_tool(call.name, call.id).idempotency_key is not None
         return found
 
-    def accept(self, outcome: Outcome, ctx: RunContext, rnd: Round) -> AgentEvent | None:
+    def accept(self, outcome: Outcome, ctx: Frame, rnd: Round) -> AgentEvent | None:
         """Record a finished tool call; return its event unless it is held back.
 
         A return-directly result (or one whose action exits or transfers) is held back to be
@@ -148,7 +148,7 @@ class ToolCalls:
     def run(
         self,
         call: ToolCall,
-        ctx: RunContext,
+        ctx: Frame,
         index: int,
         hooks: HookChain,
         emit: Emit | None = None,
@@ -157,7 +157,7 @@ class ToolCalls:
         error ends the run). A `before_tool` hook runs in the call's context: it may pause
         the run there (`ctx.interrupt`) before the tool runs.
 
-        The run counts the call while it runs (`RunContext.tool_calls`); one that paused is
+        The run counts the call while it runs (`Frame.tool_calls`); one that paused is
         uncounted, to be counted when it runs again on the resume."""
         tctx = ctx.for_tool(call.name, call.id)
         if emit is not None:
@@ -166,9 +166,7 @@ class ToolCalls:
             return self._hooked(call, tctx, index, hooks)
         return self._call(call, tctx, index)  # no hooks: one frame less
 
-    async def _hooked(
-        self, call: ToolCall, tctx: RunContext, index: int, hooks: HookChain
-    ) -> Outcome:
+    async def _hooked(self, call: ToolCall, tctx: Frame, index: int, hooks: HookChain) -> Outcome:
         if hooks.before_tool:
             try:
                 checked = await call_in(tctx, _before_tool, hooks, tctx, call)
@@ -184,10 +182,10 @@ class ToolCalls:
                 return await _after_tool(hooks, tctx, outcome)
         return outcome
 
-    async def _call(self, call: ToolCall, tctx: RunContext, index: int) -> Outcome:
+    async def _call(self, call: ToolCall, tctx: Frame, index: int) -> Outcome:
         """Call the tool, counted while it runs; failures, pauses and stops become an
         outcome."""
-        run = tctx.run_state()
+        run = tctx.run
         run.tool_calls += 1  # `count_tool_call`, inline
         tool = self._tools.get(call.name)
         if tool is not None and (tap := run.interceptor) is not None:
@@ -276,7 +274,7 @@ class ToolCalls:
         return "", err
 
 
-async def _before_tool(hooks: HookChain, tctx: RunContext, call: ToolCall) -> ToolCall:
+async def _before_tool(hooks: HookChain, tctx: Frame, call: ToolCall) -> ToolCall:
     """Pass a tool call through the `before_tool` hooks."""
     for fn in hooks.before_tool:
         replaced = await call_hook(fn, "before_tool", tctx, call)
@@ -285,7 +283,7 @@ async def _before_tool(hooks: HookChain, tctx: RunContext, call: ToolCall) -> To
     return call
 
 
-async def _after_tool(hooks: HookChain, tctx: RunContext, outcome: Outcome) -> Outcome:
+async def _after_tool(hooks: HookChain, tctx: Frame, outcome: Outcome) -> Outcome:
     """Pass a tool's result through the `after_tool` hooks (a hook's error ends the run)."""
     call, content = outcome.call, outcome.message.content
     try:

@@ -18,7 +18,7 @@ from plait._util.merge import Done, merge
 from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.core.agent_context import AgentContext
 from plait.core.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.handoff import lane_for
 from plait.core.history import as_records, whole_messages
 from plait.core.kernel import is_pause, run_agent
@@ -56,7 +56,7 @@ class _Workflow:
         return f"{type(self).__name__}({self.name!r}, {[a.name for a in self.sub_agents]})"
 
     async def _run_child(
-        self, child: Agent, ctx: RunContext, lane: _Lane
+        self, child: Agent, ctx: Frame, lane: _Lane
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run one child through the flow; note exit, break, pause and error in `lane`."""
         async with aclosing(run_agent(child, ctx)) as events:
@@ -74,8 +74,8 @@ class _Workflow:
 
     async def _in_order(
         self,
-        ctx: RunContext,
-        where: RunContext,
+        ctx: Frame,
+        where: Frame,
         at: tuple[int, int, tuple[str, ...]],
         lane: _Lane,
     ) -> AsyncGenerator[AgentEvent, None]:
@@ -136,7 +136,7 @@ class _Lane:
         return dataclasses.replace(event, action=dataclasses.replace(action, break_loop=done))
 
 
-def _close(ctx: RunContext, where: RunContext, outcome: Step | None) -> None:
+def _close(ctx: Frame, where: Frame, outcome: Step | None) -> None:
     """End a sequence or loop: on a pause its records stay for the checkpoint, else they go
     and what its children said joins the caller's lane."""
     match outcome:
@@ -147,7 +147,7 @@ def _close(ctx: RunContext, where: RunContext, outcome: Step | None) -> None:
             close_lane(ctx, where)
 
 
-def open_lane(ctx: RunContext, agent_input: AgentInput) -> RunContext:
+def open_lane(ctx: Frame, agent_input: AgentInput) -> Frame:
     """Open the lane a composite runs its children in: it starts from the composite's
     input, and what the children record there is its resume record until `close_lane`."""
     lane = lane_for(ctx, agent_input)
@@ -158,17 +158,17 @@ def open_lane(ctx: RunContext, agent_input: AgentInput) -> RunContext:
     return lane
 
 
-def close_lane(ctx: RunContext, lane: RunContext) -> None:
+def close_lane(ctx: Frame, lane: Frame) -> None:
     """The composite finished: what its children recorded joins the history around it."""
     ctx.drop_record("lane")
     ctx.lane_history.extend(lane.lane_history)
 
 
-def _lane_record(lane: RunContext) -> LaneRecord:
+def _lane_record(lane: Frame) -> LaneRecord:
     return LaneRecord(history=whole_messages(lane.lane_history))
 
 
-def _resume_point(ctx: RunContext) -> tuple[int, int, tuple[str, ...]]:
+def _resume_point(ctx: Frame) -> tuple[int, int, tuple[str, ...]]:
     """Return (iteration, index, run path before the child) to start from."""
     saved = ctx.take_record("sequence", SequenceRecord)
     if saved is None:
@@ -183,7 +183,7 @@ class SequentialAgent(_Workflow):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run each child in order; stop at an exit, an error or a pause."""
         lane = _Lane()
         where = open_lane(ctx, input)
@@ -218,7 +218,7 @@ class LoopAgent(_Workflow):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run the children in rounds until a break, an exit, an error, a pause or the limit."""
         lane = _Lane()
         where = open_lane(ctx, input)
@@ -247,7 +247,7 @@ class ParallelAgent(_Workflow):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run every child at once and pass on their events; pause once if any paused."""
         saved = ctx.take_record("parallel", ParallelRecord)
         base = 0
@@ -277,7 +277,7 @@ class ParallelAgent(_Workflow):
     async def _interleave(
         self,
         children: list[Agent],
-        lanes: dict[str, RunContext],
+        lanes: dict[str, Frame],
         states: dict[str, _Lane],
         pending: set[str],
     ) -> AsyncGenerator[AgentEvent, None]:
@@ -304,7 +304,7 @@ class ParallelAgent(_Workflow):
                     return
 
 
-def _parallel_record(pending: set[str], lanes: dict[str, RunContext], base: int) -> ParallelRecord:
+def _parallel_record(pending: set[str], lanes: dict[str, Frame], base: int) -> ParallelRecord:
     return ParallelRecord(
         pending=sorted(pending),
         lanes={n: whole_messages(c.lane_history[base:]) for n, c in lanes.items()},

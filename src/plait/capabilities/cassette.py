@@ -47,7 +47,7 @@ ran it. The first step of each run also holds the run's input.
 How it plugs in: the hook seams observe, replace or refuse a call, but none can answer one
 without calling the model or running the tool. So a cassette is a `Hooks` (its `before_run`
 reads the file and installs the cassette in the run) and the run's interceptor
-(`RunContext.interceptor`): the ReAct loop asks it, in one place each, for the model to call
+(`Frame.interceptor`): the ReAct loop asks it, in one place each, for the model to call
 and for the tool to call, and gets a stand-in that answers from the file, or calls the real
 one and records it. A run without a cassette pays one attribute check per call. Model calls
 the run makes outside the ReAct loop (a compaction summary, `Inherit.summary`) ask it too
@@ -89,7 +89,7 @@ from plait.capabilities.cassette_file import (
 )
 from plait.core.agent import AgentInput
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.hooks import Hooks, end_run
 from plait.errors import CassetteDivergence, PlaitError, UsageError
 from plait.messages import Message, merge_chunks
@@ -201,22 +201,22 @@ class Cassette:
 
     # --- the run's interceptor -------------------------------------------------------------
 
-    def model(self, ctx: RunContext, model: ChatModel) -> ChatModel:
+    def model(self, ctx: Frame, model: ChatModel) -> ChatModel:
         """Return the model the agent at `ctx` calls: one that answers from the file or
         records the real model's reply."""
         return model if self.tools_only else _TapedModel(self, ctx, model)
 
-    def side_model(self, ctx: RunContext, model: ChatModel) -> ChatModel:
+    def side_model(self, ctx: Frame, model: ChatModel) -> ChatModel:
         """Return the model a call outside the ReAct loop at `ctx` (a compaction summary, a
         team's summary) goes to: recorded and replayed like the agent's own model calls."""
         return self.model(ctx, model)
 
-    def tool(self, ctx: RunContext, tool: Tool) -> Tool:
+    def tool(self, ctx: Frame, tool: Tool) -> Tool:
         """Return the tool the call at `ctx` runs: one that answers from the file or records
         the real tool's result."""
         return _TapedTool(self, ctx, tool)
 
-    def _begin(self, ctx: RunContext, given: Sequence[Message] | None) -> None:
+    def _begin(self, ctx: Frame, given: Sequence[Message] | None) -> None:
         """Start (or resume) a run: read the recording, start the output file, and answer
         the run's calls; `given` is a new run's input."""
         if self.replaying and self._index is None:
@@ -227,7 +227,7 @@ class Cassette:
             self._out.write_text("", encoding="utf-8")
             self._fresh = False
         self._input = None if given is None else list(given)
-        ctx.set_interceptor(self)
+        ctx.run.interceptor = self
 
     def _build(self, steps: list[Step]) -> dict[tuple[str, ...], deque[Step]]:
         """Index the steps to replay by where their calls are made, each key in order."""
@@ -267,7 +267,7 @@ class Cassette:
             )
         )
 
-    def _replay_model(self, ctx: RunContext, request: Request) -> ModelStep | None:
+    def _replay_model(self, ctx: Frame, request: Request) -> ModelStep | None:
         """Return the recorded step answering this model call (None: call the model)."""
         found = self._take(("model", ctx.address))
         new_messages, new_tools = plain_messages(request.messages), plain_tools(request.tools)
@@ -282,7 +282,7 @@ class Cassette:
         self._replayed(found)
         return found
 
-    def _replay_tool(self, tctx: RunContext, arguments: str, runs_agent: bool) -> ToolStep | None:
+    def _replay_tool(self, tctx: Frame, arguments: str, runs_agent: bool) -> ToolStep | None:
         """Return the recorded step answering this tool call (None: run the tool)."""
         name = tctx.tool_name or ""
         if self.tools_only:
@@ -338,7 +338,7 @@ class Cassette:
 
     def _record_model(
         self,
-        ctx: RunContext,
+        ctx: Frame,
         request: Request,
         reply: Message | None = None,
         error: PlaitError | None = None,
@@ -357,7 +357,7 @@ class Cassette:
 
     def _record_tool(
         self,
-        tctx: RunContext,
+        tctx: Frame,
         arguments: str,
         result: str | ToolResult | None = None,
         exc: Exception | None = None,
@@ -404,7 +404,7 @@ class _CassetteHooks(Hooks):
 class _TapedModel:
     """An agent's model as a cassette serves it: recorded replies, or the model recorded."""
 
-    def __init__(self, cassette: Cassette, ctx: RunContext, model: ChatModel) -> None:
+    def __init__(self, cassette: Cassette, ctx: Frame, model: ChatModel) -> None:
         self._cassette = cassette
         self._ctx = ctx
         self._model = model
@@ -425,7 +425,7 @@ class _TapedModel:
             cassette._record_model(ctx, request, error=error)
             raise error from None if error is exc else exc
         if isinstance(reply, Message):  # else the agent reports what the model gave
-            reply = unique_ids(reply, ctx.ids.new_id)
+            reply = unique_ids(reply, ctx.run.ids.new_id)
             cassette._record_model(ctx, request, reply=reply)
         return reply
 
@@ -465,7 +465,7 @@ class _TapedModel:
         """Pass the model's chunks on (their tool calls' ids made unique) and record the
         merged reply when the stream ends."""
         cassette, ctx = self._cassette, self._ctx
-        ids, chunks, whole = CallIds(ctx.ids.new_id), [], True
+        ids, chunks, whole = CallIds(ctx.run.ids.new_id), [], True
         try:
             async for chunk in source:
                 if isinstance(chunk, Message):
@@ -490,7 +490,7 @@ class _TapedModel:
 class _TapedTool:
     """A tool as a cassette serves it: recorded results, or the tool recorded."""
 
-    def __init__(self, cassette: Cassette, tctx: RunContext, tool: Tool) -> None:
+    def __init__(self, cassette: Cassette, tctx: Frame, tool: Tool) -> None:
         self._cassette = cassette
         self._tctx = tctx
         self._tool = tool

@@ -103,18 +103,19 @@ class _LimitHooks(Hooks):
         self.limits = limits
 
     async def before_model(self, ctx: AgentContext, request: ModelRequest) -> None:
-        limits, run = self.limits, inside(ctx)
-        if limits.max_requests is not None and run.requests >= limits.max_requests:
+        limits, frame = self.limits, inside(ctx)
+        requests = frame.run.requests
+        if limits.max_requests is not None and requests >= limits.max_requests:
             raise _exceeded(
                 "max_requests",
                 limits.max_requests,
-                run.requests + 1,
-                f"the run would send model call {run.requests + 1}",
+                requests + 1,
+                f"the run would send model call {requests + 1}",
             )
         limit = limits.max_input_tokens
         if limit is not None:
-            estimate = await estimate_tokens(request.messages, run.model)
-            total = run.usage.input_tokens + estimate
+            estimate = await estimate_tokens(request.messages, frame.model)
+            total = ctx.usage.input_tokens + estimate
             if total > limit:
                 raise _exceeded(
                     "max_input_tokens",
@@ -135,7 +136,7 @@ class _LimitHooks(Hooks):
                 raise _exceeded(name, limit, count, f"the run has used {count} {kind}")
 
     async def before_tool(self, ctx: AgentContext, call: ToolCall) -> None:
-        limit, run = self.limits.max_tool_calls, inside(ctx)
+        limit, run = self.limits.max_tool_calls, inside(ctx).run
         if limit is not None and run.tool_calls >= limit:
             raise _exceeded(
                 "max_tool_calls",

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from plait.core.agent_context import HookContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.hooks import Hooks, ModelRequest
 from plait.errors import LoopDetected, UsageError
 from plait.messages import Message, ToolCall
@@ -99,7 +99,7 @@ def _fresh() -> dict[str, Any]:
     }
 
 
-def _load(ctx: AgentContext) -> tuple[RunContext, dict[str, Any]]:
+def _load(ctx: AgentContext) -> tuple[Frame, dict[str, Any]]:
     """Return the agent's place (for a tool call, its agent's) and the guard's counts."""
     owner = inside(ctx).owner()
     state = owner.load_state(_KEY)
@@ -259,7 +259,7 @@ class _IdleGuard(_RepeatGuard):
         return None
 
     def _tell(
-        self, owner: RunContext, state: dict[str, Any], request: ModelRequest, count: int
+        self, owner: Frame, state: dict[str, Any], request: ModelRequest, count: int
     ) -> ModelRequest | None:
         """Add the note about idle turns to the last tool result of the request, once."""
         if state["idle_told"]:

@@ -45,7 +45,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from plait.capabilities.genai_json import dumps, genai_message, messages_json
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.hooks import Hooks, ModelRequest, add_global, remove_global
 from plait.errors import PlaitError, UsageError
 from plait.messages import Message, ToolCall
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = ["instrument", "run_spans", "uninstrument"]
 
-# The run value (`RunContext.keep_run_value`) holding the W3C `traceparent` of the run's root
+# The run value (`Frame.keep_run_value`) holding the W3C `traceparent` of the run's root
 # span: saved with its checkpoints, for the link of the run that resumes it.
 _TRACEPARENT = "plait.traceparent"
 
@@ -236,7 +236,7 @@ class _Tracing(Hooks):
 
     # --- the run's spans ------------------------------------------------------------------
 
-    def _run(self, ctx: RunContext) -> _Run:
+    def _run(self, ctx: Frame) -> _Run:
         extras = ctx.extras
         run: _Run | None = extras.get(self._key)
         if run is None:
@@ -244,11 +244,11 @@ class _Tracing(Hooks):
             keeper = self.keeper
             if keeper is not None:
                 run.parent, run.kept = keeper.mark(run.parent)
-                if ctx.checkpoint_id is not None:
-                    keeper.name(ctx.checkpoint_id, run.kept)
+                if ctx.run.checkpoint_id is not None:
+                    keeper.name(ctx.run.checkpoint_id, run.kept)
         return run
 
-    def _parent(self, run: _Run, ctx: RunContext) -> _Node | None:
+    def _parent(self, run: _Run, ctx: Frame) -> _Node | None:
         """The span an agent entering at `ctx` nests under: an agent still open at its place
         (a coordinator that shares its team's), else the closest span above its place (an
         agent, or the tool call that runs it), unless the agent one step up its run path

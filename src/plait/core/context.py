@@ -1,6 +1,6 @@
 """The run context: plait's own implementation of `AgentContext`, and more for its modules.
 
-`RunContext` is a view of one place in a run (an agent, or one tool call of it) over the
+`Frame` is a view of one place in a run (an agent, or one tool call of it) over the
 run's shared state (`plait.core.run_state.RunState`): where it is (agent, run path, depth,
 address), the lane it runs in (input, history, model input), and the actions and events its
 tool calls send. Its bases hold the rest: what the run holds, its usage and budgets
@@ -41,19 +41,19 @@ from plait.messages import Message
 __all__ = [
     "Emit",
     "IdSource",
-    "RunContext",
+    "Frame",
     "inside",
 ]
 
 Emit = Callable[[AgentEvent], None]
 
 
-class RunContext(RunValues, PauseAndSave):
+class Frame(RunValues, PauseAndSave):
     """The context of one agent (or one tool call) inside a run.
 
     `session_values` is one mapping shared by the whole run (last write wins); `state` is the
     team-shared state; `agent_name`, `run_path` and `depth` locate the current agent.
-    Get it inside a tool with `plait.run_context()` or by a parameter annotated `RunContext`.
+    Get it inside a tool with `plait.run_context()` or by a parameter annotated `Frame`.
     """
 
     __slots__ = (
@@ -65,12 +65,12 @@ class RunContext(RunValues, PauseAndSave):
         "_model_messages",
         "_root_authors",
         "_root_input",
-        "_run",
         "_teams",
         "address",
         "agent_name",
         "chat_model",
         "depth",
+        "run",
         "run_path",
         "tool_call_id",
         "tool_error",
@@ -94,7 +94,7 @@ class RunContext(RunValues, PauseAndSave):
         self.address = address
         self.run_path = run_path
         self.depth = depth
-        self._run = run
+        self.run = run
         self._root_input = root_input
         self._history = history
         self._root_authors: tuple[str, ...] | None = None  # None: all the caller's
@@ -124,7 +124,7 @@ class RunContext(RunValues, PauseAndSave):
         enable_streaming: bool = False,
         authors: Sequence[str] | None = None,
         options: SavedOptions | None = None,
-    ) -> RunContext:
+    ) -> Frame:
         """Create the context of a run's root agent; `authors` names who wrote each of
         `messages` (a session's earlier turns), None when all are the caller's; `options`
         are the run's per-run options."""
@@ -142,7 +142,7 @@ class RunContext(RunValues, PauseAndSave):
             if len(authors) != len(ctx._root_input):
                 raise UsageError("authors must name the author of each message")
             ctx._root_authors = tuple(authors)
-        ctx._run.options = options
+        ctx.run.options = options
         return ctx
 
     @classmethod
@@ -154,7 +154,7 @@ class RunContext(RunValues, PauseAndSave):
         depth: int,
         agent_address: str,
         session_values: dict[str, Any],
-    ) -> RunContext:
+    ) -> Frame:
         """Create the context of an agent at `agent_address` of a run that lives elsewhere
         (a durable-execution engine runs one tool call of it in another process): a run
         state of its own holding `session_values`; restore the rest with `restore`."""
@@ -184,7 +184,7 @@ class RunContext(RunValues, PauseAndSave):
         """Set the run-wide options (the runner does this once, at the start of a run);
         `metadata` is added to the run's (over what a resumed checkpoint held); `effects`
         is what the gates of its tool calls use (`plait.effects.EffectRun`)."""
-        run = self._run
+        run = self.run
         run.effects = effects
         run.session_id = session_id
         run.checkpoint_id = checkpoint_id
@@ -196,14 +196,14 @@ class RunContext(RunValues, PauseAndSave):
         if metadata:
             run.metadata.update(metadata)
 
-    def nested(self, agent_name: str, messages: Sequence[Message]) -> RunContext:
+    def nested(self, agent_name: str, messages: Sequence[Message]) -> Frame:
         """Return the context of an agent run as a tool of this one: one level deeper, with
         its own input and history, sharing the run's session values, state and usage."""
-        ctx = RunContext(
+        ctx = Frame(
             agent_name=agent_name,
             run_path=(*self.run_path, agent_name),
             depth=self.depth + 1,
-            run=self._run,
+            run=self.run,
             root_input=tuple(messages),
             history=[],
             address=f"{self.address};agent:{agent_name}",
@@ -211,19 +211,19 @@ class RunContext(RunValues, PauseAndSave):
         ctx._budgets, ctx._teams = self._budgets, self._teams
         return ctx
 
-    def fork(self, history: Sequence[HistoryRecord] | None = None) -> RunContext:
+    def fork(self, history: Sequence[HistoryRecord] | None = None) -> Frame:
         """Return a copy with its own history lane (for a branch running in parallel);
         `history` replaces what the lane starts with."""
         ctx = self._copy(self.agent_name, self.run_path, self.address)
         ctx._history = list(self._history if history is None else history)
         return ctx
 
-    def _copy(self, agent_name: str, run_path: tuple[str, ...], address: str) -> RunContext:
-        ctx = RunContext(
+    def _copy(self, agent_name: str, run_path: tuple[str, ...], address: str) -> Frame:
+        ctx = Frame(
             agent_name=agent_name,
             run_path=run_path,
             depth=self.depth,
-            run=self._run,
+            run=self.run,
             root_input=self._root_input,
             history=self._history,
             address=address,
@@ -234,7 +234,7 @@ class RunContext(RunValues, PauseAndSave):
 
     def for_agent(
         self, name: str, *, run_path: tuple[str, ...] | None = None, address: str | None = None
-    ) -> RunContext:
+    ) -> Frame:
         """Return the context of agent `name` in the same lane, its run path and address
         extended (a workflow passes its own address so siblings do not accumulate there)."""
         return self._copy(
@@ -243,21 +243,21 @@ class RunContext(RunValues, PauseAndSave):
             f"{address if address is not None else self.address};agent:{name}",
         )
 
-    def at_gate(self, kind: str) -> RunContext:
+    def at_gate(self, kind: str) -> Frame:
         """Return the context of a gate in front of this tool call (an approval, a
         journal's question), whose interrupt is its own, apart from the tool's."""
         ctx = self._copy(self.agent_name, self.run_path, f"{self.address};{kind}")
         ctx.tool_name, ctx.tool_call_id = self.tool_name, self.tool_call_id
         return ctx
 
-    def for_tool(self, name: str, call_id: str | None) -> RunContext:
+    def for_tool(self, name: str, call_id: str | None) -> Frame:
         """Return the context of one tool call made by this agent (built on every call, so
         it sets its fields directly instead of going through `__init__`)."""
-        ctx = _new_context(RunContext)
+        ctx = _new_context(Frame)
         ctx.agent_name = self.agent_name
         ctx.run_path = self.run_path
         ctx.depth = self.depth
-        ctx._run = self._run
+        ctx.run = self.run
         ctx._root_input = self._root_input
         ctx._root_authors = self._root_authors
         ctx._history = self._history
@@ -284,7 +284,7 @@ class RunContext(RunValues, PauseAndSave):
         max_depth: int | None,
         max_steps: int | None,
         max_tokens: int | None,
-    ) -> RunContext:
+    ) -> Frame:
         """Return the context a team runs its members in: its nesting level checked against
         every enclosing team's `max_depth`, its budget (kept in the run state) applied."""
         level = self._teams[-1][1] + 1 if self._teams else 1
@@ -300,8 +300,8 @@ class RunContext(RunValues, PauseAndSave):
         inner._teams = (*self._teams, (team, level, max_depth))
         if max_steps is not None or max_tokens is not None:
             key = f"{self.address}|{team}"
-            if key not in self._run.budgets:
-                self._run.budgets[key] = Budget(team, max_steps, max_tokens)
+            if key not in self.run.budgets:
+                self.run.budgets[key] = Budget(team, max_steps, max_tokens)
             inner._budgets = (*self._budgets, key)
         return inner
 
@@ -323,7 +323,7 @@ class RunContext(RunValues, PauseAndSave):
         history recorded in the lane."""
         return [*self.root_records, *whole_messages(self._history)]
 
-    def lane(self, source: Sequence[tuple[str, Message]]) -> RunContext:
+    def lane(self, source: Sequence[tuple[str, Message]]) -> Frame:
         """Return a lane of this context that starts from `source` (authored messages) with
         an empty history of its own; the same agent, path and address."""
         ctx = self._copy(self.agent_name, self.run_path, self.address)
@@ -368,7 +368,7 @@ class RunContext(RunValues, PauseAndSave):
         """Name the model the agent of this context calls (hooks may ask it to count)."""
         self._model = model
 
-    def owner(self) -> RunContext:
+    def owner(self) -> Frame:
         """Return the context of the agent at this place: this one, or for a tool call its
         agent's (whose `save_state` values the tool call's seams can share)."""
         if self.tool_name is None:
@@ -382,7 +382,7 @@ class RunContext(RunValues, PauseAndSave):
 
     def snapshot(self) -> RunSnapshot:
         """Return what a checkpoint holds of this run (call it on the root context)."""
-        snapshot = self._run.snapshot()
+        snapshot = self.run.snapshot()
         snapshot.root_input, snapshot.root_authors = self._root_input, self._root_authors
         snapshot.history = list(self._history)
         return snapshot
@@ -396,7 +396,7 @@ class RunContext(RunValues, PauseAndSave):
         if authors is not None and len(authors) == len(self._root_input):
             self._root_authors = tuple(authors)
         self._history.extend(snapshot.history)
-        self._run.restore(snapshot, answers, points)
+        self.run.restore(snapshot, answers, points)
 
     # --- tools ------------------------------------------------------------------------------
 
@@ -437,20 +437,20 @@ class RunContext(RunValues, PauseAndSave):
         return True
 
     def __repr__(self) -> str:
-        return f"RunContext(agent_name={self.agent_name!r}, run_path={self.run_path!r})"
+        return f"Frame(agent_name={self.agent_name!r}, run_path={self.run_path!r})"
 
 
 _new_context = object.__new__
 
 
-def inside(ctx: AgentContext) -> RunContext:
+def inside(ctx: AgentContext) -> Frame:
     """Return plait's own context behind `ctx`: the built-in agents use more of it than the
     public `AgentContext`.
 
     Raises:
         UsageError: `ctx` is not a context plait made (a built-in agent run by hand).
     """
-    if isinstance(ctx, RunContext):
+    if isinstance(ctx, Frame):
         return ctx
     raise UsageError(
         f"plait's agents run inside a plait run (Runner), not with a {type(ctx).__name__}"
@@ -458,4 +458,4 @@ def inside(ctx: AgentContext) -> RunContext:
 
 
 if TYPE_CHECKING:  # plait's context is what every hook seam is given
-    _IS_A_HOOK_CONTEXT: type[HookContext] = RunContext
+    _IS_A_HOOK_CONTEXT: type[HookContext] = Frame

@@ -1,4 +1,4 @@
-"""The events a run context builds: its agent's (`AgentEvents`, a base of `RunContext`), and
+"""The events a run context builds: its agent's (`AgentEvents`, a base of `Frame`), and
 the event of a whole message in one call (`message_event`: every model reply and tool result).
 """
 

@@ -1,7 +1,7 @@
 """How a run context pauses, stops and saves: `interrupt` and what a resume tells
 (`resume_info`), the run's stop between steps (`safe_point`) and that of tool calls in flight
 (`guard`, `cancelled`), and the records a pause or a step save snapshots at once (`keep_record`,
-`save_state`). `PauseAndSave` is a base of `RunContext`.
+`save_state`). `PauseAndSave` is a base of `Frame`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class PauseAndSave(AgentEvents):
     __slots__ = ("_answered", "_call_guard", "_resume_info")
 
     address: str
-    _run: RunState
+    run: RunState
     _answered: list[Any] | None  # the answers this place's interrupts got, in order
     _call_guard: CallGuard | None  # the guard of the tool call running here
     _resume_info: object  # a ResumeInfo, None, or UNREAD (not read yet)
@@ -37,7 +37,7 @@ class PauseAndSave(AgentEvents):
 
     def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
         """Pause the run here, or return the data this point was resumed with."""
-        run = self._run
+        run = self.run
         answered = self._answered
         if answered is None:
             answered = self._answered = []
@@ -54,20 +54,20 @@ class PauseAndSave(AgentEvents):
         """Return the answers waiting for the interrupts at this place (a resumed run's,
         in order) and the run's root id (made now if needed): what a tool call run in
         another process needs to pause and resume as it would here."""
-        run = self._run
+        run = self.run
         run.key_of(self.address)  # makes the root id on first use
         assert run.root_id is not None
         return list(run.resume_answers.get(self.address) or ()), run.root_id
 
     def interrupt_state(self) -> Any:
         """Return the `state` saved by the interrupt at this point, when resumed."""
-        return self._run.resume_user_states.get(self.address)
+        return self.run.resume_user_states.get(self.address)
 
     def paused_within(self) -> bool:
         """Whether an `interrupt()` here or below this place has paused the run."""
         address = self.address
         below = address + ";"
-        return any(a == address or a.startswith(below) for a in self._run.paused.user_states)
+        return any(a == address or a.startswith(below) for a in self.run.paused.user_states)
 
     @property
     def resume_info(self) -> ResumeInfo | None:
@@ -75,13 +75,13 @@ class PauseAndSave(AgentEvents):
         not a resume); see `plait.resume`."""
         info = self._resume_info
         if info is UNREAD:
-            points = self._run.resumed
+            points = self.run.resumed
             info = self._resume_info = None if points is None else points.info(self.address)
         return info  # type: ignore[return-value]
 
     def enter_resume(self, agent: object) -> None:
         """Fix the `resume_info` of `agent`, entering in this context (the kernel calls it)."""
-        points = self._run.resumed
+        points = self.run.resumed
         if points is not None:
             self._resume_info = points.enter(self.address, agent)
 
@@ -91,18 +91,8 @@ class PauseAndSave(AgentEvents):
     def saves_steps(self) -> bool:
         """Whether this run saves a checkpoint at every safe point, or was asked to stop
         at the next one (components keep their records up to date only then)."""
-        run = self._run
+        run = self.run
         return run.durability == "step" or run.cancel_requested
-
-    @property
-    def cancel_requested(self) -> bool:
-        """Whether the run was asked to stop at its next safe point."""
-        return self._run.cancel_requested
-
-    def request_cancel(self) -> None:
-        """Ask the run to stop: tool calls in flight are stopped, and its next safe point
-        ends it (call this on the run's event loop; `RunStream.cancel()` works anywhere)."""
-        self._run.request_cancel()
 
     @property
     def cancelled(self) -> bool:
@@ -113,12 +103,12 @@ class PauseAndSave(AgentEvents):
         work and return early. An async tool is stopped by cancellation instead.
         """
         guard = self._call_guard
-        return self._run.cancel_requested or (guard is not None and guard.stopped)
+        return self.run.cancel_requested or (guard is not None and guard.stopped)
 
     def guard(self, limit: float | None) -> CallGuard:
         """Return the guard this tool call runs in: it ends the call after `limit` seconds
         (None: no limit) or when the run is asked to stop (see `CallGuard`)."""
-        self._call_guard = CallGuard(self._run, limit)
+        self._call_guard = CallGuard(self.run, limit)
         return self._call_guard
 
     async def safe_point(self) -> AgentEvent | None:
@@ -128,7 +118,7 @@ class PauseAndSave(AgentEvents):
         When the run was asked to stop, it is saved and the event ending it is returned:
         yield it and return.
         """
-        run = self._run
+        run = self.run
         if run.cancel_requested and run.saver is not None:
             return await run.saver("cancel", self)
         if run.cancel_requested:
@@ -142,28 +132,28 @@ class PauseAndSave(AgentEvents):
     def keep_record(self, kind: str, record: Any) -> None:
         """Keep this component's resume record (or a function returning it) in the run
         state; every pause and step save includes it until `drop_state`."""
-        self._run.frames[(self.address, kind)] = record
+        self.run.frames[(self.address, kind)] = record
 
     def keeps_state(self, *, besides: tuple[str, ...]) -> bool:
         """Whether a component at this place keeps a resume record (other than those of the
         kinds `besides`)."""
-        return any(a == self.address and k not in besides for a, k in self._run.frames)
+        return any(a == self.address and k not in besides for a, k in self.run.frames)
 
     def drop_record(self, kind: str) -> None:
         """Forget this component's record: it finished its work."""
-        self._run.frames.pop((self.address, kind), None)
+        self.run.frames.pop((self.address, kind), None)
 
     def take_record(self, kind: str, tp: type[_T]) -> _T | None:
         """Return (once) the record of type `tp` this component saved when the run was saved,
         if this run resumes it; it stays this component's record until changed or dropped."""
-        return self._run.take_record(self.address, kind, tp)
+        return self.run.take_record(self.address, kind, tp)
 
     def save_state(self, key: str, value: Any) -> None:
         """Keep a JSON-able value (or a pydantic model) for this agent at this place of the
         run, across pauses and resumes; it is encoded now (`SerializationError` names the
         key and the place inside the value that cannot be)."""
-        save_custom(custom_record(self._run, self.address), key, value)
+        save_custom(custom_record(self.run, self.address), key, value)
 
     def load_state(self, key: str) -> Any:
         """Return the value saved under `key` at this place of the run, or None."""
-        return load_custom(custom_record(self._run, self.address), key)
+        return load_custom(custom_record(self.run, self.address), key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextvars import ContextVar, Token
 
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.errors import UsageError
 
 __all__ = [
@@ -23,25 +23,25 @@ __all__ = [
 ]
 
 #: The current context (the kernel sets and resets it around each step it runs).
-CURRENT: ContextVar[RunContext | None] = ContextVar("plait_run_context", default=None)
+CURRENT: ContextVar[Frame | None] = ContextVar("plait_run_context", default=None)
 
 
-def current() -> RunContext | None:
+def current() -> Frame | None:
     """Return the context current here (the agent, tool or node running), if any."""
     return CURRENT.get()
 
 
-def make_current(ctx: RunContext) -> Token[RunContext | None]:
+def make_current(ctx: Frame) -> Token[Frame | None]:
     """Make `ctx` current until `reset_current(token)`."""
     return CURRENT.set(ctx)
 
 
-def reset_current(token: Token[RunContext | None]) -> None:
+def reset_current(token: Token[Frame | None]) -> None:
     """Restore the context current before `make_current`."""
     CURRENT.reset(token)
 
 
-def current_context() -> RunContext:
+def current_context() -> Frame:
     """Return plait's own context of the run this code is part of.
 
     Raises:

@@ -17,7 +17,7 @@ from typing import Any
 
 from plait.core.agent import Agent, AgentInput, HidesParent, RecordsHistory, Transferable
 from plait.core.checkpoint import FlowRecord
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.history import USER
 from plait.core.steps import Fail, Final, Pause, Step, Transfer
 from plait.errors import PlaitError, ResumeError, UsageError
@@ -39,20 +39,20 @@ __all__ = [
 ]
 
 #: How the loop enters an agent: the kernel's way in (its pause and error handling).
-Enter = Callable[[Agent, AgentInput, RunContext], AsyncGenerator[AgentEvent, None]]
+Enter = Callable[[Agent, AgentInput, Frame], AsyncGenerator[AgentEvent, None]]
 
 
-def input_for(ctx: RunContext, agent_name: str) -> AgentInput:
+def input_for(ctx: Frame, agent_name: str) -> AgentInput:
     """Return the input of `agent_name` in the lane of `ctx`: the lane's conversation as that
     agent sees it, with the conversation itself as `source`."""
     return AgentInput(
         messages=ctx.input_for(agent_name),
-        enable_streaming=ctx.enable_streaming,
+        enable_streaming=ctx.run.enable_streaming,
         source=ctx.conversation(),
     )
 
 
-def lane_for(ctx: RunContext, agent_input: AgentInput) -> RunContext:
+def lane_for(ctx: Frame, agent_input: AgentInput) -> Frame:
     """Return a lane of `ctx` that starts from `agent_input`: a composite runs its children
     there, so they start from the input it was given."""
     source = agent_input.source
@@ -97,7 +97,7 @@ class Current:
 
     __slots__ = ("agent", "ctx", "messages")
 
-    def __init__(self, agent: Agent, ctx: RunContext, messages: list[Message] | None) -> None:
+    def __init__(self, agent: Agent, ctx: Frame, messages: list[Message] | None) -> None:
         self.agent = agent
         self.ctx = ctx
         self.messages = messages  # None: derived from the lane's history when it runs
@@ -113,14 +113,14 @@ class HandoffLoop:
     (`follow`: check it, count it, and return the next agent and any events to yield).
     """
 
-    def begin(self, ctx: RunContext) -> Current:
+    def begin(self, ctx: Frame) -> Current:
         """Return the first agent (on a resume: the one that was running)."""
         raise NotImplementedError
 
     #: How agents are entered: set by `run` (the kernel's way in).
     enter: Enter
 
-    def keep(self, entry: RunContext, current: Current) -> None:
+    def keep(self, entry: Frame, current: Current) -> None:
         """Keep the loop's resume record for the agent about to run."""
 
     def step(self, current: Current) -> AsyncGenerator[AgentEvent, None]:
@@ -129,21 +129,21 @@ class HandoffLoop:
         if messages is None:
             agent_input = input_for(ctx, current.agent.name)
         else:
-            agent_input = AgentInput(messages=messages, enable_streaming=ctx.enable_streaming)
+            agent_input = AgentInput(messages=messages, enable_streaming=ctx.run.enable_streaming)
         return self.enter(current.agent, agent_input, ctx)
 
-    async def finish(self, entry: RunContext, current: Current, turn: Turn) -> list[AgentEvent]:
+    async def finish(self, entry: Frame, current: Current, turn: Turn) -> list[AgentEvent]:
         """The loop ended with an answer (or an exit): drop its record; return events to
         yield last."""
         return []
 
     async def follow(
-        self, entry: RunContext, current: Current, turn: Turn
+        self, entry: Frame, current: Current, turn: Turn
     ) -> tuple[Current, list[AgentEvent]]:
         """Follow `turn.transfer`: return the next agent and events to yield first."""
         raise NotImplementedError
 
-    async def run(self, ctx: RunContext, enter: Enter) -> AsyncGenerator[AgentEvent, None]:
+    async def run(self, ctx: Frame, enter: Enter) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop in `ctx`, entering each agent with `enter`; yield every event."""
         self.enter = enter
         try:
@@ -194,7 +194,7 @@ class Flow(HandoffLoop):
         self.agent = agent
         self.chain: list[str] = []
 
-    def begin(self, ctx: RunContext) -> Current:
+    def begin(self, ctx: Frame) -> Current:
         saved = ctx.take_record("flow", FlowRecord)
         self.chain = list(saved.chain) if saved else []
         agent = self.agent
@@ -208,12 +208,12 @@ class Flow(HandoffLoop):
             agent, ctx = target, ctx.for_agent(name)
         return Current(agent, ctx, None)
 
-    async def finish(self, entry: RunContext, current: Current, turn: Turn) -> list[AgentEvent]:
+    async def finish(self, entry: Frame, current: Current, turn: Turn) -> list[AgentEvent]:
         entry.drop_record("flow")
         return []
 
     async def follow(
-        self, entry: RunContext, current: Current, turn: Turn
+        self, entry: Frame, current: Current, turn: Turn
     ) -> tuple[Current, list[AgentEvent]]:
         assert turn.transfer is not None
         name, source = turn.transfer.dest_agent_name, current.agent
@@ -222,7 +222,7 @@ class Flow(HandoffLoop):
             raise UsageError(
                 f"transfer failed: agent '{name}' not found when transferring from '{source.name}'"
             )
-        current.ctx.count_transfer()
+        current.ctx.run.count_transfer()
         self.chain.append(target.name)
         entry.keep_record("flow", FlowRecord(chain=list(self.chain)))
         return Current(target, current.ctx.for_agent(target.name), None), []
@@ -253,7 +253,7 @@ class Turn:
             return Transfer(self.transfer.dest_agent_name, self.transfer)
         return Final()
 
-    def note(self, event: AgentEvent, ctx: RunContext, *, record: bool) -> None:
+    def note(self, event: AgentEvent, ctx: Frame, *, record: bool) -> None:
         """Record the agent's own messages and note what its actions ask for."""
         action = event.action
         if event.run_path == ctx.run_path:

@@ -21,7 +21,7 @@ One run, and one resume, as calls:
                a composite's run ─► run_agent(child, child ctx) ─► … (same door, any depth)
                interrupt() ─► pause signal ─► _enter: ONE pause event ─► RunStream saves
                               a checkpoint (a new id) ─► RunResult(interrupts, checkpoint_id)
-    Runner.resume(id) ─► claim the checkpoint ─► RunContext.restore(records, answers)
+    Runner.resume(id) ─► claim the checkpoint ─► Frame.restore(records, answers)
         ─► run_agent(root, ctx) ─► each component takes its record once (`take_record`) and
            goes down the path to its interrupt; siblings that finished are not run again;
            the interrupted tool or agent runs again and interrupt() returns the answer
@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from plait.core.agent import Agent, AgentInput
 from plait.core.checkpoint import ReplayRecord
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.current import CURRENT
 from plait.core.handoff import Flow, HandoffLoop, can_transfer, input_for
 from plait.core.hooks import HookChain, notify
@@ -61,7 +61,7 @@ class Interrupted:
 
 
 def run_agent(
-    agent: Agent, ctx: RunContext, agent_input: AgentInput | None = None
+    agent: Agent, ctx: Frame, agent_input: AgentInput | None = None
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run `agent` in `ctx` (on `agent_input`, by default its input in the lane of `ctx`):
     the one door into an agent, for the runner and every composite.
@@ -78,19 +78,19 @@ def run_agent(
     return _enter(agent, agent_input, ctx, not keeps_own)
 
 
-def run_loop(loop: HandoffLoop, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+def run_loop(loop: HandoffLoop, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
     """Run a handoff loop (a swarm) in `ctx`, entering its agents the kernel's way."""
     return loop.run(ctx, _enter)
 
 
 def _enter(
-    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool = False
+    agent: Agent, agent_input: AgentInput, ctx: Frame, record: bool = False
 ) -> AsyncGenerator[AgentEvent, None]:
     """Enter `agent` in `ctx`: every step of it runs with `ctx` as the current context; a
     pause raised out of it becomes its pause event, and an exception its error event. With
     `record`, its own messages go into the lane's history. The `before_agent` and
     `after_agent` hooks (the run's, then the agent's own) run around it."""
-    hooks = ctx.hooks
+    hooks = ctx.run.hooks
     own = getattr(agent, "agent_hooks", None)  # `HasHooks`: a ChatModelAgent's own hooks
     if isinstance(own, HookChain) and not own.empty:
         hooks = hooks.around(own)
@@ -100,7 +100,7 @@ def _enter(
 
 
 async def _hooked(
-    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool, hooks: HookChain
+    agent: Agent, agent_input: AgentInput, ctx: Frame, record: bool, hooks: HookChain
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run `agent` between its `before_agent` and `after_agent` hooks; a hook's error ends
     it with that error."""
@@ -122,7 +122,7 @@ async def _hooked(
 
 
 async def _run(
-    agent: Agent, agent_input: AgentInput, ctx: RunContext, record: bool, entered: bool = False
+    agent: Agent, agent_input: AgentInput, ctx: Frame, record: bool, entered: bool = False
 ) -> AsyncGenerator[AgentEvent, None]:
     """Run `agent` in `ctx` with `ctx` as the current context for every step (`entered`: its
     `resume_info` is fixed already)."""
@@ -184,7 +184,7 @@ class _Replay:
 
     __slots__ = ("ctx", "own", "paused", "said", "skip")
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: Frame) -> None:
         self.ctx = ctx
         saved = ctx.take_record("replay", ReplayRecord)
         self.skip = 0 if saved is None else saved.emitted  # own events seen before the pause
@@ -240,9 +240,7 @@ def _digest(event: AgentEvent) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-async def call_in(
-    ctx: RunContext, fn: Callable[..., Awaitable[_T]], *args: Any
-) -> _T | Interrupted:
+async def call_in(ctx: Frame, fn: Callable[..., Awaitable[_T]], *args: Any) -> _T | Interrupted:
     """Await `fn(*args)` with `ctx` as the current context (a tool or node call); a pause
     raised inside is returned as `Interrupted`."""
     token = CURRENT.set(ctx)

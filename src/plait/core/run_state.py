@@ -1,6 +1,6 @@
 """The state of one run, shared by every agent of it, and what it is saved as.
 
-`RunState` is what `RunContext` views: session values, team state, each agent's own state,
+`RunState` is what `Frame` views: session values, team state, each agent's own state,
 usage, budgets, the live resume records of the components, the run's settings and per-run
 options, and (in a resumed run) the interrupts it answers. It is saved with a checkpoint
 (`RunSnapshot`). `IdSource` gives the run its ids and times. `CallGuard` bounds one tool

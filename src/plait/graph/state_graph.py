@@ -34,7 +34,7 @@ from plait.agents.agent_tool import run_nested
 from plait.core.agent import Agent, AgentInput
 from plait.core.agent_context import AgentContext
 from plait.core.checkpoint import GraphJoin, GraphRecord
-from plait.core.context import Emit, RunContext, inside
+from plait.core.context import Emit, Frame, inside
 from plait.core.kernel import Interrupted, call_in
 from plait.core.steps import Fail, Final, Pause, RunNodes, Step
 from plait.errors import AgentError, MaxStepsExceeded, PlaitError, UsageError
@@ -162,7 +162,7 @@ class CompiledGraph:
     def __repr__(self) -> str:
         return f"CompiledGraph({self.name!r}, nodes={list(self.graph.nodes)})"
 
-    def _initial(self, input: AgentInput, ctx: RunContext) -> dict[str, Any]:
+    def _initial(self, input: AgentInput, ctx: Frame) -> dict[str, Any]:
         keys = self.graph.hints
         state = {k: v for k, v in ctx.session_values.items() if k in keys}
         state.setdefault("messages", list(input.messages))
@@ -172,7 +172,7 @@ class CompiledGraph:
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run super-steps from START until no node is triggered."""
         saved = ctx.take_record("graph", GraphRecord)
         if saved is not None:
@@ -233,7 +233,7 @@ class CompiledGraph:
         state: dict[str, Any],
         steps: int,
         seen: dict[tuple[str, ...], set[str]],
-        ctx: RunContext,
+        ctx: Frame,
     ) -> tuple[dict[str, Any], Step]:
         """Return the state after a super-step and the next step: `Pause` (the record keeps
         the nodes' updates so far), `RunNodes` (the record keeps where it starts), `Final`
@@ -254,7 +254,7 @@ class CompiledGraph:
 
     def _keep(
         self,
-        ctx: RunContext,
+        ctx: Frame,
         state: dict[str, Any],
         frontier: list[str],
         steps: int,
@@ -365,7 +365,7 @@ class CompiledGraph:
         return targets
 
     async def _super_step(
-        self, step: _SuperStep, state: dict[str, Any], ctx: RunContext
+        self, step: _SuperStep, state: dict[str, Any], ctx: Frame
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the step's nodes concurrently; yield their events and one event per node."""
         todo = [n for n in step.frontier if n not in step.updates]
@@ -393,7 +393,7 @@ class CompiledGraph:
                 if item.error is not None:
                     return
 
-    async def _node(self, name: str, state: dict[str, Any], nctx: RunContext, emit: Emit) -> Any:
+    async def _node(self, name: str, state: dict[str, Any], nctx: Frame, emit: Emit) -> Any:
         node = self.graph.nodes[name]
         if not callable(node):  # an agent
             return await self._agent_node(node, state, nctx, emit)
@@ -406,7 +406,7 @@ class CompiledGraph:
         return result
 
     async def _agent_node(
-        self, agent: Agent, state: dict[str, Any], nctx: RunContext, emit: Emit
+        self, agent: Agent, state: dict[str, Any], nctx: Frame, emit: Emit
     ) -> Any:
         """Run an agent on the state's messages; its final answer is appended to them."""
         answer = await run_nested(agent, nctx, lambda: list(state.get("messages") or []), emit)

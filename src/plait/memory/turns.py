@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from plait._util.json import to_json
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.history import USER
 from plait.errors import PlaitError, UsageError
 from plait.memory.base import MAX_TEXT_LENGTH, MemoryService
@@ -28,7 +28,7 @@ def caller_messages(ctx: AgentContext) -> list[Message]:
     In a session these are the messages after the session's last message by an agent: the
     earlier turns are not part of this one.
     """
-    if not isinstance(ctx, RunContext):
+    if not isinstance(ctx, Frame):
         return []
     records = ctx.root_records
     start = len(records)

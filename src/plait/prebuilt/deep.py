@@ -13,7 +13,7 @@ from plait.agents.agent_tool import AgentTool
 from plait.agents.chat_model import ChatModelAgent
 from plait.core.agent import Agent, require_agent, require_unique_names
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.errors import UsageError
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -44,7 +44,7 @@ class Todo(BaseModel):
 
 
 @tool
-def write_todos(todos: list[Todo], ctx: RunContext) -> str:
+def write_todos(todos: list[Todo], ctx: Frame) -> str:
     """Replace the todo list with `todos`.
 
     Args:
@@ -89,7 +89,7 @@ class _TaskTool:
         """Run one call of this tool with the model's `arguments_json`."""
         return await self._call(arguments_json, inside(ctx))
 
-    async def _call(self, arguments_json: str, ctx: RunContext) -> str:
+    async def _call(self, arguments_json: str, ctx: Frame) -> str:
         """Dispatch to the named sub-agent, or say which names exist."""
         args = json.loads(arguments_json or "{}")
         kind = args.get("subagent_type") if isinstance(args, dict) else None

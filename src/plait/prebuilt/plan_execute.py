@@ -21,7 +21,7 @@ from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import LoopAgent, SequentialAgent
 from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.errors import MaxStepsExceeded, ModelError, PlaitError
 from plait.events import AgentAction, AgentEvent, BreakLoopAction
 from plait.messages import Message
@@ -113,7 +113,7 @@ class _PlanLoop(LoopAgent):
         super().__init__("execute_replan", sub_agents, max_iterations=max_iterations)
         self.owner = owner  # the name of the plan_execute agent
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run the rounds; if they all end without a break, fail with `MaxStepsExceeded`."""
         ended = False
         async with aclosing(super()._events(input, ctx)) as events:
@@ -169,7 +169,7 @@ class _Deciding:
         self._tools = tuple(tools)
 
     async def _decide(
-        self, prompt: str, ctx: RunContext
+        self, prompt: str, ctx: Frame
     ) -> tuple[Message, str, dict[str, Any]] | PlaitError:
         messages = [Message.system(self.instruction), Message.user(prompt)]
         try:
@@ -207,7 +207,7 @@ class _Planner(_Deciding):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Store the objective, ask the model for a plan and store it."""
         values = ctx.session_values
         values[USER_INPUT] = _user_text(input.messages)
@@ -226,7 +226,7 @@ class _Replanner(_Deciding):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Record the step just done, then revise the plan or respond and break the loop."""
         values = ctx.session_values
         steps = _steps(values)

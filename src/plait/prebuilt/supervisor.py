@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from plait.agents.flow import TRANSFER_TOOL, set_sub_agents
 from plait.core.agent import Agent, AgentInput, require_agent
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.handoff import Turn
 from plait.core.kernel import run_agent
 from plait.events import AgentAction, AgentEvent, TransferToAgentAction
@@ -41,7 +41,7 @@ class _ReportsBack:
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run the worker, then hand control back to the supervisor."""
         turn = Turn()
         async with aclosing(run_agent(self.worker, ctx)) as events:

@@ -22,7 +22,7 @@ from plait.capabilities.cassette import Cassette
 from plait.capabilities.limits import UsageLimits
 from plait.core.agent import Agent
 from plait.core.checkpoint import UNSET, Checkpoint
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.hooks import HookChain, Hooks, with_global
 from plait.core.resume import ResumePoints
 from plait.core.run_state import IdSource
@@ -377,8 +377,8 @@ class Runner:
         authors: Sequence[str] | None = None,
         *,
         options: RunOptions | None,
-    ) -> RunContext:
-        return RunContext.root(
+    ) -> Frame:
+        return Frame.root(
             self.agent.name,
             messages,
             session_values=values,
@@ -412,7 +412,7 @@ class Runner:
         authors, root_input = turn.root_input()
         ctx = self._context(root_input, merged, self.enable_streaming, authors, options=options)
         ctx.state.update(turn.state)
-        ctx.all_local_state.update(turn.local)
+        ctx.run.local.update(turn.local)
         return Prepared(self.agent, ctx, turn)
 
     async def _lost_claim(self, checkpoint_id: str) -> ResumeError:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from plait.core.checkpoint import Checkpoint, Lease
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.hooks import HookChain, notify
 from plait.core.run_state import IdSource, SaveKind
 from plait.errors import (
@@ -109,12 +109,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def weak_saver(stream: RunSaves) -> Callable[[SaveKind, RunContext], Awaitable[Any]]:
+def weak_saver(stream: RunSaves) -> Callable[[SaveKind, Frame], Awaitable[Any]]:
     """The stream's safe-point saver, without a reference cycle between run and stream (so
     dropping an unfinished stream closes its run at once)."""
     ref = weakref.ref(stream)
 
-    async def save(kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+    async def save(kind: SaveKind, ctx: Frame) -> AgentEvent | None:
         stream = ref()
         if stream is None:
             return None
@@ -130,7 +130,7 @@ class RunSaves:
     """
 
     _setup: RunSetup
-    _ctx: RunContext | None
+    _ctx: Frame | None
     _turn: SessionTurn | None
     _resumed_from: str | None
     _forked: bool
@@ -157,7 +157,7 @@ class RunSaves:
             self._setup.active[self._checkpoint_id] = self
         return self._checkpoint_id
 
-    async def _keep_failed_turn(self, error: PlaitError | None, ctx: RunContext) -> None:
+    async def _keep_failed_turn(self, error: PlaitError | None, ctx: Frame) -> None:
         """A failed run keeps its turn in its session (see `plait.session`), unless its
         resume was given back (the checkpoint, left as it was, still holds the turn)."""
         turn = self._turn
@@ -167,17 +167,17 @@ class RunSaves:
             await turn.settle_failed()
             await self._save_turn(turn, ctx)
 
-    async def _save_turn(self, turn: SessionTurn, ctx: RunContext) -> None:
+    async def _save_turn(self, turn: SessionTurn, ctx: Frame) -> None:
         """Append the turn to its session and list the session as written by this agent."""
         setup = self._setup
-        stamp = ctx.ids.now()
+        stamp = ctx.run.ids.now()
         await turn.save(
             setup.store,
             ctx.session_values,
             [*self._earlier_handoffs, *self._handoffs],
             setup.session_ttl,
             ctx.state,
-            ctx.all_local_state,
+            ctx.run.local,
             stamp=stamp,
         )
         if setup.catalog is not None:
@@ -245,7 +245,7 @@ class RunSaves:
         await setup.store.put_checkpoint(checkpoint_id, data, ttl=setup.checkpoint_ttl)
         return data
 
-    async def _save_step(self, ctx: RunContext) -> None:
+    async def _save_step(self, ctx: Frame) -> None:
         """Write the step checkpoint under the run's id, and keep it in the run's history
         (`plait.time_travel`)."""
         checkpoint_id = self.checkpoint_id
@@ -272,11 +272,11 @@ class RunSaves:
                 root.session_values,
                 root.state,
             )
-        failure = await notify(ctx.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
+        failure = await notify(ctx.run.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
         if failure is not None:
             raise failure
 
-    async def _pause(self, event: AgentEvent, ctx: RunContext) -> AgentEvent:
+    async def _pause(self, event: AgentEvent, ctx: Frame) -> AgentEvent:
         """Save the checkpoint of a pause (a new one); return the event reporting it."""
         assert event.action is not None and event.action.interrupted is not None
         contexts = event.action.interrupted.contexts
@@ -286,12 +286,12 @@ class RunSaves:
             if self._resumed_from is not None:
                 await self._retire(self._checkpoint_id)
             if (effects := self._setup.effects) is not None and effects.waiting:
-                await effects.list_questions(contexts, checkpoint_id, ctx.ids.now())
+                await effects.list_questions(contexts, checkpoint_id, ctx.run.ids.now())
         except PlaitError as exc:
             self._pause_id = None
             return ctx.event(error=exc)
         self._paused = True
-        failure = await notify(ctx.hooks.on_pause, "on_pause", ctx, contexts, checkpoint_id)
+        failure = await notify(ctx.run.hooks.on_pause, "on_pause", ctx, contexts, checkpoint_id)
         if failure is not None:
             return ctx.event(error=failure)
         info = InterruptInfo(contexts=contexts, checkpoint_id=checkpoint_id)
@@ -299,7 +299,7 @@ class RunSaves:
             event, action=dataclasses.replace(event.action, interrupted=info)
         )
 
-    async def _save_at_safe_point(self, kind: SaveKind, ctx: RunContext) -> AgentEvent | None:
+    async def _save_at_safe_point(self, kind: SaveKind, ctx: Frame) -> AgentEvent | None:
         """Write a step checkpoint (the run goes on), or stop a cancelled run with one."""
         try:
             if kind == "step":

@@ -19,7 +19,7 @@ from typing import Any
 
 from plait._util.tasks import current_task
 from plait.core.agent import Agent
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.handoff import input_for
 from plait.core.hooks import HookChain, notify
 from plait.core.kernel import run_agent
@@ -39,7 +39,7 @@ class Prepared:
     stream configures the context, then enters the agent (`run_agent`)."""
 
     agent: Agent
-    ctx: RunContext
+    ctx: Frame
     turn: SessionTurn | None = None
     handoffs: list[HandoffLog] = dataclasses.field(default_factory=list)
     claimed: bytes | None = None
@@ -70,7 +70,7 @@ class RunStream(RunSaves):
     ) -> None:
         self._setup = setup
         self._filter = setup.event_filter
-        self._ctx: RunContext | None = None
+        self._ctx: Frame | None = None
         self._agent_events: AsyncIterator[AgentEvent] | None = None
         self._prepare: Prepare | Prepared | None = prepare
         if isinstance(prepare, Prepared):
@@ -105,7 +105,7 @@ class RunStream(RunSaves):
             setup.active[checkpoint_id] = self
 
     @property
-    def context(self) -> RunContext:
+    def context(self) -> Frame:
         """Return the run's root context (session values, usage so far)."""
         if self._ctx is None:
             raise UsageError("this run has no context until its first event")
@@ -132,7 +132,7 @@ class RunStream(RunSaves):
 
     def _stop(self) -> None:
         if self._ctx is not None and not self._finished:
-            self._ctx.request_cancel()
+            self._ctx.run.request_cancel()
 
     def __aiter__(self) -> RunStream:
         return self
@@ -242,12 +242,12 @@ class RunStream(RunSaves):
         if self._setup.durability == "step":
             self._owner = lease_owner(self._setup.ids)
         if self._cancel:
-            self._ctx.request_cancel()
+            self._ctx.run.request_cancel()
         hooks = self._setup.hooks
         if hooks.before_run or hooks.on_resume:
             await self._before_run(hooks, self._ctx)
 
-    async def _before_run(self, hooks: HookChain, ctx: RunContext) -> None:
+    async def _before_run(self, hooks: HookChain, ctx: Frame) -> None:
         """Run the `on_resume` and `before_run` hooks; one that refuses ends the run with its
         error (a resumed checkpoint is left as it was)."""
         failure = None
@@ -268,7 +268,7 @@ class RunStream(RunSaves):
 
     def _fail_at_start(self, exc: PlaitError) -> None:
         """A run that could not start (its session could not be read) ends with the error."""
-        ctx = RunContext.root(self._setup.agent_name, ())
+        ctx = Frame.root(self._setup.agent_name, ())
         self._ctx = ctx
 
         async def failed() -> AsyncIterator[AgentEvent]:
@@ -428,7 +428,7 @@ class RunStream(RunSaves):
             self._handoffs.append(event.handoff)
 
 
-async def _failed(ctx: RunContext, error: PlaitError) -> AsyncIterator[AgentEvent]:
+async def _failed(ctx: Frame, error: PlaitError) -> AsyncIterator[AgentEvent]:
     yield ctx.event(error=error)
 
 

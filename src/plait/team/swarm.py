@@ -25,7 +25,7 @@ from plait.agents.flow import TRANSFER_TOOL
 from plait.core.agent import Agent, AgentInput
 from plait.core.agent_context import AgentContext
 from plait.core.checkpoint import SwarmRecord
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.handoff import Current, HandoffLoop, Turn, sub_agents_of, transfer_targets
 from plait.core.history import USER
 from plait.errors import (
@@ -107,7 +107,7 @@ class SwarmTransfer:
         """Run one call of this tool with the model's `arguments_json`."""
         return await self._call(arguments_json, inside(ctx))
 
-    async def _call(self, arguments_json: str, ctx: RunContext) -> str | ToolResult:
+    async def _call(self, arguments_json: str, ctx: Frame) -> str | ToolResult:
         """Hand off to the named member; an `InvalidToolArguments` says which names are valid."""
         try:
             args = json.loads(arguments_json or "{}")
@@ -188,12 +188,12 @@ class Swarm(HandoffLoop):
         """Return the session value naming the member that answered last."""
         return f"swarm_active_agent:{self.team.name}"
 
-    def begin(self, ctx: RunContext) -> Current:
+    def begin(self, ctx: Frame) -> Current:
         member, path = self._start(ctx)
         mctx = ctx.for_agent(member.name, run_path=path, address=ctx.address)
         return Current(member, mctx, ctx.input_for(member.name))
 
-    def _start(self, ctx: RunContext) -> tuple[Agent, tuple[str, ...]]:
+    def _start(self, ctx: Frame) -> tuple[Agent, tuple[str, ...]]:
         """Return where the swarm starts (agent, run path), with its handoffs, recent
         targets and the member's clock: the paused agent on a resume, else the entry or the
         agent that answered last (a member, or a sub-agent of one)."""
@@ -222,7 +222,7 @@ class Swarm(HandoffLoop):
         self.window = deque(maxlen=window)
         return member, (*ctx.run_path, member.name)
 
-    def keep(self, entry: RunContext, current: Current) -> None:
+    def keep(self, entry: Frame, current: Current) -> None:
         record = SwarmRecord.model_construct(
             active=current.agent.name,
             path=list(current.ctx.run_path),
@@ -231,23 +231,25 @@ class Swarm(HandoffLoop):
             messages=current.messages,
         )
         entry.keep_record("swarm", functools.partial(self.clock.stamp, record))
-        self.steps, self.tokens = entry.model_calls, entry.usage.total_tokens
+        self.steps, self.tokens = entry.run.model_calls, entry.usage.total_tokens
 
     def step(self, current: Current) -> AsyncGenerator[AgentEvent, None]:
         messages = current.messages or []
-        agent_input = AgentInput(messages=messages, enable_streaming=current.ctx.enable_streaming)
+        agent_input = AgentInput(
+            messages=messages, enable_streaming=current.ctx.run.enable_streaming
+        )
         return self._timed(current.agent, agent_input, current.ctx)
 
-    async def finish(self, entry: RunContext, current: Current, turn: Turn) -> list[AgentEvent]:
+    async def finish(self, entry: Frame, current: Current, turn: Turn) -> list[AgentEvent]:
         """Close the handoff chain with an entry to `END` (the member's answer as its
         message); on an answer (not an exit) drop the record and note the active member."""
         answer = "" if turn.last is None else (await turn.last.get_message()).content.strip()
         log = HandoffLog(
-            timestamp=entry.ids.now(),
+            timestamp=entry.run.ids.now(),
             from_agent=current.agent.name,
             to_agent=END,
             message=_clip(answer),
-            step_count=entry.model_calls - self.steps,
+            step_count=entry.run.model_calls - self.steps,
             tokens_used=entry.usage.total_tokens - self.tokens,
         )
         if not turn.exited:
@@ -257,7 +259,7 @@ class Swarm(HandoffLoop):
         return [dataclasses.replace(current.ctx.event(), handoff=log)]
 
     async def follow(
-        self, entry: RunContext, current: Current, turn: Turn
+        self, entry: Frame, current: Current, turn: Turn
     ) -> tuple[Current, list[AgentEvent]]:
         transfer, member = turn.transfer, current.agent
         assert transfer is not None
@@ -272,12 +274,12 @@ class Swarm(HandoffLoop):
         self.handoffs += 1
         self.window.append(target.name)
         log = HandoffLog(
-            timestamp=entry.ids.now(),
+            timestamp=entry.run.ids.now(),
             from_agent=member.name,
             to_agent=target.name,
             message=transfer.message,
             reason=await _reason(transfer, turn.said),
-            step_count=entry.model_calls - self.steps,
+            step_count=entry.run.model_calls - self.steps,
             tokens_used=entry.usage.total_tokens - self.tokens,
         )
         handoff = dataclasses.replace(current.ctx.event(), handoff=log)
@@ -296,10 +298,10 @@ class Swarm(HandoffLoop):
             return {a.name: a for a in sub_agents_of(agent) if a.name not in members}
         return transfer_targets(agent)
 
-    def _transfer(self, entry: RunContext, current: Current, target: Agent) -> Current:
+    def _transfer(self, entry: Frame, current: Current, target: Agent) -> Current:
         """Follow a transfer (not a handoff): the target runs on the whole history, as in a
         flow; it counts towards the runner's `max_transfers`."""
-        current.ctx.count_transfer()
+        current.ctx.run.count_transfer()
         target = self.team._wired.get(target.name, target)  # back to a member: as wired
         path = (*current.ctx.run_path, target.name)
         tctx = entry.for_agent(target.name, run_path=path, address=entry.address)
@@ -328,7 +330,7 @@ class Swarm(HandoffLoop):
         return None
 
     async def _handoff_input(
-        self, source: Agent, target: Agent, transfer: TransferToAgentAction, ctx: RunContext
+        self, source: Agent, target: Agent, transfer: TransferToAgentAction, ctx: Frame
     ) -> list[Message]:
         """What the target sees: the inherited history, then the handoff message."""
         records = [(author, await variant.get_message()) for author, variant in ctx.lane_history]
@@ -352,7 +354,7 @@ class Swarm(HandoffLoop):
         return kept
 
     async def _timed(
-        self, member: Agent, agent_input: AgentInput, ctx: RunContext
+        self, member: Agent, agent_input: AgentInput, ctx: Frame
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run a member, ending it with `NodeTimeout` when it runs past `node_timeout`
         (counting the time it ran before a pause, not the time the run was paused)."""

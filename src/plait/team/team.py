@@ -12,7 +12,7 @@ from plait.agents.chat_model import ChatModelAgent
 from plait.agents.workflow import close_lane, open_lane
 from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext, inside
+from plait.core.context import Frame, inside
 from plait.core.kernel import is_pause, run_agent, run_loop
 from plait.errors import MaxDepthExceeded, PlaitError, UsageError
 from plait.events import AgentEvent
@@ -190,7 +190,7 @@ class Team:
         mode = "coordinator" if self.lead is not None else "swarm"
         return f"Team.{mode}({self.name!r}, {[m.name for m in self.members]})"
 
-    def _enter(self, ctx: RunContext) -> RunContext:
+    def _enter(self, ctx: Frame) -> Frame:
         """Return the team's context: nesting level checked, its budget applied."""
         return ctx.for_team(
             self.name,
@@ -203,7 +203,7 @@ class Team:
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: RunContext) -> AsyncGenerator[AgentEvent, None]:
+    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run the team: its coordinator, or its swarm from the active member."""
         try:
             inner = self._enter(ctx)

@@ -20,7 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from plait._util.json import dump_plain, load_plain, to_json
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.kernel import Interrupted, call_in
 from plait.core.resume import ResumePoints
 from plait.core.run_state import RunSnapshot
@@ -168,12 +168,12 @@ class Activities:
         return encode(update)
 
 
-def _tool_context(request: dict[str, Any]) -> RunContext:
+def _tool_context(request: dict[str, Any]) -> Frame:
     """Build the context of the tool call `request` describes, with the answers, states
     and resume info it has in the run."""
     address, name, call_id = request["address"], request["name"], request["call_id"]
     agent_address = address[: -len(f";tool:{name}:{call_id}")]
-    ctx = RunContext.detached(
+    ctx = Frame.detached(
         agent_name=request["agent"],
         run_path=tuple(request["run_path"]),
         depth=request["depth"],
@@ -201,7 +201,7 @@ def _points(address: str, resume: dict[str, Any] | None) -> ResumePoints | None:
     return ResumePoints([here], {address: resume["interrupt_state"]}, targets)
 
 
-def _pause(tctx: RunContext, paused: Interrupted) -> dict[str, Any]:
+def _pause(tctx: Frame, paused: Interrupted) -> dict[str, Any]:
     """Describe the pause of a tool call: the interrupt's info and state, and how many
     earlier answers it took before it paused."""
     snapshot = tctx.snapshot()

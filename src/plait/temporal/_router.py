@@ -21,7 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from plait._util.json import dump_plain, load_plain
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.errors import ModelError, PlaitError, ToolError
 from plait.events import AgentAction
 from plait.messages import Message
@@ -114,19 +114,19 @@ class Router:
         self.calls += 1
         return ":".join((str(self.calls), *parts))
 
-    def model(self, ctx: RunContext, model: Any) -> Any:
+    def model(self, ctx: Frame, model: Any) -> Any:
         """Return the stand-in of the model the agent at `ctx` calls."""
         return ActivityModel(self, ctx, model)
 
-    def side_model(self, ctx: RunContext, model: Any) -> Any:
+    def side_model(self, ctx: Frame, model: Any) -> Any:
         """Return the stand-in of a model called outside the ReAct loop."""
         return ActivityModel(self, ctx, model)
 
-    def tool(self, ctx: RunContext, tool: Any) -> Any:
+    def tool(self, ctx: Frame, tool: Any) -> Any:
         """Return the stand-in of a leaf tool (control-flow tools run here as they are)."""
         return tool if runs_in_workflow(tool) else ActivityTool(self, ctx, tool)
 
-    async def sync_node(self, ctx: RunContext, name: str, fn: Any, state: Any) -> Any:
+    async def sync_node(self, ctx: Frame, name: str, fn: Any, state: Any) -> Any:
         """Run a sync graph node as an activity; return its update."""
         from plait.temporal._state import decode, encode
 
@@ -149,7 +149,7 @@ class Router:
 class ActivityModel:
     """A model whose every call is a `plait-model` activity."""
 
-    def __init__(self, router: Router, ctx: RunContext, model: Any) -> None:
+    def __init__(self, router: Router, ctx: Frame, model: Any) -> None:
         self._router = router
         self._ctx = ctx
         self._number = router.catalog.number(model, "model")
@@ -206,7 +206,7 @@ def _model_failure(agent: str, exc: ActivityError) -> PlaitError:
 class ActivityTool:
     """A leaf tool whose every call is a `plait-tool` activity."""
 
-    def __init__(self, router: Router, tctx: RunContext, tool: Any) -> None:
+    def __init__(self, router: Router, tctx: Frame, tool: Any) -> None:
         self._router = router
         self._tctx = tctx
         self._tool = tool
@@ -248,7 +248,7 @@ class ActivityTool:
 
 
 def _tool_request(
-    tctx: RunContext, number: int, arguments: str, answers: list[Any], root_id: str
+    tctx: Frame, number: int, arguments: str, answers: list[Any], root_id: str
 ) -> dict[str, Any]:
     info = tctx.resume_info
     resume = None
@@ -277,7 +277,7 @@ def _tool_request(
     }
 
 
-def _tool_failure(tctx: RunContext, exc: ActivityError) -> Exception:
+def _tool_failure(tctx: Frame, exc: ActivityError) -> Exception:
     timed_out = _timed_out(exc)
     name = tctx.tool_name or ""
     if timed_out is not None:

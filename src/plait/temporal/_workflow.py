@@ -73,7 +73,7 @@ class _Install(Hooks):
         self._router = router
 
     async def before_run(self, ctx: AgentContext, input: Any) -> None:
-        inside(ctx).set_interceptor(self._router)
+        inside(ctx).run.interceptor = self._router
 
 
 def check_answer(pending: tuple[InterruptCtx, ...], answer: Mapping[str, Any]) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.core.hooks import end_run
 from plait.core.kernel import Interrupted, call_in
 from plait.errors import CheckpointCorrupt, ResumeError, ToolError
@@ -136,7 +136,7 @@ class EffectRun:
 
     def audit(
         self,
-        ctx: RunContext,
+        ctx: Frame,
         call: ToolCall,
         decision: str,
         approver: str | None,
@@ -148,7 +148,7 @@ class EffectRun:
         `address`, None for a rule)."""
         arguments = parsed(call.arguments)
         return {
-            "at": ctx.ids.now().isoformat(),
+            "at": ctx.run.ids.now().isoformat(),
             "checkpoint_id": self.checkpoint(),
             "interrupt_id": None if address is None else self.answered.get(address),
             "tool": call.name,
@@ -161,11 +161,11 @@ class EffectRun:
 
 
 async def gated_call(
-    tool: Tool, effect: Effect, approval: Approval | None, call: ToolCall, tctx: RunContext
+    tool: Tool, effect: Effect, approval: Approval | None, call: ToolCall, tctx: Frame
 ) -> str | ToolResult | Interrupted:
     """Call `tool` through its gate: ask (or apply) its approval, then run it, journaled
     when its effect is "once"."""
-    run: EffectRun | None = tctx.effects
+    run: EffectRun | None = tctx.run.effects
     if run is None:  # not inside a runner: nothing to journal in
         return await tool.call(call.arguments, tctx)
     key = tctx.idempotency_key
@@ -208,7 +208,7 @@ def _expired(expires_at: str | None, now: datetime) -> bool:
 
 
 async def _decide(
-    run: EffectRun, approval: Approval, call: ToolCall, tctx: RunContext, key: str
+    run: EffectRun, approval: Approval, call: ToolCall, tctx: Frame, key: str
 ) -> dict[str, Any]:
     """Decide the approval of `call`: by a standing rule, by expiry, or by the answer of a
     person (the run pauses here until one is given). Record it in the journal entry and
@@ -220,7 +220,7 @@ async def _decide(
     arguments = parsed(call.arguments)
     digest = fingerprint(call.name, arguments)
     prior = gate.interrupt_state()
-    now = tctx.ids.now()
+    now = tctx.run.ids.now()
     if isinstance(prior, dict) and prior.get("kind") == APPROVAL:
         expires_at = prior.get("expires_at")
     elif approval.expires_in is not None:
@@ -240,7 +240,7 @@ async def _decide(
         run.waiting[gate.address] = {**question, "kind": "approval"}
         answer = gate.interrupt({"approval": question}, state=state)
         run.waiting.pop(gate.address, None)
-        now = tctx.ids.now()
+        now = tctx.run.ids.now()
     if _expired(expires_at, now):
         decision = "approved" if approval.default == "approve" else "rejected"
         decided = {"decision": decision, "approver": None, "via": "expiry", "comment": None}
@@ -258,7 +258,7 @@ async def _decide(
 
 async def _record(
     run: EffectRun,
-    tctx: RunContext,
+    tctx: Frame,
     call: ToolCall,
     key: str,
     decided: dict[str, Any],
@@ -286,7 +286,7 @@ async def _once(
     run: EffectRun,
     tool: Tool,
     call: ToolCall,
-    tctx: RunContext,
+    tctx: Frame,
     key: str,
     entry: dict[str, Any],
     version: int,
@@ -304,7 +304,7 @@ async def _once(
             if settled is not None:
                 return settled
             entry, version = await _read_entry(run, key)
-        started = {**entry, "state": "started", "started_at": tctx.ids.now().isoformat()}
+        started = {**entry, "state": "started", "started_at": tctx.run.ids.now().isoformat()}
         written = await put_new(run.store, entry_id(key), started, version, run.ttl)
         if written is not None:
             return await _run_journaled(run, tool, call, tctx, key, (started, written))
@@ -315,7 +315,7 @@ async def _run_journaled(
     run: EffectRun,
     tool: Tool,
     call: ToolCall,
-    tctx: RunContext,
+    tctx: Frame,
     key: str,
     marked: tuple[dict[str, Any], int],
 ) -> str | ToolResult | Interrupted:
@@ -353,7 +353,7 @@ async def _settle(
 
 
 async def _unknown_outcome(
-    run: EffectRun, call: ToolCall, tctx: RunContext, key: str, entry: dict[str, Any]
+    run: EffectRun, call: ToolCall, tctx: Frame, key: str, entry: dict[str, Any]
 ) -> str | None:
     """Ask what became of a call that started and never finished (the run pauses here);
     return the tool result the answer settles it with, or None to run it again."""

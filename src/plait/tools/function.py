@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, overload
 from plait._util.quote import QUOTE_CHARS, quote
 from plait._util.threads import run_in_thread
 from plait.core.agent_context import AgentContext
-from plait.core.context import RunContext
+from plait.core.context import Frame
 from plait.errors import InvalidToolArguments, UsageError
 from plait.tools.base import (
     Approval,
@@ -32,7 +32,7 @@ class FunctionTool:
     """A tool backed by a sync or async function.
 
     The schema comes from the type hints (pydantic models allowed) and the Google-style
-    docstring (`Args:` lines describe parameters). A parameter annotated `RunContext` is
+    docstring (`Args:` lines describe parameters). A parameter annotated `Frame` is
     injected and hidden from the model. Sync functions run in a worker thread with the
     context variables copied.
 
@@ -106,7 +106,7 @@ class FunctionTool:
                     "(no *args, **kwargs or positional-only parameters)"
                 )
             annotation = hints.get(pname, Any)
-            if annotation is RunContext or annotation is AgentContext:
+            if annotation is Frame or annotation is AgentContext:
                 ctx_params.append(pname)
                 continue
             default = ... if param.default is param.empty else param.default

@@ -353,9 +353,15 @@ function showSummary(summary) {
     addRow(0, ...errorPart(summary.error)); // once: not also its event's
   }
   state.errorShown = state.errorShown || Boolean(summary.error);
+  if (summary.status === "paused" && !state.pauseShown) drawPause(summary.interrupts || [], 0);
+  $("events").scrollTop = $("events").scrollHeight;
+}
+
+// What the person can do next with an ended run: answer its questions, or resume it after a
+// stop. Drawn once the run is no longer running, so a control is never shown that ignores a click.
+function showNextSteps(summary) {
   $("interrupts").replaceChildren();
   if (summary.status === "paused") {
-    if (!state.pauseShown) drawPause(summary.interrupts || [], 0);
     for (const pending of summary.interrupts || []) {
       $("interrupts").append(interruptForm(summary.checkpoint_id, pending));
     }
@@ -363,7 +369,6 @@ function showSummary(summary) {
   if (summary.status === "cancelled" && summary.checkpoint_id) {
     $("interrupts").append(stoppedPanel(summary.checkpoint_id));
   }
-  $("events").scrollTop = $("events").scrollHeight;
 }
 
 function setRunning(running) {
@@ -437,6 +442,7 @@ async function stream(path, body) {
     state.liveId = null;
     setRunning(false);
   }
+  if (summary) showNextSteps(summary);
   refreshSessions();
   refreshInbox();
   if (runId) await loadHistory(runId);

@@ -189,5 +189,6 @@ async function openPausedRun(run) {
   const what = run.status === "cancelled" ? "stopped" : "paused";
   addRow(0, "fork", el("span", "label", `${what} run ${run.run_id}`));
   showSummary(run);
+  showNextSteps(run);
   await loadHistory(run.checkpoint_id);
 }
