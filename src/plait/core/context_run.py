@@ -1,6 +1,6 @@
-"""What a run context reads of the whole run: its session values and state, usage and
-and run-wide values (`keep_run_value`), and the team budgets it charges.
-`RunValues` is a base of `Frame`; the run's counters, options and ids are read on `frame.run` (the `RunState`).
+"""What a run context reads of the whole run: its session values and state, usage, run-wide
+values (`keep_run_value`), and the team budgets it charges. `RunValues` is a base of `Frame`;
+the run's counters, options and ids are read on `frame.run` (the `RunState`).
 """
 
 from __future__ import annotations
