@@ -152,6 +152,12 @@ async def test_closing_a_stream_early_frees_the_model(model: LocalModel) -> None
     assert again.usage is not None and again.usage.output_tokens <= 12
 
 
+async def test_an_answer_cut_at_max_tokens_counts_exactly_max_tokens(model: LocalModel) -> None:
+    messages = [Message.user("Tell me about the sea.")]
+    reply = await model.generate(messages, tool_choice="none", max_tokens=8, temperature=0)
+    assert reply.usage is not None and reply.usage.output_tokens == 8
+
+
 async def test_a_later_step_evaluates_only_what_follows_the_kept_beginning() -> None:
     own = LocalModel(n_ctx=1280)  # an engine of its own, so the figures are this test's
     tools = [get_weather.info()]

@@ -102,6 +102,7 @@ class Engine:
         self._grammars: dict[str, str] = {}
         self._rng = np.random.default_rng()
         self.evaluated = 0  # tokens evaluated, for the figures
+        self.decoded = 0  # tokens the last `decode` produced (its end-of-generation one aside)
         self.stop: Callable[[], bool] = lambda: False  # checked between chunks of a prompt
 
     def close(self) -> None:
@@ -288,6 +289,7 @@ class Engine:
             data=ctypes.cast(one, llama_cpp.llama_token_data_p), size=1, selected=-1, sorted=False
         )
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.decoded = 0
         try:
             self.feed(tokens, keep)
             for _ in range(max_tokens):
@@ -299,6 +301,7 @@ class Engine:
                 llama_cpp.llama_sampler_accept(sampler, token)
                 if llama_cpp.llama_vocab_is_eog(self.vocab, token):
                     break
+                self.decoded += 1
                 yield decoder.decode(self.piece(token))
                 self.advance(token)
             yield decoder.decode(b"", final=True)

@@ -75,12 +75,10 @@ def run_step(
         )
     fixed = engine.tokenize(prompt[: step["keep"]], True) if step["keep"] else []
     keep = len(fixed) if fixed and tokens[: len(fixed)] == fixed else 0
-    produced = 0
     for text in engine.decode(tokens, keep, engine.rules(schema, close), max_tokens, temperature):
-        produced += 1
         if text:
             yield "text", text
-    yield "usage", [read + len(tokens), produced]
+    yield "usage", [read + len(tokens), engine.decoded]  # not the flush of the last bytes
 
 
 Candidate = tuple[str, tuple[str, str] | None]
