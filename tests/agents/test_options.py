@@ -80,6 +80,52 @@ def test_an_option_changes_the_model_the_limit_and_the_tools() -> None:
     assert len(looping.requests) == 2
 
 
+def test_extra_tools_are_offered_besides_the_agents_tools_and_add_up() -> None:
+    def halve(n: int) -> float:
+        """Halve a number."""
+        return n / 2
+
+    model = ScriptedModel([call("mul", {"a": 2, "b": 3}), call("halve", {"n": 6}), reply("3")])
+    agent = ChatModelAgent("A", model, tools=[add], exit_tool=True)
+    options = [
+        RunOption(agent="A", extra_tools=[halve]),  # named: after those for every agent
+        RunOption(extra_tools=[mul]),
+    ]
+    result = Runner(agent).query_sync("(2*3)/2?", options=options)
+    assert result.error is None and result.final_output == "3"
+    assert [t.name for t in model.requests[0].tools] == ["add", "mul", "halve", "exit"]
+    assert [m.content for m in model.requests[2].messages if m.role == "tool"] == ["6", "3.0"]
+    assert [t.name for t in agent.tools] == ["add", "exit"]  # the agent is as it was built
+    replaced = ScriptedModel([reply("ok")])
+    Runner(agent).query_sync(
+        "q", options=[RunOption(model=replaced, tools=[mul], extra_tools=[add])]
+    )
+    assert [t.name for t in replaced.requests[0].tools] == ["mul", "add", "exit"]
+
+
+@pytest.mark.parametrize("name", ["add", "exit"])
+def test_an_extra_tool_named_like_a_tool_of_the_agent_ends_the_run(name: str) -> None:
+    model = ScriptedModel([reply("never asked")])
+    agent = ChatModelAgent("A", model, tools=[add], exit_tool=True)
+    clash = tool(name=name)(lambda: "x")
+    result = Runner(agent).query_sync("q", options=[RunOption(extra_tools=[clash])])
+    assert isinstance(result.error, UsageError)
+    assert f"agent 'A': the run's extra tool '{name}'" in str(result.error)
+    assert model.requests == []
+
+
+async def test_extra_tools_are_not_saved_a_resume_gives_them_again() -> None:
+    model = ScriptedModel([call("ask", {}), reply("asked")])
+    runner = Runner(ChatModelAgent("A", model), store=MemoryStore())
+    paused = await runner.query("q", options=[RunOption(extra_tools=[ask])]).collect()
+    assert paused.interrupts and paused.checkpoint_id is not None
+    assert (await runner.read_checkpoint(paused.checkpoint_id)).run_options == []
+    again = [RunOption(extra_tools=[ask])]
+    done = await runner.resume(paused.checkpoint_id, value="yes", options=again).collect()
+    assert done.error is None and done.final_output == "asked"
+    assert model.requests[1].messages[-1].content == "yes"
+
+
 def test_an_option_naming_another_agent_leaves_this_one_alone() -> None:
     model = ScriptedModel(["hi"])
     agent = ChatModelAgent("A", model, instruction="own")
@@ -207,6 +253,8 @@ def test_bad_options_are_refused_at_the_call() -> None:
     runner = Runner(ChatModelAgent("A", ScriptedModel([])))
     with pytest.raises(UsageError, match="max_iterations"):
         RunOption(max_iterations=0)
+    with pytest.raises(UsageError, match="extra_tools must be a list"):
+        RunOption(extra_tools="add")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="needs a model"):
         RunOption(model=42)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="list of RunOption"):

@@ -149,6 +149,7 @@ class ChatModelAgent:
     """
 
     _run_tools: list[Tool] | None = None  # the toolsets' tools, in a run (a copy's)
+    _extra_tools: tuple[Tool, ...] = ()  # a run's `RunOption(extra_tools=...)` (a copy's)
 
     def __init__(
         self,
@@ -240,8 +241,14 @@ class ChatModelAgent:
         return targets
 
     def _build_tools(self) -> None:
-        """Order the tools: the user's, then transfer_to_agent, then exit."""
-        given = [*self._user_tools, *(self._run_tools or ()), *self._added_tools]
+        """Order the tools: the user's, the run's extra ones, then transfer_to_agent, then
+        exit."""
+        given = [
+            *self._user_tools,
+            *(self._run_tools or ()),
+            *self._added_tools,
+            *self._extra_tools,
+        ]
         tools = [t for t in given if t.info().name != "exit"]
         self._final_tool = self._output is not None and not supports_output_schema(self.model)
         if self._final_tool:
@@ -250,15 +257,7 @@ class ChatModelAgent:
         if self._transfer is not None or self._transfer_visible():
             tools.append(self._transfer or TransferTool(self))
         tools += [t for t in given if t.info().name == "exit"]
-        self._tools: dict[str, Tool] = {}
-        infos: list[ToolInfo] = []
-        for t in tools:
-            info = t.info()
-            if info.name in self._tools:
-                raise UsageError(f"agent '{self.name}' has two tools named '{info.name}'")
-            self._tools[info.name] = t
-            infos.append(info)
-        self._tool_infos = tuple(infos)
+        self._tools, self._tool_infos = self._table(tools)
         self._emitting = frozenset(
             n for n, t in self._tools.items() if isinstance(t, EmitsEvents) and t.emits_events
         )
@@ -276,6 +275,28 @@ class ChatModelAgent:
             tool_timeout=self.tool_timeout,
         )
 
+    def _table(self, tools: list[Tool]) -> tuple[dict[str, Tool], tuple[ToolInfo, ...]]:
+        """Return `tools` by name, and their infos in order.
+
+        Raises:
+            UsageError: Two tools have one name.
+        """
+        table: dict[str, Tool] = {}
+        infos: list[ToolInfo] = []
+        for t in tools:
+            info = t.info()
+            if info.name in table:
+                extra = {id(x) for x in self._extra_tools}
+                if id(t) in extra or id(table[info.name]) in extra:
+                    raise UsageError(
+                        f"agent '{self.name}': the run's extra tool '{info.name}' has the "
+                        "name of another of its tools; give it another name"
+                    )
+                raise UsageError(f"agent '{self.name}' has two tools named '{info.name}'")
+            table[info.name] = t
+            infos.append(info)
+        return table, tuple(infos)
+
     def _for_run(self, options: RunOptions) -> ChatModelAgent:
         """Return this agent as the run's options have it: itself when none apply to it,
         else a copy (this one is left as it is)."""
@@ -288,15 +309,22 @@ class ChatModelAgent:
         clone.max_iterations = _first(given.max_iterations, self.max_iterations)
         if given.model_options is not None:
             clone.model_options = {**self.model_options, **given.model_options}
+        # whether `final_result` is offered depends on the model
+        rebuild = self._output is not None and clone.model is not self.model
         if given.tools is not None:
             kept = [t for t in self._user_tools if self.exit_tool and t.info().name == "exit"]
             clone._toolsets, tools = _split_tools(given.tools)
             clone._user_tools = [*tools, *kept]
             names = {t.info().name for t in [*clone._user_tools, *self._added_tools]}
             clone._user_return_directly = self._user_return_directly & names
+            rebuild = True
+        if given.extra_tools is not None:
+            toolsets, extra = _split_tools(given.extra_tools)
+            clone._toolsets = [*clone._toolsets, *toolsets]
+            clone._extra_tools = tuple(extra)
+            rebuild = True
+        if rebuild:
             clone._build_tools()
-        elif self._output is not None and clone.model is not self.model:
-            clone._build_tools()  # whether `final_result` is offered depends on the model
         return clone
 
     async def _open_toolsets(self, stack: AsyncExitStack, ctx: Frame) -> ChatModelAgent:

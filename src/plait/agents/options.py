@@ -12,11 +12,13 @@ runner.run(messages, options=[
 For each agent the options are merged field by field: first those with `agent=None`, then
 those naming the agent, each in the order given, so a named option wins over `agent=None` and
 a later one over an earlier; a field left None changes nothing. `model_options` are merged key
-by key over the agent's own; the other fields replace the agent's (`tools=` its tools, the
-`exit` tool of `exit_tool=True` and the tools a team adds staying). The JSON-able fields
+by key over the agent's own; `extra_tools` add up (every option's, in that order) and are
+offered besides the agent's tools; the other fields replace the agent's (`tools=` its tools,
+the `exit` tool of `exit_tool=True` and the tools a team adds staying). The JSON-able fields
 (`instruction`, a `model` given as a spec string, `model_options`, `max_iterations`) are saved
 with the run's checkpoints, so they hold across pauses and resumes; `Runner.resume(...,
-options=[...])` adds options after them (tools and model objects, which are not saved). That
+options=[...])` adds options after them (tools, extra tools and model objects, which are not
+saved). That
 an option gave a model object is saved too: a resume that does not give a model for the same
 agents again is refused (`ResumeError`), rather than going on with the agents' own models.
 """
@@ -50,6 +52,9 @@ class RunOption:
         model_options: Options for every model call, over the agent's own.
         max_iterations: The most model calls the agent makes in one run (at least 1).
         tools: `Tool`s, `Toolset`s or plain functions, instead of the agent's tools.
+        extra_tools: `Tool`s, `Toolset`s or plain functions offered besides the agent's
+            tools (its own, or those `tools` gives); one named like a tool the agent has is
+            a `UsageError` when the agent starts.
     """
 
     agent: str | None = None
@@ -58,6 +63,7 @@ class RunOption:
     model_options: Mapping[str, Any] | None = None
     max_iterations: int | None = None
     tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None
+    extra_tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.agent is not None and (not isinstance(self.agent, str) or not self.agent):
@@ -78,10 +84,11 @@ class RunOption:
             raise UsageError(
                 f"RunOption: max_iterations must be an int of at least 1, not {limit!r}"
             )
-        if self.tools is not None and (
-            isinstance(self.tools, str | bytes) or not isinstance(self.tools, Sequence)
-        ):
-            raise UsageError("RunOption: tools must be a list of tools or functions")
+        for field, tools in (("tools", self.tools), ("extra_tools", self.extra_tools)):
+            if tools is not None and (
+                isinstance(tools, str | bytes) or not isinstance(tools, Sequence)
+            ):
+                raise UsageError(f"RunOption: {field} must be a list of tools or functions")
         if self.model is not None and not isinstance(self.model, str):
             resolve_model(self.model, owner="RunOption")  # refuses what is not a model
 
@@ -111,18 +118,24 @@ class AgentOptions:
     model_options: dict[str, Any] | None = None  # merged over the agent's own
     max_iterations: int | None = None
     tools: tuple[Tool | Toolset, ...] | None = None
+    extra_tools: tuple[Tool | Toolset, ...] | None = None  # besides the agent's tools
 
     def merged(self, later: AgentOptions) -> AgentOptions:
-        """Return these options with `later`'s set fields over them."""
+        """Return these options with `later`'s set fields over them (its extra tools after
+        these)."""
         options = self.model_options
         if later.model_options is not None:
             options = {**(options or {}), **later.model_options}
+        extra = self.extra_tools
+        if later.extra_tools is not None:
+            extra = (*(extra or ()), *later.extra_tools)
         return AgentOptions(
             instruction=_first(later.instruction, self.instruction),
             model=_first(later.model, self.model),
             model_options=options,
             max_iterations=_first(later.max_iterations, self.max_iterations),
             tools=_first(later.tools, self.tools),
+            extra_tools=extra,
         )
 
 
@@ -134,16 +147,23 @@ def _resolve(option: RunOption) -> AgentOptions:
     """Return an option's settings with its model built and its functions made tools."""
     owner = "RunOption" if option.agent is None else f"RunOption for agent '{option.agent}'"
     model = None if option.model is None else resolve_model(option.model, owner=owner)
-    tools = None
-    if option.tools is not None:
-        tools = tuple(t if isinstance(t, Tool | Toolset) else FunctionTool(t) for t in option.tools)
     return AgentOptions(
         instruction=option.instruction,
         model=model,
         model_options=None if option.model_options is None else dict(option.model_options),
         max_iterations=option.max_iterations,
-        tools=tools,
+        tools=_as_tools(option.tools),
+        extra_tools=_as_tools(option.extra_tools),
     )
+
+
+def _as_tools(
+    given: Sequence[Tool | Toolset | Callable[..., Any]] | None,
+) -> tuple[Tool | Toolset, ...] | None:
+    """Return `given` with its plain functions made tools (None stays None)."""
+    if given is None:
+        return None
+    return tuple(t if isinstance(t, Tool | Toolset) else FunctionTool(t) for t in given)
 
 
 class RunOptions:
@@ -201,8 +221,9 @@ class RunOptions:
 
     def saved(self) -> list[dict[str, Any]]:
         """Return the JSON-able fields of each option, as a checkpoint keeps them (an option
-        with none, such as one of tools only, is left out); an option whose model object no
-        later option replaces is kept with `model_object` set, so a resume asks for it."""
+        with none, such as one of tools or extra tools only, is left out); an option whose
+        model object no later option replaces is kept with `model_object` set, so a resume
+        asks for it."""
         kept: list[dict[str, Any]] = []
         for index, option in enumerate(self._options):
             entry: dict[str, Any] = {

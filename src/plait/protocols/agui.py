@@ -21,6 +21,10 @@ same store, keys and per-user isolation; its summary at `GET /v1/runs/{checkpoin
   it when it carries answers: `resume` entries (`interruptId` -> `payload`; a cancelled
   entry answers None), or `forwardedProps.resume` = `{"value": v}` or `{"targets": {id: v}}`,
   optionally with the `checkpoint_id` to resume (by default the thread's latest pause).
+- `tools` are front-end tools (`plait.protocols._agui_tools`), offered to every
+  `ChatModelAgent` of the run besides its own; a call of one pauses the run, and the next
+  request's tool message answering that call (its `toolCallId`) resumes it with the result.
+  While the thread waits for such a result, a request without one is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from ag_ui.core import (
@@ -50,7 +53,6 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
-    TextPart,
     TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
@@ -63,11 +65,22 @@ from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Response
 from pydantic_core import to_jsonable_python
 
+from plait.agents.options import RunOption
 from plait.core.agent import AgentInput
 from plait.core.agent_context import AgentContext
-from plait.errors import ResumeError
+from plait.errors import CheckpointNotFound, ResumeError
 from plait.events import AgentEvent, InterruptCtx, MessageVariant
 from plait.messages import Message, ToolCall
+from plait.protocols._agui_tools import (
+    FRONTEND_TOOL,
+    FrontendTool,
+    frontend_tools,
+    text_of,
+    tool_call_of,
+    tool_results,
+    tool_text,
+    waiting_calls,
+)
 from plait.server.bodies import ErrorResponse, InterruptOut, RunSummary
 from plait.server.caller import CHECKPOINT_HEADER, Caller, CallerDep
 from plait.server.limits import ApiError
@@ -89,11 +102,13 @@ router = APIRouter()
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Resume:
     """A request's answers to a paused run: `targets`, or `answer` (the one-tuple of a
-    `value`), and the checkpoint to resume (None: the thread's latest pause)."""
+    `value`), and the checkpoint to resume (None: the thread's latest pause); `answered`
+    holds the front-end tool calls the request's tool messages answer."""
 
     targets: dict[str, Any] | None
     answer: tuple[Any] | None
     checkpoint_id: str | None
+    answered: frozenset[str] = frozenset()
 
 
 def _describe(text: str) -> dict[str, Any]:
@@ -111,7 +126,10 @@ def _describe(text: str) -> dict[str, Any]:
             ),
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        400: _describe("No user message to answer, or a resume that does not fit."),
+        400: _describe(
+            "No user message to answer, a resume that does not fit, a front-end tool named "
+            "like a tool of the agent, or a thread that waits for a front-end tool's result."
+        ),
         401: _describe("No valid API key."),
         404: _describe("Unknown agent, or a resumed run that is not found."),
         409: _describe("The paused run was already resumed, or is being resumed."),
@@ -122,15 +140,19 @@ def _describe(text: str) -> dict[str, Any]:
 )
 async def run_agui(agent: str, body: RunAgentInput, caller: CallerDep) -> Response:
     """Run `agent` on an AG-UI `RunAgentInput` and stream AG-UI events: `threadId` is the
-    session, the new user messages the input, `state` the session values; answers in
-    `resume` (or `forwardedProps.resume`) continue the thread's paused run."""
+    session, the new user messages the input, `state` the session values, `tools` front-end
+    tools; answers in `resume` (or `forwardedProps.resume`), or tool messages answering the
+    front-end tool calls it waits for, continue the thread's paused run."""
     if agent not in caller.server.agents:
         raise ApiError(404, f"no agent '{agent[:128]}'; GET /v1/agents lists them")
     problem = id_problem(body.thread_id)
     if problem is not None:
         raise ApiError(422, f"threadId: {problem}")
+    tools = frontend_tools(body.tools or (), caller.server.agents[agent])
     relay = AguiRelay(body.thread_id, body.run_id, caller.store)
     resume = _resume_of(body)
+    if resume is None:
+        resume = await _tool_results(caller, body)
     if resume is None:
         run = await caller.server.runs.start(
             caller.store,
@@ -140,16 +162,24 @@ async def run_agui(agent: str, body: RunAgentInput, caller: CallerDep) -> Respon
             session_values=_values(body.state),
             streaming=True,
             relay=relay,
+            options=[RunOption(extra_tools=tools)] if tools else (),
         )
     else:
-        run = await _resume(caller, agent, body.thread_id, resume, relay)
+        relay.answered = resume.answered
+        run = await _resume(caller, agent, body.thread_id, resume, relay, tools)
     return EventStream(run, {CHECKPOINT_HEADER: run.checkpoint_id})
 
 
 async def _resume(
-    caller: Caller, agent: str, thread_id: str, resume: _Resume, relay: AguiRelay
+    caller: Caller,
+    agent: str,
+    thread_id: str,
+    resume: _Resume,
+    relay: AguiRelay,
+    tools: tuple[FrontendTool, ...],
 ) -> LiveRun:
-    """Resume the thread's paused run (or the one named) with the request's answers."""
+    """Resume the thread's paused run (or the one named) with the request's answers (and
+    its front-end tools, which must include those of the calls the run waits for)."""
     checkpoint_id = resume.checkpoint_id
     if checkpoint_id is None:
         found = await caller.store.get_record("t", thread_id)
@@ -163,9 +193,46 @@ async def _resume(
         raise ResumeError(
             f"run '{checkpoint_id}' is not a run of agent '{agent}' on thread '{thread_id}'"
         )
+    waiting = {p.info[FRONTEND_TOOL]["tool"] for p in waiting_calls(previous.interrupts).values()}
+    missing = sorted(waiting - {tool.name for tool in tools})
+    if previous.status == "paused" and missing:
+        raise ResumeError(
+            f"run '{checkpoint_id}' waits for calls of the front-end tools {missing}, which "
+            "the request's tools do not include: send them in tools again"
+        )
+    options = [RunOption(extra_tools=tools)] if tools else ()
     return await caller.server.runs.resume(
-        caller.store, checkpoint_id, resume.targets, resume.answer, relay=relay
+        caller.store, checkpoint_id, resume.targets, resume.answer, relay=relay, options=options
     )
+
+
+async def _tool_results(caller: Caller, body: RunAgentInput) -> _Resume | None:
+    """Return the answers a request's tool messages give to the front-end tool calls its
+    thread's latest pause waits for; None when it waits for none.
+
+    Raises:
+        ResumeError: The request answers none of them, or has user messages after its
+            answers (which the resumed run would not read).
+    """
+    paused = await _latest_pause(caller, body.thread_id)
+    waiting = waiting_calls(paused.interrupts) if paused is not None else {}
+    if paused is None or not waiting:
+        return None
+    results = tool_results(body.messages, waiting, body.thread_id)
+    targets = {waiting[call_id].id: text for call_id, text in results.items()}
+    return _Resume(targets, None, paused.checkpoint_id, frozenset(results))
+
+
+async def _latest_pause(caller: Caller, thread_id: str) -> RunSummary | None:
+    """Return the summary of the thread's latest pause if it still waits, else None."""
+    found = await caller.store.get_record("t", thread_id)
+    if found is None:
+        return None
+    try:
+        summary = await caller.server.runs.summary(caller.store, found.decode())
+    except CheckpointNotFound:
+        return None
+    return summary if summary.status == "paused" else None
 
 
 def _resume_of(body: RunAgentInput) -> _Resume | None:
@@ -225,7 +292,7 @@ async def _input(body: RunAgentInput, caller: Caller) -> list[Message]:
 def _message(message: Any) -> Message | None:
     """Return the plait message of an AG-UI message (None for activity and reasoning)."""
     if isinstance(message, UserMessage):
-        return Message.user(_text(message.content, "a user message"))
+        return Message.user(text_of(message.content, "a user message"))
     if isinstance(message, SystemMessage | DeveloperMessage):
         return Message.system(message.content)
     if isinstance(message, AssistantMessage):
@@ -235,26 +302,8 @@ def _message(message: Any) -> Message | None:
         )
         return Message.assistant(message.content or "", calls)
     if isinstance(message, ToolMessage):
-        return Message.tool(_text(message.content, "a tool message"), message.tool_call_id)
+        return Message.tool(tool_text(message), message.tool_call_id)
     return None
-
-
-def _text(content: str | Sequence[Any], where: str) -> str:
-    """Return the text of a message's content: a string, or text parts joined by lines."""
-    if isinstance(content, str):
-        return content
-    texts = [part.text for part in content if isinstance(part, TextPart)]
-    if len(texts) != len(content):
-        raise ApiError(400, f"{where} may hold only text parts")
-    return "\n".join(texts)
-
-
-def _tool_call_of(address: str) -> str | None:
-    """Return the id of the tool call an interrupt was raised in, from its address."""
-    last = address.rpartition(";")[2]
-    if not last.startswith("tool:"):
-        return None
-    return last.rpartition(":")[2] or None
 
 
 class AguiRelay(Relay):
@@ -268,6 +317,7 @@ class AguiRelay(Relay):
         self._steps: list[tuple[str, ...]] = []  # the open steps' run paths, outermost first
         self._values: dict[str, Any] | None = None  # the run's live session values
         self._shown: Any = _UNSENT  # the values last sent
+        self.answered: frozenset[str] = frozenset()  # tool calls whose result the client sent
 
     def attach(self, run: LiveRun) -> None:
         """Serve `run`: the stream opens with `RUN_STARTED`."""
@@ -342,8 +392,8 @@ class AguiRelay(Relay):
             message = await variant.get_message()
         except Exception:  # the run reports the error itself
             return
-        if message.tool_call_id is None:
-            return
+        if message.tool_call_id is None or message.tool_call_id in self.answered:
+            return  # the client has the result of a front-end call it answered
         self._send(
             ToolCallResultEvent(
                 message_id=uuid.uuid4().hex,
@@ -423,7 +473,7 @@ def _interrupt(pending: InterruptOut) -> Interrupt:
         id=pending.id,
         reason="input_required",
         message=info if isinstance(info, str) else None,
-        tool_call_id=_tool_call_of(pending.address),
+        tool_call_id=tool_call_of(pending.address),
         metadata={"info": info, "address": pending.address},
     )
 

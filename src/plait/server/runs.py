@@ -14,10 +14,11 @@ import enum
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from plait.agents.options import RunOption
 from plait.core.agent import Agent, AgentInput
 from plait.core.agent_context import AgentContext
 from plait.core.hooks import Hooks
@@ -325,9 +326,11 @@ class Runs:
         session_values: dict[str, Any] | None,
         streaming: bool = False,
         relay: Relay | None = None,
+        options: Sequence[RunOption] = (),
     ) -> LiveRun:
-        """Start a run of agent `name` (`streaming`: its models stream, and `relay` sends
-        its events); it is recorded as running before this returns.
+        """Start a run of agent `name` (`streaming`: its models stream, `relay` sends its
+        events, `options` are its per-run options); it is recorded as running before this
+        returns.
 
         Raises:
             StoreError: The store failed before the run started.
@@ -349,6 +352,7 @@ class Runs:
             session_id=session_id,
             checkpoint_id=run.checkpoint_id,
             session_values=session_values,
+            options=options,
         )
         run.accept()
         self._launch(run, runner, stream)
@@ -362,9 +366,11 @@ class Runs:
         answer: tuple[Any] | None = None,
         *,
         relay: Relay | None = None,
+        options: Sequence[RunOption] = (),
     ) -> LiveRun:
         """Resume a paused run with `targets`, or `answer` (the one-tuple of the `value` for
-        its one interrupt); return once the resume is accepted (`relay` sends its events).
+        its one interrupt); return once the resume is accepted (`relay` sends its events,
+        `options` are given to the resume).
 
         Raises:
             CheckpointNotFound: No such run of this user.
@@ -401,9 +407,11 @@ class Runs:
             user=store.user,
         )
         if answer is None:
-            stream = runner.resume(checkpoint_id, targets, approver=store.user)
+            stream = runner.resume(checkpoint_id, targets, approver=store.user, options=options)
         else:
-            stream = runner.resume(checkpoint_id, targets, value=answer[0], approver=store.user)
+            stream = runner.resume(
+                checkpoint_id, targets, value=answer[0], approver=store.user, options=options
+            )
         self._launch(run, runner, stream)
         await run.started()  # a lost claim race is the runner's CheckpointAlreadyResumed
         return run
