@@ -39,12 +39,8 @@ def test_serve_a2a_mounts_every_agent_behind_the_keys(tmp_path: Path) -> None:
         task = http.post("/a2a/helper", json=_send("hello there"), headers=key).json()["result"]
     assert task["status"]["state"] == "completed"
     assert task["artifacts"][0]["parts"][0]["text"] == "echo: hello there"
-
-
-def test_serve_without_a2a_serves_no_a2a(tmp_path: Path) -> None:
-    store = ("--store", sqlite_url(tmp_path / "plait.db"))
     with (
         ServeProcess([target("helper"), *store], tmp_path / "logs") as server,
         httpx.Client(base_url=server.url, timeout=30) as http,
     ):
-        assert http.get("/a2a/helper" + CARD).status_code == 404
+        assert http.get("/a2a/helper" + CARD).status_code == 404  # not without --a2a
