@@ -87,6 +87,14 @@ def test_the_card_names_the_agents_endpoint_for_1_0_and_0_3(serve: Any) -> None:
     assert httpx.get(unmounted + "/a2a/echo" + CARD, timeout=WAIT).status_code == 404
 
 
+def test_an_agent_name_is_quoted_in_its_endpoint(serve: Any) -> None:
+    base = serve(create_app({"my echo": echo()}, store=MemoryStore(), a2a=True))
+    card = httpx.get(base + "/a2a/my%20echo" + CARD, timeout=WAIT).json()
+    assert card["url"] == base + "/a2a/my%20echo/"
+    task = httpx.post(card["url"], json=send("hi"), timeout=WAIT).json()["result"]
+    assert task["artifacts"][0]["parts"][0]["text"] == "heard: hi"
+
+
 def test_keys_are_required_and_each_user_has_their_own_tasks(serve: Any) -> None:
     base = serve(create_app([echo()], store=MemoryStore(), api_keys=KEYS, a2a=True))
     with httpx.Client(base_url=base + "/a2a/echo", timeout=WAIT) as http:

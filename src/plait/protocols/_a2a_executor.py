@@ -30,7 +30,7 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Part, Task, TaskState, TaskStatus
 
-from plait.errors import PlaitError, ResumeError, UsageError
+from plait.errors import PlaitError, ResumeError, RunCancelled, UsageError
 from plait.events import AgentEvent, RunResult
 from plait.messages import Message as PlaitMessage
 from plait.protocols._a2a_answer import AnswerStream
@@ -106,7 +106,7 @@ class PlaitExecutor(AgentExecutor):
             self._live.pop(task_id, None)
         if live.canceled:
             return
-        if call.gone.is_set():
+        if call.gone.is_set() and isinstance(result.error, RunCancelled):
             said = "the client left before the answer was complete; the run was stopped"
             await updater.cancel(updater.new_agent_message([Part(text=said)]))
             return

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
@@ -326,16 +326,16 @@ def a2a_router(agents: Mapping[str, Agent], *, keyed: bool) -> tuple[APIRouter, 
     )
     async def a2a_card(agent: str, request: Request, caller: CallerDep) -> Response:
         """Return the A2A agent card of `agent` (its JSON-RPC endpoint: `/a2a/{agent}/`)."""
-        return service_of(agent).card_response(f"{request.base_url}a2a/{agent}/")
+        endpoint = f"{request.base_url}a2a/{quote(agent, safe='')}/"
+        return service_of(agent).card_response(endpoint)
 
     async def a2a_rpc(agent: str, caller: CallerDep) -> Response:
         """Answer one A2A JSON-RPC request to `agent` (1.0's methods and 0.3's `message/send`,
         `message/stream`, `tasks/get`, `tasks/cancel`, ...), as the caller's user."""
+        service = service_of(agent)
         store = caller.store.for_agent(agent)
-        runner = Runner(
-            service_of(agent).agent, store=store, enable_streaming=True, user=caller.user
-        )
-        return service_of(agent).exchange(runner, caller.user)
+        runner = Runner(service.agent, store=store, enable_streaming=True, user=caller.user)
+        return service.exchange(runner, caller.user)
 
     for path in ("/a2a/{agent}", "/a2a/{agent}/"):
         router.add_api_route(
