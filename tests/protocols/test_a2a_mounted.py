@@ -87,10 +87,10 @@ def test_the_card_names_the_agents_endpoint_for_1_0_and_0_3(serve: Any) -> None:
     assert httpx.get(unmounted + "/a2a/echo" + CARD, timeout=WAIT).status_code == 404
 
 
-def test_an_agent_name_is_quoted_in_its_endpoint(serve: Any) -> None:
+def test_the_card_names_the_agent_by_its_public_name_quoted_in_the_endpoint(serve: Any) -> None:
     base = serve(create_app({"my echo": echo()}, store=MemoryStore(), a2a=True))
     card = httpx.get(base + "/a2a/my%20echo" + CARD, timeout=WAIT).json()
-    assert card["url"] == base + "/a2a/my%20echo/"
+    assert (card["name"], card["url"]) == ("my echo", base + "/a2a/my%20echo/")
     task = httpx.post(card["url"], json=send("hi"), timeout=WAIT).json()["result"]
     assert task["artifacts"][0]["parts"][0]["text"] == "heard: hi"
 

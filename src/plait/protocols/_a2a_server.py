@@ -80,10 +80,12 @@ class A2AService:
         version: str,
         task_store: TaskStore | None,
         keyed: bool = False,
+        name: str | None = None,
     ) -> None:
         self.agent = agent
         self.url = url
-        self.card = _card(agent, url or "http://localhost/", streaming, version, keyed)
+        named = name if name is not None else agent.name  # the server's public name
+        self.card = _card(agent, named, url or "http://localhost/", streaming, version, keyed)
         self.handler = DefaultRequestHandler(
             agent_executor=PlaitExecutor(),
             task_store=task_store if task_store is not None else InMemoryTaskStore(),
@@ -114,11 +116,14 @@ class A2AService:
         await self.handler.aclose()
 
 
-def _card(agent: Agent, url: str, streaming: bool, version: str, keyed: bool) -> AgentCard:
-    """Return the agent card of `agent`, served at `url` over JSON-RPC 1.0 and 0.3."""
-    described = agent.description or agent.name
+def _card(
+    agent: Agent, name: str, url: str, streaming: bool, version: str, keyed: bool
+) -> AgentCard:
+    """Return the agent card of `agent` (as `name`), served at `url` over JSON-RPC 1.0 and
+    0.3."""
+    described = agent.description or name
     card = AgentCard(
-        name=agent.name,
+        name=name,
         description=described,
         version=version,
         supported_interfaces=[
@@ -128,7 +133,7 @@ def _card(agent: Agent, url: str, streaming: bool, version: str, keyed: bool) ->
         capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=MODES,
         default_output_modes=MODES,
-        skills=[AgentSkill(id=agent.name, name=agent.name, description=described, tags=["plait"])],
+        skills=[AgentSkill(id=name, name=name, description=described, tags=["plait"])],
     )
     if keyed:  # the server's API keys: `Authorization: Bearer <key>`
         scheme = HTTPAuthSecurityScheme(scheme="bearer", description="plait API key")
@@ -309,7 +314,13 @@ def a2a_router(agents: Mapping[str, Agent], *, keyed: bool) -> tuple[APIRouter, 
     endpoint at `/a2a/{agent}` (and `/a2a/{agent}/`)."""
     services = {
         name: A2AService(
-            agent, url=None, streaming=True, version="1.0.0", task_store=None, keyed=keyed
+            agent,
+            url=None,
+            streaming=True,
+            version="1.0.0",
+            task_store=None,
+            keyed=keyed,
+            name=name,
         )
         for name, agent in agents.items()
     }
