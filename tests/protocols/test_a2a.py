@@ -42,6 +42,7 @@ from plait.messages import Message as PlaitMessage
 from plait.protocols import a2a
 from plait.stores import MemoryStore, SqliteStore
 from plait.testing import FunctionModel, ScriptedModel, call, reply
+from tests.protocols.a2a_support import GatedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 10.0
@@ -150,7 +151,8 @@ async def test_the_card_describes_the_agent(serve: Any) -> None:
         card = await A2ACardResolver(http, url).get_agent_card()
     assert (card.name, card.description) == ("planner", "Plans trips.")
     assert card.capabilities.streaming is True
-    assert [i.url for i in card.supported_interfaces] == [url + "/"]  # where it was asked
+    interfaces = [(i.url, i.protocol_version) for i in card.supported_interfaces]
+    assert interfaces == [(url + "/", "1.0"), (url + "/", "0.3")]  # where it was asked
     [skill] = card.skills
     assert (skill.name, skill.description) == ("planner", "Plans trips.")
     fixed = serve(
@@ -158,7 +160,7 @@ async def test_the_card_describes_the_agent(serve: Any) -> None:
     )
     async with httpx.AsyncClient(timeout=WAIT) as http:
         card = await A2ACardResolver(http, fixed).get_agent_card()
-    assert [i.url for i in card.supported_interfaces] == ["https://agents.example/planner"]
+    assert {i.url for i in card.supported_interfaces} == {"https://agents.example/planner"}
     assert (card.capabilities.streaming, card.version) == (False, "2.1.0")
 
 
@@ -172,23 +174,31 @@ async def test_a_run_is_a_completed_task_with_the_answer(serve: Any) -> None:
     assert get_text_parts(task.status.message.parts) == ["you said hello there"]
 
 
-async def test_streaming_sends_the_text_as_working_updates(serve: Any) -> None:
-    url = serve(a2a.app(planner(questions=())))
-    responses = await send(url, user_message("three words here"))
-    states = [r.status_update.status.state for r in responses if r.HasField("status_update")]
-    assert states[0] == TaskState.TASK_STATE_WORKING
-    assert states[-1] == TaskState.TASK_STATE_COMPLETED
-    deltas = [
-        "".join(get_text_parts(r.status_update.status.message.parts))
-        for r in responses
-        if r.HasField("status_update")
-        and r.status_update.status.state == TaskState.TASK_STATE_WORKING
-        and r.status_update.status.message.parts
+async def test_streaming_sends_the_text_as_one_artifact_as_it_is_produced(serve: Any) -> None:
+    model = GatedModel("you said ", "three words here")
+    url = serve(a2a.app(ChatModelAgent("echo", model)))
+    updates: list[Any] = []
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        client = await create_client(url, client_config=ClientConfig(httpx_client=http))
+        request = SendMessageRequest(message=user_message("three words here"))
+        async for response in client.send_message(request):
+            if response.HasField("artifact_update"):
+                updates.append(response.artifact_update)
+                model.go.set()  # the first words came before the model went on
+            elif response.HasField("status_update"):
+                status = response.status_update.status
+                if status.state == TaskState.TASK_STATE_WORKING:
+                    assert not status.message.parts  # the text is in the artifact only
+                last = status.state
+    assert last == TaskState.TASK_STATE_COMPLETED
+    assert {u.artifact.artifact_id for u in updates} == {"answer"}
+    assert [(u.append, u.last_chunk) for u in (updates[0], updates[-1])] == [
+        (False, False),
+        (True, True),
     ]
-    assert len(deltas) > 1  # word by word, as the model streamed it
-    assert "".join(deltas) == "you said three words here"
-    artifacts = [r.artifact_update.artifact for r in responses if r.HasField("artifact_update")]
-    assert [get_text_parts(a.parts) for a in artifacts] == [["you said three words here"]]
+    assert get_text_parts(updates[0].artifact.parts) == ["you said "]
+    text = "".join("".join(get_text_parts(u.artifact.parts)) for u in updates)
+    assert text == "you said three words here"
 
 
 async def test_an_interrupt_asks_for_input_and_the_next_message_resumes(serve: Any) -> None:
@@ -332,12 +342,18 @@ async def test_a_remote_agent_takes_its_name_from_the_card_and_answers(serve: An
 
 
 async def test_a_remote_agent_streams_the_remote_text(serve: Any) -> None:
-    url = serve(a2a.app(planner(questions=())))
-    result = await Runner(a2a.RemoteAgent(url), enable_streaming=True).query("a b c").collect()
+    model = GatedModel("you said ", "a b c")
+    url = serve(a2a.app(ChatModelAgent("echo", model, description="Echoes.")))
+    chunks: list[str] = []
+    stream = Runner(a2a.RemoteAgent(url), enable_streaming=True).query("a b c")
+    async for event in stream:
+        assert event.message is not None and event.message.stream is not None
+        async for chunk in event.message.stream:
+            chunks.append(chunk.content)
+            model.go.set()  # the first words came before the remote model went on
+    result = await stream.collect()
     assert result.error is None, result.error
-    [event] = [e for e in result.events if e.message is not None]
-    assert event.message is not None and event.message.is_streaming
-    assert event.message.stream is not None and len(event.message.stream.chunks) > 1
+    assert chunks[0] == "you said " and "".join(chunks) == "you said a b c"
     assert result.final_output == "you said a b c"
 
 

@@ -194,11 +194,12 @@ def _serve_options(
     api_keys: Path | None,
     ui: bool,
     allowed_hosts: list[str] | None,
+    a2a: bool = False,
 ) -> ServeOptions:
     keys = None if api_keys is None else str(api_keys)
     hosts = tuple(allowed_hosts) if allowed_hosts else None
     options: ServeOptions = _lazy("ServeOptions")(
-        targets, host, port, store, keys, ui, allowed_hosts=hosts
+        targets, host, port, store, keys, ui, allowed_hosts=hosts, a2a=a2a
     )
     return options
 
@@ -230,9 +231,12 @@ def serve(
     api_keys: Path | None = _KEYS,
     ui: bool = typer.Option(False, "--ui", help="Also serve the dev page at /."),
     allowed_host: list[str] | None = _ALLOWED_HOSTS,
+    a2a: bool = typer.Option(
+        False, "--a2a", help="Also serve every agent over A2A at /a2a/{agent} (plait[a2a])."
+    ),
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
-    options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host)
+    options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host, a2a)
     raise typer.Exit(_lazy("serve_command")(options))
 
 

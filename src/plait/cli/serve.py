@@ -59,6 +59,7 @@ class ServeOptions:
     ui: bool
     open_browser: bool = False
     allowed_hosts: tuple[str, ...] | None = None
+    a2a: bool = False
 
 
 def read_api_keys(path: str) -> dict[str, str]:
@@ -133,7 +134,9 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     _check_names(options.targets, [agent.name for agent in agents])
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
     hosts = None if options.allowed_hosts is None else list(options.allowed_hosts)
-    app = create_app(agents, store=store, api_keys=keys, ui=options.ui, allowed_hosts=hosts)
+    app = create_app(
+        agents, store=store, api_keys=keys, ui=options.ui, allowed_hosts=hosts, a2a=options.a2a
+    )
     return app, [agent.name for agent in agents]
 
 

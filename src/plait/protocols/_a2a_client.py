@@ -2,8 +2,9 @@
 the a2a-sdk's client.
 
 A run sends one message and reads the remote task's events until it completes, fails or
-asks for input. Text of `working` updates is the streamed text; the answer is the task's
-artifacts (else its last status message, else the streamed text). A task that asks for
+asks for input. The streamed text is the text of `working` updates and of artifact chunks
+(an artifact sent in several chunks, as plait's server sends its answer); the answer is the
+task's artifacts (else its last status message, else the streamed text). A task that asks for
 input pauses the local run: the remote task id is kept with `save_state`, and the answer
 given on resume is sent to that task.
 """
@@ -26,6 +27,7 @@ from a2a.types import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    TaskArtifactUpdateEvent,
     TaskState,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
@@ -193,6 +195,7 @@ class _Exchange:
         self.status_data: list[Any] = []
         self.deltas: list[str] = []
         self.artifacts: dict[str, list[Part]] = {}
+        self.streamed: set[str] = set()  # the artifacts whose text came in chunks
         self.done = False
 
     @property
@@ -263,18 +266,28 @@ class _Exchange:
             self.task_id, self.context_id = update.task_id, update.context_id
             return self._status(update.status.state, update.status.message, streams=True)
         if response.HasField("artifact_update"):
-            artifact = response.artifact_update.artifact
-            parts = self.artifacts.setdefault(artifact.artifact_id, [])
-            if not response.artifact_update.append:
-                parts.clear()
-            parts.extend(artifact.parts)
-            return ""
+            return self._artifact(response.artifact_update)
         if response.HasField("message"):
             reply = response.message
             self.task_id = self.task_id or reply.task_id or None
             self.context_id = reply.context_id or self.context_id
             return self._status(TaskState.TASK_STATE_COMPLETED, reply, streams=False)
         raise self.failure("an event that is no task, status, artifact or message")
+
+    def _artifact(self, update: TaskArtifactUpdateEvent) -> str:
+        """Note an artifact's chunk; return its text when it streams (a chunk appended, or
+        the first of several: text a server streams as an artifact), else ""."""
+        artifact = update.artifact
+        parts = self.artifacts.setdefault(artifact.artifact_id, [])
+        if not update.append:
+            parts.clear()
+            self.streamed.discard(artifact.artifact_id)
+        parts.extend(artifact.parts)
+        whole = not update.append and update.last_chunk
+        if whole:
+            return ""
+        self.streamed.add(artifact.artifact_id)
+        return "".join(get_text_parts(artifact.parts))
 
     def _status(self, state: TaskState, message: Message, *, streams: bool) -> str:
         self.state = state
@@ -290,7 +303,10 @@ class _Exchange:
     def answer(self) -> str:
         """Return the task's answer: its artifacts' text, else its last status message,
         else the text it streamed."""
-        texts = [_parts_text(parts) for parts in self.artifacts.values()]
+        texts = [
+            _parts_text(parts, "" if key in self.streamed else "\n")
+            for key, parts in self.artifacts.items()
+        ]
         if any(texts):
             return "\n".join(text for text in texts if text)
         return self.status_text or "".join(self.deltas)
@@ -309,10 +325,12 @@ class _Exchange:
         return self.status_data[0] if self.status_data else None
 
 
-def _parts_text(parts: Sequence[Part]) -> str:
-    texts = get_text_parts(parts)
+def _parts_text(parts: Sequence[Part], joint: str) -> str:
+    """Return the text of an artifact's parts: its text parts joined by `joint` ("" for the
+    chunks of a streamed text), then its data parts as JSON, one a line."""
+    text = joint.join(get_text_parts(parts))
     data = [text_of(plain(value)) for value in get_data_parts(parts)]
-    return "\n".join([*texts, *data])
+    return "\n".join([text, *data] if text else data)
 
 
 def request_text(messages: Sequence[PlaitMessage]) -> str:

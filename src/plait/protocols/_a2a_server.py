@@ -1,59 +1,254 @@
-"""The server of `plait.protocols.a2a.app`: an a2a-sdk `AgentExecutor` over a plait `Runner`.
+"""plait's A2A server: an agent served over A2A's JSON-RPC binding, for 1.0 and 0.3 clients.
 
-A task is a plait run. Its first message starts the run (the context id is the session id);
-the executor relays the run's text as `working` status updates and ends the task as the run
-ends: `completed` (the final answer as an artifact and in the status message),
-`input-required` (the interrupts as a data part, and their checkpoint in the task's
-metadata under `"plait"`), or `failed` (the error). A later message to an `input-required`
-task resumes the run from the checkpoint its metadata names, so the mapping lives exactly as
-long as the task store keeps the task.
+`A2AService` is one agent's service: its agent card (a 1.0 interface and a 0.3 one at the
+same URL, so the card also carries 0.3's `url`, `preferredTransport` and
+`protocolVersion`), the a2a-sdk's request handler over `PlaitExecutor`, and its JSON-RPC
+dispatcher, which answers 1.0's methods (`SendMessage`, ...) and 0.3's (`message/send`,
+`message/stream`, `tasks/get`, `tasks/cancel`, ...) on one endpoint. Each request is
+answered by an `Exchange`, which watches the connection: a client that leaves before its
+answer is complete stops the run it started.
+
+Two apps use it: `build_app` (the standalone app of `plait.protocols.a2a.app`, behind the
+server's Host guard and body limit) and `a2a_router` (`create_app(..., a2a=True)`: every
+served agent at `/a2a/{agent}`, behind the server's guard, limit and API keys, each caller
+with their own tasks and their own view of the store).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote, urlsplit
 
-from a2a.helpers import get_data_parts, get_text_parts
-from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.events import EventQueue
+from a2a.auth.user import User
+from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
+from a2a.server.routes import DefaultServerCallContextBuilder, ServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
     AgentInterface,
     AgentSkill,
-    Message,
-    Part,
-    Task,
-    TaskState,
-    TaskStatus,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
 )
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT
+from a2a.utils.constants import (
+    AGENT_CARD_WELL_KNOWN_PATH,
+    PROTOCOL_VERSION_0_3,
+    PROTOCOL_VERSION_1_0,
+)
+from fastapi import APIRouter
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import BaseRoute, Route
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from plait.core.agent import Agent
-from plait.errors import PlaitError, ResumeError
-from plait.events import AgentEvent, RunResult
-from plait.messages import Message as PlaitMessage
-from plait.protocols._a2a_parts import data_part, jsonable, part_of, plain, struct_dict, text_of
+from plait.errors import UsageError
+from plait.protocols._a2a_executor import STATE_KEY, Call, PlaitExecutor
 from plait.run.runner import Runner
-from plait.run.stream import RunStream
+from plait.server.caller import CallerDep
+from plait.server.hosts import HostGuard, host_rule
+from plait.server.limits import ApiError, BodyLimit
 from plait.stores.base import Store
 
-__all__ = ["PlaitExecutor", "build_app"]
+__all__ = ["A2AService", "Exchange", "a2a_router", "build_app"]
 
-#: The key of plait's entries in a task's metadata: `{"checkpoint_id", "interrupts"}`.
-META = "plait"
 MODES = ["text/plain", "application/json"]
+#: The key of a request's `Call` in its ASGI scope (read by `_ContextBuilder`).
+SCOPE_KEY = "plait.a2a.call"
+_DISCONNECT: Message = {"type": "http.disconnect"}
+
+
+class A2AService:
+    """One agent served over A2A: its card, the SDK's request handler and dispatcher."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        url: str | None,
+        streaming: bool,
+        version: str,
+        task_store: TaskStore | None,
+        keyed: bool = False,
+        name: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.url = url
+        named = name if name is not None else agent.name  # the server's public name
+        self.card = _card(agent, named, url or "http://localhost/", streaming, version, keyed)
+        self.handler = DefaultRequestHandler(
+            agent_executor=PlaitExecutor(),
+            task_store=task_store if task_store is not None else InMemoryTaskStore(),
+            agent_card=self.card,
+        )
+        self.dispatcher = JsonRpcDispatcher(
+            request_handler=self.handler,
+            context_builder=_ContextBuilder(),
+            enable_v0_3_compat=True,
+        )
+
+    def card_response(self, here: str) -> JSONResponse:
+        """Return the agent card, naming `here` as its endpoint unless a `url` was given."""
+        card = self.card
+        if self.url is None:
+            card = AgentCard()
+            card.CopyFrom(self.card)
+            for interface in card.supported_interfaces:
+                interface.url = here
+        return JSONResponse(agent_card_to_dict(card))
+
+    def exchange(self, runner: Runner, user: str | None = None) -> Exchange:
+        """Return the response that answers one JSON-RPC request with `runner` (as `user`)."""
+        return Exchange(self.dispatcher, runner, user)
+
+    async def aclose(self) -> None:
+        """Stop the tasks still running (the app is shutting down)."""
+        await self.handler.aclose()
+
+
+def _card(
+    agent: Agent, name: str, url: str, streaming: bool, version: str, keyed: bool
+) -> AgentCard:
+    """Return the agent card of `agent` (as `name`), served at `url` over JSON-RPC 1.0 and
+    0.3."""
+    described = agent.description or name
+    card = AgentCard(
+        name=name,
+        description=described,
+        version=version,
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=v)
+            for v in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
+        ],
+        capabilities=AgentCapabilities(streaming=streaming),
+        default_input_modes=MODES,
+        default_output_modes=MODES,
+        skills=[AgentSkill(id=name, name=name, description=described, tags=["plait"])],
+    )
+    if keyed:  # the server's API keys: `Authorization: Bearer <key>`
+        scheme = HTTPAuthSecurityScheme(scheme="bearer", description="plait API key")
+        card.security_schemes["bearer"].CopyFrom(SecurityScheme(http_auth_security_scheme=scheme))
+        card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
+    return card
+
+
+class _User(User):
+    """The caller, as the SDK knows users: its task store keeps each user's tasks apart."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        """Whether the server checked who calls (it has API keys)."""
+        return True
+
+    @property
+    def user_name(self) -> str:
+        """The caller's user id."""
+        return self._name
+
+
+class _ContextBuilder(ServerCallContextBuilder):
+    """Build the SDK's call context of a request: the SDK's own, with the request's `Call`
+    (and its user, when the server has users)."""
+
+    def __init__(self) -> None:
+        self._default = DefaultServerCallContextBuilder()
+
+    def build(self, request: Request) -> ServerCallContext:
+        """Return the call context of `request`."""
+        context = self._default.build(request)
+        call, user = request.scope[SCOPE_KEY]
+        context.state[STATE_KEY] = call
+        if user is not None:
+            context.user = _User(user)
+        return context
+
+
+class Exchange(Response):
+    """One JSON-RPC request, answered by the SDK's dispatcher.
+
+    The client's connection is watched while it is answered: if it closes before the
+    answer is complete (a blocking `message/send` whose client gave up, a `message/stream`
+    whose reader left), the run the request started is stopped.
+    """
+
+    def __init__(self, dispatcher: JsonRpcDispatcher, runner: Runner, user: str | None) -> None:
+        super().__init__()
+        self._dispatcher = dispatcher
+        self._runner = runner
+        self._user = user
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client left while sending its request
+        gone = asyncio.Event()
+        answered = False
+        given = False
+
+        async def replay() -> Message:
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone.wait()
+            return _DISCONNECT
+
+        async def sent(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                answered = True
+            await send(message)
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if not answered:
+                gone.set()
+
+        call = Call(runner=self._runner, gone=gone)
+        scope = {**scope, SCOPE_KEY: (call, self._user)}
+        async with _running(watch()):
+            response = await self._dispatcher.handle_requests(Request(scope, replay))
+            await response(scope, replay, sent)
+        if self.background is not None:
+            await self.background()
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """Return the request's body, or None if the client left first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+@contextlib.asynccontextmanager
+async def _running(work: Any) -> AsyncIterator[None]:
+    """Run the coroutine `work` in a task while the block runs; cancel it after."""
+    task = asyncio.ensure_future(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def build_app(
@@ -64,211 +259,101 @@ def build_app(
     task_store: TaskStore | None,
     streaming: bool,
     version: str,
+    allowed_hosts: Sequence[str] | None,
+    max_request_bytes: int,
 ) -> Starlette:
     """Build the Starlette app of `plait.protocols.a2a.app` (arguments checked there)."""
     if not isinstance(agent, Agent):
-        from plait.errors import UsageError
-
         raise UsageError(f"a2a.app needs an Agent (name, description, run), got {agent!r}")
+    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
+        raise UsageError("max_request_bytes must be an int")
+    if max_request_bytes < 1:
+        raise UsageError("max_request_bytes must be positive")
+    rule = host_rule(_hosts(allowed_hosts, url), keyed=False)
     runner = Runner(agent, store=store, enable_streaming=streaming)
-    card = _card(agent, url or "http://localhost/", streaming=streaming, version=version)
-    handler = DefaultRequestHandler(
-        agent_executor=PlaitExecutor(runner),
-        task_store=task_store if task_store is not None else InMemoryTaskStore(),
-        agent_card=card,
+    service = A2AService(
+        agent, url=url, streaming=streaming, version=version, task_store=task_store
     )
 
-    async def agent_card(request: Request) -> JSONResponse:
-        served = card
-        if url is None:  # the URL this request came to
-            served = AgentCard()
-            served.CopyFrom(card)
-            served.supported_interfaces[0].url = str(request.base_url)
-        return JSONResponse(agent_card_to_dict(served))
+    async def agent_card(request: Request) -> Response:
+        return service.card_response(str(request.base_url))
 
-    routes: list[BaseRoute] = [Route(AGENT_CARD_WELL_KNOWN_PATH, agent_card, methods=["GET"])]
-    routes.extend(create_jsonrpc_routes(handler, rpc_url="/"))
+    async def rpc(request: Request) -> Response:
+        return service.exchange(runner)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         yield
-        await handler.aclose()
+        await service.aclose()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    routes = [
+        Route(AGENT_CARD_WELL_KNOWN_PATH, agent_card, methods=["GET"]),
+        Route("/", rpc, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
+    if rule is not None:  # outermost: a refused host reaches nothing else
+        app.add_middleware(HostGuard, rule=rule)
+    return app
 
 
-def _card(agent: Agent, url: str, *, streaming: bool, version: str) -> AgentCard:
-    """Return the agent card of `agent`, served at `url` over JSON-RPC."""
-    return AgentCard(
-        name=agent.name,
-        description=agent.description or agent.name,
-        version=version,
-        supported_interfaces=[
-            AgentInterface(
-                url=url, protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION_CURRENT
-            )
-        ],
-        capabilities=AgentCapabilities(streaming=streaming),
-        default_input_modes=MODES,
-        default_output_modes=MODES,
-        skills=[
-            AgentSkill(
-                id=agent.name,
-                name=agent.name,
-                description=agent.description or agent.name,
-                tags=["plait"],
-            )
-        ],
+def _hosts(allowed_hosts: Sequence[str] | None, url: str | None) -> Sequence[str] | None:
+    """Return the hosts a standalone app answers besides its own: `allowed_hosts`, and the
+    host of the public `url` its card names (`host_rule` checks what it is given)."""
+    host = urlsplit(url).hostname if url else None
+    if host is None or isinstance(allowed_hosts, str):
+        return allowed_hosts
+    if allowed_hosts is not None and not isinstance(allowed_hosts, Sequence):
+        return allowed_hosts
+    return [*(allowed_hosts or ()), host]
+
+
+def a2a_router(agents: Mapping[str, Agent], *, keyed: bool) -> tuple[APIRouter, list[A2AService]]:
+    """Return the routes of `create_app(..., a2a=True)`, and the services to close at the
+    end: every agent's card at `/a2a/{agent}/.well-known/agent-card.json` and its JSON-RPC
+    endpoint at `/a2a/{agent}` (and `/a2a/{agent}/`)."""
+    services = {
+        name: A2AService(
+            agent,
+            url=None,
+            streaming=True,
+            version="1.0.0",
+            task_store=None,
+            keyed=keyed,
+            name=name,
+        )
+        for name, agent in agents.items()
+    }
+    router = APIRouter(tags=["a2a"])
+
+    def service_of(agent: str) -> A2AService:
+        found = services.get(agent)
+        if found is None:
+            raise ApiError(404, f"no agent '{agent[:128]}'; GET /v1/agents lists them")
+        return found
+
+    @router.get(
+        "/a2a/{agent}" + AGENT_CARD_WELL_KNOWN_PATH, summary="Read an agent's A2A agent card"
     )
+    async def a2a_card(agent: str, request: Request, caller: CallerDep) -> Response:
+        """Return the A2A agent card of `agent` (its JSON-RPC endpoint: `/a2a/{agent}/`)."""
+        endpoint = f"{request.base_url}a2a/{quote(agent, safe='')}/"
+        return service_of(agent).card_response(endpoint)
 
+    async def a2a_rpc(agent: str, caller: CallerDep) -> Response:
+        """Answer one A2A JSON-RPC request to `agent` (1.0's methods and 0.3's `message/send`,
+        `message/stream`, `tasks/get`, `tasks/cancel`, ...), as the caller's user."""
+        service = service_of(agent)
+        store = caller.store.for_agent(agent)
+        runner = Runner(service.agent, store=store, enable_streaming=True, user=caller.user)
+        return service.exchange(runner, caller.user)
 
-class PlaitExecutor(AgentExecutor):
-    """Run a task's messages as plait runs: start one, or resume the paused one."""
-
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-        self._cancelled: set[str] = set()
-
-    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Start or resume the run of this task and publish its states."""
-        task_id, context_id = str(context.task_id), str(context.context_id)
-        updater = TaskUpdater(event_queue, task_id, context_id)
-        message, task = context.message or Message(), context.current_task
-        try:
-            if task is None:
-                await event_queue.enqueue_event(
-                    Task(
-                        id=task_id,
-                        context_id=context_id,
-                        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                        history=[message],
-                    )
-                )
-                stream = self._start(message, context_id)
-            elif task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-                stream = self._resume(task, message)
-            else:
-                state = TaskState.Name(task.status.state)
-                await self._fail(updater, "UsageError", f"task {task_id} is {state}")
-                return
-        except PlaitError as exc:
-            await self._fail(updater, type(exc).__name__, exc.message)
-            return
-        await updater.start_work()
-        try:
-            result = await self._drive(stream, updater)
-        except ResumeError as exc:  # the answer did not fit: ask again
-            await updater.update_status(
-                TaskState.TASK_STATE_INPUT_REQUIRED,
-                message=updater.new_agent_message(
-                    [
-                        Part(text=f"could not resume: {exc.message}"),
-                        *_asked_parts(task.metadata if task else None),
-                    ]
-                ),
-            )
-            return
-        except PlaitError as exc:
-            await self._fail(updater, type(exc).__name__, exc.message)
-            return
-        finally:
-            cancelled = task_id in self._cancelled
-            self._cancelled.discard(task_id)
-        if not cancelled:
-            await self._finish(result, updater)
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Mark the task canceled (the SDK then stops a running `execute`)."""
-        task_id = str(context.task_id)
-        self._cancelled.add(task_id)
-        await TaskUpdater(event_queue, task_id, str(context.context_id)).cancel()
-
-    def _start(self, message: Message, context_id: str) -> RunStream:
-        text = "\n".join(get_text_parts(message.parts))
-        if not text:
-            data = [plain(value) for value in get_data_parts(message.parts)]
-            text = "\n".join(json.dumps(value) for value in data)
-        if not text:
-            raise _usage("the message has no text or data part")
-        return self._runner.run([PlaitMessage.user(text)], session_id=context_id)
-
-    def _resume(self, task: Task, message: Message) -> RunStream:
-        meta = struct_dict(task.metadata).get(META) or {}
-        checkpoint_id = meta.get("checkpoint_id")
-        if not isinstance(checkpoint_id, str):
-            raise _usage(f"task {task.id} has no paused run to resume")
-        data = get_data_parts(message.parts)
-        value: Any = plain(data[0]) if data else "\n".join(get_text_parts(message.parts))
-        pending = meta.get("interrupts") or []
-        if len(pending) > 1 and isinstance(value, dict):
-            return self._runner.resume(checkpoint_id, value)
-        return self._runner.resume(checkpoint_id, value=value)
-
-    async def _drive(self, stream: RunStream, updater: TaskUpdater) -> RunResult:
-        """Iterate the run, relaying its text; return its result."""
-        async with stream:
-            async for event in stream:
-                await _relay(event, updater)
-            return await stream.collect()
-
-    async def _finish(self, result: RunResult, updater: TaskUpdater) -> None:
-        if result.error is not None:
-            await self._fail(updater, type(result.error).__name__, result.error.message)
-        elif result.interrupts:
-            interrupts = [
-                {"id": i.id, "info": i.info, "address": i.address} for i in result.interrupts
-            ]
-            parts = [Part(text=_ask_text(result)), data_part({"interrupts": interrupts})]
-            meta = {"checkpoint_id": result.checkpoint_id, "interrupts": interrupts}
-            await updater.update_status(
-                TaskState.TASK_STATE_INPUT_REQUIRED,
-                message=updater.new_agent_message(parts),
-                metadata={META: jsonable(meta)},
-            )
-        else:
-            answer = result.final_output
-            await updater.add_artifact([part_of(answer)], name="answer", last_chunk=True)
-            await updater.complete(updater.new_agent_message([Part(text=text_of(answer))]))
-
-    async def _fail(self, updater: TaskUpdater, kind: str, message: str) -> None:
-        error = {"type": kind, "message": message}
-        parts = [Part(text=f"{kind}: {message}"), data_part({"error": error})]
-        await updater.failed(updater.new_agent_message(parts))
-
-
-async def _relay(event: AgentEvent, updater: TaskUpdater) -> None:
-    """Publish the text of a top-level assistant message as `working` status updates."""
-    variant = event.message
-    if variant is None or variant.role != "assistant" or event.depth != 0:
-        return
-    meta = {"agent": event.agent_name}
-    if variant.stream is not None:
-        async for chunk in variant.stream:
-            if chunk.content:
-                await _working(updater, chunk.content, meta)
-    elif variant.message is not None and variant.message.content:
-        await _working(updater, variant.message.content, meta)
-
-
-async def _working(updater: TaskUpdater, text: str, meta: dict[str, Any]) -> None:
-    message = updater.new_agent_message([Part(text=text)], metadata=meta)
-    await updater.update_status(TaskState.TASK_STATE_WORKING, message=message)
-
-
-def _ask_text(result: RunResult) -> str:
-    """Say what the pending interrupts ask, one line each."""
-    return "\n".join(text_of(i.info) for i in result.interrupts)
-
-
-def _asked_parts(metadata: Any) -> list[Part]:
-    """Return the data part that says which interrupts are still pending."""
-    meta = struct_dict(metadata).get(META) if metadata is not None else None
-    if not isinstance(meta, dict):
-        return []
-    return [data_part({"interrupts": meta.get("interrupts") or []})]
-
-
-def _usage(message: str) -> PlaitError:
-    from plait.errors import UsageError
-
-    return UsageError(message)
+    for path in ("/a2a/{agent}", "/a2a/{agent}/"):
+        router.add_api_route(
+            path,
+            a2a_rpc,
+            methods=["POST"],
+            summary="Call an agent over A2A (JSON-RPC)",
+            include_in_schema=path.endswith("}"),
+        )
+    return router, list(services.values())

@@ -1,14 +1,15 @@
 """A2A (Agent2Agent): serve a plait agent to A2A clients, and call remote A2A agents.
 
 `app(agent)` returns an ASGI app (the official `a2a-sdk`'s server) that serves `agent` with
-its agent card; `RemoteAgent(url)` is a plait `Agent` that runs a remote A2A agent. Both
-need the `a2a` extra (`pip install "plait[a2a]"`); importing this module does not, and
-without it they raise a `UsageError` saying what to install.
+its agent card to A2A 1.0 and 0.3 clients (`create_app(..., a2a=True)` serves every agent of
+plait's server the same way, at `/a2a/{agent}`); `RemoteAgent(url)` is a plait `Agent` that
+runs a remote A2A agent. Both need the `a2a` extra (`pip install "plait[a2a]"`); importing
+this module does not, and without it they raise a `UsageError` saying what to install.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plait.core.agent import Agent, AgentInput
@@ -28,13 +29,17 @@ __all__ = ["RemoteAgent", "app"]
 DEFAULT_TIMEOUT = 10.0
 
 
-def _require_sdk() -> None:
-    """Raise a `UsageError` naming the extra when the a2a-sdk (or its server) is missing."""
+def _require_sdk(*, serving: bool = False) -> None:
+    """Raise a `UsageError` naming the extra when the a2a-sdk (or, `serving`, the server
+    it runs behind) is missing."""
     try:
         import a2a.client
         import a2a.server.routes  # noqa: F401
         import httpx  # noqa: F401
         import starlette  # noqa: F401
+
+        if serving:
+            import fastapi  # noqa: F401
     except ImportError as exc:
         raise UsageError(
             f'plait.protocols.a2a needs the a2a-sdk: pip install "plait[a2a]" ({exc})'
@@ -49,25 +54,40 @@ def app(
     task_store: TaskStore | None = None,
     streaming: bool = True,
     version: str = "1.0.0",
+    allowed_hosts: Sequence[str] | None = None,
+    max_request_bytes: int = 1_048_576,
 ) -> Starlette:
-    """Return an ASGI app that serves `agent` over A2A (JSON-RPC), with its agent card.
+    """Return an ASGI app that serves `agent` over A2A (JSON-RPC, 1.0 and 0.3), with its card.
 
     The card is at `/.well-known/agent-card.json`: the agent's name and description, one
     skill describing it, `capabilities.streaming`, and the JSON-RPC endpoint at `url`
-    (None: the URL each request came to). Each task is an ordinary plait run: `working`
-    while it runs (streamed text as status updates), `input-required` at an interrupt,
-    `completed` with the final answer as an artifact, `failed` with the error. A message
-    to an `input-required` task resumes the run with the message's data part or text. The
-    context id is the plait session id. `store` keeps the runs' checkpoints and sessions
-    (default: in memory), `task_store` the A2A tasks (default: the SDK's in-memory one);
-    give persistent ones together, since a paused task finds its checkpoint through its
-    metadata.
+    (None: the URL each request came to), for A2A 1.0 and 0.3 clients alike. Each task is
+    an ordinary plait run: `working` while it runs, its text streamed as the `answer`
+    artifact in chunks (at most about 4 KB or 50 ms of text each), `input-required` at an
+    interrupt, `completed` with the final answer as that artifact, `failed` with the error,
+    `canceled` when the client cancels it or leaves before its answer is complete (the run
+    is stopped). A message to an `input-required` task resumes the run with the message's
+    data part or text. The context id is the plait session id. `store` keeps the runs'
+    checkpoints and sessions (default: in memory), `task_store` the A2A tasks (default: the
+    SDK's in-memory one); give persistent ones together, since a paused task finds its
+    checkpoint through its metadata.
+
+    The app answers only requests addressed to a loopback name, its own address, the host
+    of `url`, or a name in `allowed_hosts` (`["*"]`: any), as `plait.server.create_app`
+    does, and refuses bodies over `max_request_bytes` with `413`.
     """
-    _require_sdk()
+    _require_sdk(serving=True)
     from plait.protocols._a2a_server import build_app
 
     return build_app(
-        agent, url=url, store=store, task_store=task_store, streaming=streaming, version=version
+        agent,
+        url=url,
+        store=store,
+        task_store=task_store,
+        streaming=streaming,
+        version=version,
+        allowed_hosts=allowed_hosts,
+        max_request_bytes=max_request_bytes,
     )
 
 

@@ -14,7 +14,8 @@ Routes (see docs/server.md): `GET /healthz`, `GET /v1/agents`,
 `POST /v1/runs/{checkpoint_id}/cancel`, `GET /v1/runs/{checkpoint_id}`, `GET /v1/sessions`,
 `GET /v1/sessions/{session_id}`, `DELETE /v1/sessions/{session_id}`; OpenAI-compatible
 (see docs/protocols.md): `GET /v1/models`, `POST /v1/chat/completions`; with the `agui`
-extra, `POST /agui/{agent}` (AG-UI).
+extra, `POST /agui/{agent}` (AG-UI); with `a2a=True` (the `a2a` extra), `POST /a2a/{agent}`
+and its card at `GET /a2a/{agent}/.well-known/agent-card.json` (A2A 1.0 and 0.3).
 """
 
 from __future__ import annotations

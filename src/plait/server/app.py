@@ -329,6 +329,7 @@ def create_app(
     ui: bool = False,
     cancel_poll: float = 0.2,
     allowed_hosts: Sequence[str] | None = None,
+    a2a: bool = False,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
@@ -348,9 +349,12 @@ def create_app(
             None (the default): a server without keys answers only loopback names and its
             own address, so a page rebinding its name to this machine is refused (`403`); a
             server with keys answers any host.
+        a2a: Also serve every agent over A2A 1.0 and 0.3 at `/a2a/{agent}` (its card
+            under it), behind the same checks and keys (needs the `a2a` extra).
 
     Raises:
-        UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts.
+        UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts;
+            `a2a` without the a2a-sdk.
     """
     from plait import __version__
 
@@ -371,7 +375,7 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
-    _include_routes(app, ui)
+    _include_routes(app, ui, server if a2a else None)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
@@ -382,9 +386,9 @@ def create_app(
 _BUILDING = threading.Lock()
 
 
-def _include_routes(app: FastAPI, ui: bool) -> None:
-    """Add the API's routes to `app` (with the dev page's when `ui`), and build FastAPI's
-    table of them now.
+def _include_routes(app: FastAPI, ui: bool, a2a: Server | None) -> None:
+    """Add the API's routes to `app` (with the dev page's when `ui`, and the A2A routes of
+    the agents of `a2a` when given), and build FastAPI's table of them now.
 
     FastAPI builds the table at the first request otherwise, and the warning filters it
     sets while it makes a route's fields are process-wide: two apps in one process
@@ -402,6 +406,8 @@ def _include_routes(app: FastAPI, ui: bool) -> None:
         for routes in (*groups, approvals_router(find_caller)):
             app.include_router(routes)
         _mount_agui(app)
+        if a2a is not None:
+            _mount_a2a(app, a2a)
         if ui:
             _mount_page(app)
         for route in app.router.routes:
@@ -425,6 +431,8 @@ def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager
         yield
         watcher.cancel()
         await server.runs.shutdown(SHUTDOWN_GRACE)
+        for close in server.closing:
+            await close()
         if server.owns_store:
             await server.store.close()
 
@@ -486,6 +494,17 @@ def _mount_agui(app: FastAPI) -> None:
     @app.post("/agui/{agent}", include_in_schema=False)
     async def agui_missing(agent: str) -> None:
         raise ApiError(501, 'AG-UI needs the ag-ui-protocol package: pip install "plait[agui]"')
+
+
+def _mount_a2a(app: FastAPI, server: Server) -> None:
+    """Add the A2A routes of every agent (`plait.protocols._a2a_server.a2a_router`); the
+    app closes their services when it stops."""
+    if importlib.util.find_spec("a2a") is None:
+        raise UsageError('create_app(a2a=True) needs the a2a-sdk: pip install "plait[a2a]"')
+    module = importlib.import_module("plait.protocols._a2a_server")
+    routes, services = module.a2a_router(server.agents, keyed=server.api_keys is not None)
+    app.include_router(routes)
+    server.closing.extend(service.aclose for service in services)
 
 
 def _mount_page(app: FastAPI) -> None:

@@ -4,6 +4,7 @@ route, the protocols' too, takes its caller from here (`CallerDep`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -26,7 +27,8 @@ CHECKPOINT_HEADER = "x-plait-checkpoint-id"
 
 @dataclass(slots=True)
 class Server:
-    """What the routes of one app share: its agents, store, keys and runs."""
+    """What the routes of one app share: its agents, store, keys and runs (and what to
+    close when the app stops, before its store: the A2A services' running tasks)."""
 
     agents: dict[str, Agent]
     store: Store
@@ -34,6 +36,7 @@ class Server:
     runs: Runs
     owns_store: bool
     index: SessionIndex = field(default_factory=SessionIndex)
+    closing: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
