@@ -76,6 +76,25 @@ async def test_models_are_the_agents(openai_for: Any) -> None:
     assert all(isinstance(m.created, int) and m.created > 0 for m in page.data)
 
 
+async def test_a_model_is_retrieved_by_its_agents_name(openai_for: Any) -> None:
+    with serve(_desk()) as url:
+        models = openai_for(url).models
+        found = await models.retrieve("desk")
+        listed = (await models.list()).data
+        with pytest.raises(openai.NotFoundError) as missing:
+            await models.retrieve("nobody")
+        with pytest.raises(openai.AuthenticationError):
+            await openai_for(url, key="wrong").models.retrieve("desk")
+    assert (found.id, found.object, found.owned_by) == ("desk", "model", "plait")
+    assert found == listed[0]
+    assert missing.value.body == {
+        "message": "no agent 'nobody'; GET /v1/models lists them",
+        "type": "not_found_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+
+
 async def test_a_completion_sums_usage_over_every_model_call(openai_for: Any) -> None:
     agent = _two_calls()
     with serve(agent) as url:
@@ -393,6 +412,19 @@ async def test_api_keys_and_users(openai_for: Any) -> None:
     assert no_key.json()["error"]["type"] == "authentication_error"
     assert seen_by_bob.status_code == 404
     assert seen_by_alice.json()["final_output"] == "hello alice"
+
+
+def test_errors_at_the_door_take_openais_shape_on_its_paths_only() -> None:
+    with serve(_desk(), keys=None) as url, client(url) as http:
+        rebound = {"host": "attacker.example"}
+        refused = http.get("/v1/models", headers=rebound)
+        own = http.get("/v1/agents", headers=rebound)
+        unknown = http.get("/v1/responses/resp_x/input_items")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "permission_error"
+    assert set(refused.json()["error"]) == {"message", "type", "param", "code"}
+    assert own.status_code == 403 and set(own.json()["error"]) == {"type", "message"}
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
 
 
 async def test_a_session_header_runs_in_that_session(openai_for: Any) -> None:

@@ -110,7 +110,8 @@ def run_error(summary: RunSummary) -> dict[str, Any]:
 def data(body: Any, event: bytes = b"") -> bytes:
     """Return one server-sent event whose data is `body` as JSON (with the `event:` name
     `event`, if any), written by the server's one SSE writer."""
-    return encode(event, json.dumps(body, ensure_ascii=False))
+    name = b"event: %b\r\n" % event if event else b""
+    return encode(name, json.dumps(body, ensure_ascii=False))
 
 
 class AnswerRelay(Relay):

@@ -167,7 +167,9 @@ def _inline(node: Any, root: dict[str, Any], seen: tuple[str, ...], param: str) 
 
 
 def _pointer(root: dict[str, Any], ref: str, param: str) -> Any:
-    """Return what the local reference `ref` ("#/$defs/Step") points to in `root`."""
+    """Return what the local reference `ref` ("#/$defs/Step", "#") points to in `root`."""
+    if ref == "#":
+        return root
     if not ref.startswith("#/"):
         raise _refuse(param, f"only references inside the schema are served, not {ref[:100]!r}")
     found: Any = root
