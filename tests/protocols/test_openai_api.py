@@ -467,6 +467,7 @@ def test_the_docs_example_runs() -> None:
     exec(compile(blocks[0], "docs/protocols.md", "exec", dont_inherit=True), namespace)
     assert namespace["answer"] == "A-1 ships today."
     assert namespace["streamed"] == "A-1 ships today."
+    assert namespace["responded"] == "A-1 ships today."
     assert namespace["usage"] == (12, 5)
 
 
