@@ -213,5 +213,5 @@ async def test_an_agent_that_cannot_give_a_structured_answer_is_a_400(
     assert not_chat.value.code == "unsupported_response_format"
     assert not_chat.value.param == "response_format"
     assert "can transfer" in transfers.value.message
-    assert transfers.value.param == "text"
+    assert transfers.value.param == "text.format"
     assert model.requests == []

@@ -40,10 +40,12 @@ _MAX_PROBLEMS = 5
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Wanted:
-    """A JSON answer asked for: the schema's name and the schema, and where it was asked."""
+    """A JSON answer asked for: the schema's name and the schema; the request field that
+    asked (`response_format`, `text.format`) and the schema's place in the request."""
 
     name: str
     schema: dict[str, Any]
+    field: str
     param: str
 
 
@@ -62,7 +64,7 @@ def chat_format(given: Any) -> Wanted | None:
     spec = given.get("json_schema")
     if not isinstance(spec, Mapping):
         raise _refuse(param, "a json_schema format needs its json_schema object")
-    return _wanted(spec, f"{param}.json_schema")
+    return _wanted(spec, param, f"{param}.json_schema")
 
 
 def responses_format(given: Any) -> Wanted | None:
@@ -71,7 +73,7 @@ def responses_format(given: Any) -> Wanted | None:
     if given is None:
         return None
     kind = _kind(given, param)
-    return _wanted(given, param) if kind == "json_schema" else _simple(kind, param)
+    return _wanted(given, param, param) if kind == "json_schema" else _simple(kind, param)
 
 
 def _kind(given: Any, param: str) -> str:
@@ -87,10 +89,10 @@ def _kind(given: Any, param: str) -> str:
 
 
 def _simple(kind: str, param: str) -> Wanted | None:
-    return None if kind == "text" else Wanted("json_object", {"type": "object"}, param)
+    return None if kind == "text" else Wanted("json_object", {"type": "object"}, param, param)
 
 
-def _wanted(spec: Mapping[str, Any], param: str) -> Wanted:
+def _wanted(spec: Mapping[str, Any], field: str, param: str) -> Wanted:
     name, schema = spec.get("name"), spec.get("schema")
     if not isinstance(name, str) or _NAME.fullmatch(name) is None:
         raise _refuse(f"{param}.name", "a name of 1 to 64 letters, digits, '_' or '-'")
@@ -100,7 +102,7 @@ def _wanted(spec: Mapping[str, Any], param: str) -> Wanted:
     description = spec.get("description")
     if isinstance(description, str) and description and "description" not in schema:
         schema["description"] = description
-    return Wanted(name, schema, f"{param}.schema")
+    return Wanted(name, schema, field, f"{param}.schema")
 
 
 def format_options(agent: Agent, wanted: Wanted | None) -> list[RunOption]:
@@ -113,13 +115,13 @@ def format_options(agent: Agent, wanted: Wanted | None) -> list[RunOption]:
         return []
     if not isinstance(agent, ChatModelAgent):
         raise _refuse(
-            wanted.param.split(".")[0],
+            wanted.field,
             f"agent '{agent.name}' is not a ChatModelAgent: plait gives a structured answer "
             "only from a ChatModelAgent",
         )
     if agent.sub_agents or agent.parent is not None:
         raise _refuse(
-            wanted.param.split(".")[0],
+            wanted.field,
             f"agent '{agent.name}' can transfer to other agents, whose answer would not be "
             "checked against the schema",
         )

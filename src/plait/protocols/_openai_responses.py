@@ -162,8 +162,12 @@ async def conversation_of(store: UserStore, runs: Runs, previous: str | None) ->
             summary = None
     session = None if summary is None else summary.session_id
     latest = None if session is None else await store.get_record("o", session)
-    if summary is None or session is None or latest is None:
+    if summary is None or session is None:
         raise ApiError(400, f"no response '{previous[:128]}'", param=param, code=code)
+    if latest is None:  # a run of the API, or a response whose conversation was not recorded
+        raise ApiError(
+            400, f"'{previous[:128]}' is no response of a conversation", param=param, code=code
+        )
     if latest.decode() != checkpoint_id:
         raise ApiError(
             400,

@@ -27,6 +27,7 @@ response's `text.format`) is honoured or refused (`plait.protocols._openai_forma
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,6 +38,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from plait.core.agent import Agent
+from plait.errors import PlaitError
 from plait.protocols._openai_chat import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -74,6 +76,8 @@ __all__ = [
     "openai_error",
     "openai_router",
 ]
+
+_log = logging.getLogger("plait.server")
 
 #: The response header with the run's checkpoint id (as on the app's other run routes).
 CHECKPOINT_HEADER = "x-plait-checkpoint-id"
@@ -161,8 +165,8 @@ CallerSource = Callable[..., Awaitable[Caller]]
 
 _ERRORS = {
     400: (
-        "A body that does not fit, a `response_format` the agent cannot honour (`code`: "
-        f"unsupported_response_format), a bad `{SESSION_HEADER}` header or "
+        "A body that does not fit, a `response_format` (`text.format`) the agent cannot "
+        f"honour (`code`: unsupported_response_format), a bad `{SESSION_HEADER}` header or "
         "`previous_response_id`."
     ),
     401: "No valid API key.",
@@ -309,7 +313,12 @@ async def _respond(who: Caller, body: ResponseRequest) -> Response:
         relay=relay,
         options=options,
     )
-    await who.store.put_record("o", session_id, run.checkpoint_id.encode())
+    try:  # the run has started: its answer goes out whether or not this is kept
+        await who.store.put_record("o", session_id, run.checkpoint_id.encode())
+    except PlaitError as exc:
+        _log.warning(
+            "could not record response %s as its conversation's latest: %s", run.checkpoint_id, exc
+        )
     headers = {CHECKPOINT_HEADER: run.checkpoint_id}
     if relay is not None:
         return EventStream(run, headers)
