@@ -263,3 +263,32 @@ def test_bad_options_are_refused_at_the_call() -> None:
         runner.query("q", options=[RunOption(model="nope:x")])
     with pytest.raises(UsageError, match=r"options\[0\]"):
         runner.resume("c1", options=["x"])  # type: ignore[list-item]
+
+
+def test_an_option_gives_one_agent_a_structured_output_for_this_run_only() -> None:
+    from pydantic import BaseModel
+
+    class Weather(BaseModel):
+        city: str
+        degrees: int
+
+    model = ScriptedModel(
+        [
+            '{"city": "Oslo"}',  # invalid: told to the model, which answers again
+            '{"city": "Oslo", "degrees": 4}',
+            "plain text again",
+        ],
+        supports_output_schema=True,
+    )
+    agent = ChatModelAgent("A", model, output_retries=1)
+    runner = Runner(agent)
+    result = runner.query_sync("weather?", options=[RunOption(agent="A", output_type=Weather)])
+    assert result.error is None
+    assert result.final_output == Weather(city="Oslo", degrees=4)
+    assert model.requests[0].options["output_schema"].name == "Weather"
+    assert "degrees" in model.requests[1].messages[-1].content  # the retry said what was wrong
+    plain = runner.query_sync("weather?")
+    assert plain.final_output == "plain text again"  # the agent itself is left as it was
+    assert "output_schema" not in model.requests[2].options
+    with pytest.raises(UsageError, match="output_type"):
+        RunOption(output_type=int)

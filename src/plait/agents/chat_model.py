@@ -184,7 +184,7 @@ class ChatModelAgent:
         self.description = description
         self.instruction = instruction
         self.output_key = output_key
-        self.output_type = output_type
+        self.output_type, self.output_retries = output_type, output_retries
         self._output = StructuredOutput.of(output_type, output_retries, f"agent '{name}'")
         self.max_iterations = max_iterations
         self.gen_model_input = gen_model_input
@@ -311,6 +311,12 @@ class ChatModelAgent:
             clone.model_options = {**self.model_options, **given.model_options}
         # whether `final_result` is offered depends on the model
         rebuild = self._output is not None and clone.model is not self.model
+        if given.output_type is not None:
+            clone.output_type = given.output_type
+            clone._output = StructuredOutput(
+                given.output_type, self.output_retries, f"agent '{self.name}'"
+            )
+            rebuild = True  # `final_result` is offered or not with the new output
         if given.tools is not None:
             kept = [t for t in self._user_tools if self.exit_tool and t.info().name == "exit"]
             clone._toolsets, tools = _split_tools(given.tools)
@@ -378,7 +384,11 @@ class ChatModelAgent:
         events = react_loop(self, input, run_ctx)
         if self._output_guardrails is None:
             return events
-        structured = self._output is not None
+        options = run_ctx.run.options
+        given = options.for_agent(self.name) if isinstance(options, RunOptions) else None
+        structured = self._output is not None or (
+            given is not None and given.output_type is not None
+        )
         return guarded(events, run_ctx, self._output_guardrails, self.output_key, structured)
 
     def _store_output(self, ctx: Frame, value: Any) -> None:

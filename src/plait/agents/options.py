@@ -14,11 +14,12 @@ those naming the agent, each in the order given, so a named option wins over `ag
 a later one over an earlier; a field left None changes nothing. `model_options` are merged key
 by key over the agent's own; `extra_tools` add up (every option's, in that order) and are
 offered besides the agent's tools; the other fields replace the agent's (`tools=` its tools,
-the `exit` tool of `exit_tool=True` and the tools a team adds staying). The JSON-able fields
+the `exit` tool of `exit_tool=True` and the tools a team adds staying; `output_type=` its
+structured output, with the agent's `output_retries`). The JSON-able fields
 (`instruction`, a `model` given as a spec string, `model_options`, `max_iterations`) are saved
 with the run's checkpoints, so they hold across pauses and resumes; `Runner.resume(...,
-options=[...])` adds options after them (tools, extra tools and model objects, which are not
-saved). That
+options=[...])` adds options after them (tools, extra tools, output types and model objects,
+which are not saved: give them again). That
 an option gave a model object is saved too: a resume that does not give a model for the same
 agents again is refused (`ResumeError`), rather than going on with the agents' own models.
 """
@@ -29,6 +30,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from plait.capabilities.structured import StructuredOutput
 from plait.errors import ResumeError, UsageError
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
@@ -55,6 +57,8 @@ class RunOption:
         extra_tools: `Tool`s, `Toolset`s or plain functions offered besides the agent's
             tools (its own, or those `tools` gives); one named like a tool the agent has is
             a `UsageError` when the agent starts.
+        output_type: A pydantic model, dataclass or `TypedDict` the agent's answer must be
+            (as `ChatModelAgent(output_type=...)`), instead of the agent's own.
     """
 
     agent: str | None = None
@@ -64,6 +68,7 @@ class RunOption:
     max_iterations: int | None = None
     tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None
     extra_tools: Sequence[Tool | Toolset | Callable[..., Any]] | None = None
+    output_type: Any = None
 
     def __post_init__(self) -> None:
         if self.agent is not None and (not isinstance(self.agent, str) or not self.agent):
@@ -91,6 +96,7 @@ class RunOption:
                 raise UsageError(f"RunOption: {field} must be a list of tools or functions")
         if self.model is not None and not isinstance(self.model, str):
             resolve_model(self.model, owner="RunOption")  # refuses what is not a model
+        StructuredOutput.of(self.output_type, 0, "RunOption")  # refuses an unusable type
 
 
 def check_options(options: object) -> tuple[RunOption, ...]:
@@ -119,6 +125,7 @@ class AgentOptions:
     max_iterations: int | None = None
     tools: tuple[Tool | Toolset, ...] | None = None
     extra_tools: tuple[Tool | Toolset, ...] | None = None  # besides the agent's tools
+    output_type: Any = None
 
     def merged(self, later: AgentOptions) -> AgentOptions:
         """Return these options with `later`'s set fields over them (its extra tools after
@@ -136,6 +143,7 @@ class AgentOptions:
             max_iterations=_first(later.max_iterations, self.max_iterations),
             tools=_first(later.tools, self.tools),
             extra_tools=extra,
+            output_type=_first(later.output_type, self.output_type),
         )
 
 
@@ -154,6 +162,7 @@ def _resolve(option: RunOption) -> AgentOptions:
         max_iterations=option.max_iterations,
         tools=_as_tools(option.tools),
         extra_tools=_as_tools(option.extra_tools),
+        output_type=option.output_type,
     )
 
 

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from plait.core.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
-from plait.protocols.openai_api import openai_router
+from plait.protocols.openai_api import OPENAI_PATHS, openai_error, openai_router
 from plait.run.time_travel import read_history
 from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
@@ -43,7 +43,7 @@ from plait.server.bodies import (
 from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, host_rule
-from plait.server.limits import ApiError, BodyLimit, install_error_handlers
+from plait.server.limits import ApiError, BodyLimit, add_error_shape, install_error_handlers
 from plait.server.runs import LiveRun, Runs
 from plait.server.runs_api import runs_router
 from plait.server.spans import RunSpans, run_spans
@@ -375,6 +375,7 @@ def create_app(
     )
     app.state.plait = server
     install_error_handlers(app)
+    add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
     _include_routes(app, ui, server if a2a else None)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else

@@ -123,7 +123,7 @@ class HostGuard:
         if problem is None:
             await self.app(scope, receive, send)
             return
-        response = error_response(403, "http", problem)
+        response = error_response(403, "http", problem, scope=scope)
         await response(scope, receive, send)
 
     def _problem(self, scope: Scope) -> str | None:

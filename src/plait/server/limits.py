@@ -4,7 +4,10 @@
 counting the bytes actually received (a `Content-Length` over the limit is refused before
 reading anything; a chunked body as soon as it passes the limit) and answers `413`.
 `install_error_handlers` gives FastAPI's own errors (unknown route, bad body) and plait's
-errors the API's one error shape.
+errors the API's one error shape. A protocol that speaks another error shape on its own paths
+(the OpenAI-compatible routes) registers it with `add_error_shape`: every error of a request
+under those paths, from a route, a dependency (the API key) or a middleware (the body limit,
+the Host guard), then takes that shape.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -33,9 +37,13 @@ from plait.errors import (
 __all__ = [
     "ApiError",
     "BodyLimit",
+    "ErrorShape",
+    "Problem",
+    "add_error_shape",
     "error_response",
     "install_error_handlers",
     "lone_surrogate",
+    "plait_shape",
     "status_for",
 ]
 
@@ -44,7 +52,9 @@ _MAX_MESSAGE = 2000
 
 
 class ApiError(Exception):
-    """An error response: HTTP status, error type ("http" or a plait error class) and message."""
+    """An error response: HTTP status, error type ("http" or a plait error class) and message;
+    `param` and `code` are for shapes that carry them (OpenAI's: the request field at fault
+    and a machine-readable code)."""
 
     def __init__(
         self,
@@ -53,19 +63,75 @@ class ApiError(Exception):
         *,
         type: str = "http",
         headers: Mapping[str, str] | None = None,
+        param: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.type = type
         self.message = message
         self.headers = dict(headers or {})
+        self.param = param
+        self.code = code
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Problem:
+    """What went wrong with a request, before it is given a shape: its HTTP status, the
+    error type ("http" or a plait error class), the message, and (when known) the request
+    field at fault and a machine-readable code."""
+
+    status: int
+    type: str
+    message: str
+    param: str | None = None
+    code: str | None = None
+
+
+#: Turns a problem into the status and JSON body of its response.
+ErrorShape = Callable[[Problem], tuple[int, dict[str, Any]]]
+
+
+def plait_shape(problem: Problem) -> tuple[int, dict[str, Any]]:
+    """Return the API's own error: `{"error": {"type", "message"}}`, the status as it is."""
+    return problem.status, {"error": {"type": problem.type, "message": problem.message}}
+
+
+def add_error_shape(app: Any, paths: Sequence[str], shape: ErrorShape) -> None:
+    """Give the errors of `app`'s requests under `paths` (a path itself, or anything below
+    it) the response `shape` makes of them."""
+    shapes: list[tuple[tuple[str, ...], ErrorShape]] = getattr(app.state, "error_shapes", [])
+    app.state.error_shapes = [*shapes, (tuple(paths), shape)]
+
+
+def _shape_for(scope: Scope) -> ErrorShape:
+    """Return the error shape of the request of `scope` (the API's own by default)."""
+    state = getattr(scope.get("app"), "state", None)
+    path: str = scope.get("path", "")
+    shapes: list[tuple[tuple[str, ...], ErrorShape]] = getattr(state, "error_shapes", [])
+    for paths, shape in shapes:
+        if any(path == p or path.startswith(p + "/") for p in paths):
+            return shape
+    return plait_shape
 
 
 def error_response(
-    status: int, type: str, message: str, headers: Mapping[str, str] | None = None
+    status: int,
+    type: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    scope: Scope | None = None,
+    param: str | None = None,
+    code: str | None = None,
 ) -> JSONResponse:
-    """Return the API's error response: `{"error": {"type", "message"}}`."""
-    body = {"error": {"type": type, "message": message[:_MAX_MESSAGE]}}
+    """Return an error response: `{"error": {"type", "message"}}`, or the shape registered
+    for the path of `scope` (`add_error_shape`)."""
+    problem = Problem(
+        status=status, type=type, message=message[:_MAX_MESSAGE], param=param, code=code
+    )
+    shape = plait_shape if scope is None else _shape_for(scope)
+    status, body = shape(problem)
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
@@ -95,7 +161,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         body = bytearray()
         while True:
@@ -104,7 +170,7 @@ class BodyLimit:
                 return  # the client left before sending its body
             body += message.get("body", b"")
             if len(body) > self.max_bytes:
-                await self._refuse(send)
+                await self._refuse(scope, send)
                 return
             if not message.get("more_body", False):
                 break
@@ -112,13 +178,16 @@ class BodyLimit:
         if at is not None:
             where = _surrogate_path(body) or f"the body (a \\u escape at byte {at})"
             text = f"{where}: holds a lone UTF-16 surrogate, which is not text: send valid Unicode"
-            await _answer(send, error_response(422, "http", text))
+            await _answer(send, error_response(422, "http", text, scope=scope))
             return
         await self.app(scope, _replay(bytes(body), receive), send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send) -> None:
         message = f"the request body is over the limit of {self.max_bytes} bytes"
-        await _answer(send, error_response(413, "http", message, {"connection": "close"}))
+        response = error_response(
+            413, "http", message, {"connection": "close"}, scope=scope, code="request_too_large"
+        )
+        await _answer(send, response)
 
 
 async def _answer(send: Send, response: JSONResponse) -> None:
@@ -231,20 +300,42 @@ def _describe(errors: Any) -> str:
     return "; ".join(parts) or "the request does not match the schema"
 
 
+def _param(errors: Any) -> str | None:
+    """Return the body field the first validation error is about, as `messages[0].role`."""
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        if len(loc) < 2 or loc[0] != "body" or error.get("type") == "json_invalid":
+            return None
+        param = str(loc[1])
+        for part in loc[2:]:
+            param += f"[{part}]" if isinstance(part, int) else f".{part}"
+        return param
+    return None
+
+
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-    return error_response(exc.status_code, "http", detail, exc.headers)
+    return error_response(exc.status_code, "http", detail, exc.headers, scope=request.scope)
 
 
 async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(422, "http", _describe(exc.errors()))
+    errors = exc.errors()
+    return error_response(422, "http", _describe(errors), scope=request.scope, param=_param(errors))
 
 
 async def _on_api(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.type, exc.message, exc.headers)
+    return error_response(
+        exc.status,
+        exc.type,
+        exc.message,
+        exc.headers,
+        scope=request.scope,
+        param=exc.param,
+        code=exc.code,
+    )
 
 
 async def _on_plait(request: Request, exc: Exception) -> JSONResponse:
@@ -252,11 +343,12 @@ async def _on_plait(request: Request, exc: Exception) -> JSONResponse:
     status = status_for(exc)
     if status >= 500:
         _log.error("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
-    return error_response(status, type(exc).__name__, exc.message)
+    return error_response(status, type(exc).__name__, exc.message, scope=request.scope)
 
 
 async def _on_other(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(500, "http", "internal server error (see the server's log)")
+    message = "internal server error (see the server's log)"
+    return error_response(500, "http", message, scope=request.scope)
 
 
 def install_error_handlers(app: FastAPI) -> None:

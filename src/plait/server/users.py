@@ -4,8 +4,10 @@ A `UserStore` is a `Store` that puts the user id before every id it is given, so
 runs and sessions are out of every other user's reach: someone else's id is simply not
 found. Besides the runner's checkpoints (`<user>/c/<id>`) and sessions (`<user>/s/<id>`),
 the server keeps its own records there, all as session records: run summaries
-(`<user>/r/<checkpoint id>`), cancel requests (`<user>/x/<checkpoint id>`) and the latest
-pause of each AG-UI thread (`<user>/t/<thread id>`, see `plait.server.agui`). The index of
+(`<user>/r/<checkpoint id>`), cancel requests (`<user>/x/<checkpoint id>`), the latest
+pause of each AG-UI thread (`<user>/t/<thread id>`, see `plait.protocols.agui`) and the
+latest response of each OpenAI Responses conversation (`<user>/o/<session id>`, see
+`plait.protocols.openai_api`). The index of
 the user's sessions, which the runner updates with every turn, is `<user>/i` (the store's
 `session_catalog`; see `plait.session_index`), and the index of the user's runs is
 `<user>/runs` (see `plait.server.run_index`).
@@ -40,7 +42,8 @@ _USER = re.compile(r"[A-Za-z0-9_.@+=:~-]{1,64}")
 #: The longest session or run id the API takes, in characters.
 MAX_API_ID = 128
 
-RecordKind = Literal["r", "x", "t"]  # a run summary, a cancel request, a thread's pause
+#: A run summary, a cancel request, a thread's pause, a conversation's latest response.
+RecordKind = Literal["r", "x", "t", "o"]
 
 
 def id_problem(value: str) -> str | None:
@@ -146,9 +149,11 @@ class UserStore(StoreView):
     # --- the server's own records ----------------------------------------------------------
 
     async def get_record(self, kind: RecordKind, checkpoint_id: str) -> bytes | None:
-        """Return a run summary (`"r"`), cancel request (`"x"`) or thread pause (`"t"`), or None."""
+        """Return a run summary (`"r"`), cancel request (`"x"`), thread pause (`"t"`) or
+        conversation's latest response (`"o"`), or None."""
         return await self.store.get_session(f"{self.user}/{kind}/{checkpoint_id}")
 
     async def put_record(self, kind: RecordKind, checkpoint_id: str, data: bytes) -> None:
-        """Write a run summary (`"r"`), cancel request (`"x"`) or thread pause (`"t"`)."""
+        """Write a run summary (`"r"`), cancel request (`"x"`), thread pause (`"t"`) or
+        conversation's latest response (`"o"`)."""
         await self.store.put_session(f"{self.user}/{kind}/{checkpoint_id}", data)

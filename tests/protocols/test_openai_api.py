@@ -1,13 +1,13 @@
 """The OpenAI-compatible routes, driven by the official `openai` client against a real server:
 models, completions (plain and streamed), usage over every model call, pauses, failures,
-bad bodies, API keys and per-user isolation, sessions, and the example of docs/protocols.md."""
+bad bodies and OpenAI's error shape, API keys and per-user isolation, sessions, and the
+example of docs/protocols.md."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +15,12 @@ import openai
 import pytest
 
 from plait import ChatModelAgent, Message, Usage, interrupt, tool
-from plait.core.agent import Agent
-from plait.server import create_app
-from plait.stores import from_url
 from plait.testing import ScriptedModel, call, reply
 from plait.tools.base import ToolInfo
-from tests.server.support import WAIT, ServerThread, client, wait_for_status
+from tests.protocols.openai_support import HEADER, serve
+from tests.server.support import client, wait_for_status
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = {"key-alice": "alice", "key-bob": "bob"}
-HEADER = "x-plait-checkpoint-id"
 
 
 @tool
@@ -71,44 +67,37 @@ async def _drain(stream: AsyncIterator[Any]) -> None:
         pass
 
 
-@contextmanager
-def _server(
-    *agents: Agent, keys: dict[str, str] | None = KEYS, limit: int = 1_048_576
-) -> Iterator[str]:
-    """Serve `agents` on a free port (in-memory store); yield the base URL."""
-    app = create_app(
-        list(agents), store=from_url("memory://"), api_keys=keys, max_request_bytes=limit
-    )
-    with ServerThread(app) as running:
-        yield running.url
-
-
-@pytest.fixture
-async def openai_for() -> AsyncIterator[Any]:
-    """Return a factory of `openai.AsyncOpenAI` clients (closed after the test)."""
-    made: list[openai.AsyncOpenAI] = []
-
-    def make(url: str, key: str = "key-alice", **options: Any) -> openai.AsyncOpenAI:
-        made.append(openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=key, timeout=WAIT, **options))
-        return made[-1]
-
-    yield make
-    for made_client in made:
-        await made_client.close()
-
-
 async def test_models_are_the_agents(openai_for: Any) -> None:
     other = ChatModelAgent("helper", ScriptedModel([]), description="Helps.")
-    with _server(_desk(), other) as url:
+    with serve(_desk(), other) as url:
         page = await openai_for(url).models.list()
     assert [m.id for m in page.data] == ["desk", "helper"]
     assert all(m.object == "model" and m.owned_by == "plait" for m in page.data)
     assert all(isinstance(m.created, int) and m.created > 0 for m in page.data)
 
 
+async def test_a_model_is_retrieved_by_its_agents_name(openai_for: Any) -> None:
+    with serve(_desk()) as url:
+        models = openai_for(url).models
+        found = await models.retrieve("desk")
+        listed = (await models.list()).data
+        with pytest.raises(openai.NotFoundError) as missing:
+            await models.retrieve("nobody")
+        with pytest.raises(openai.AuthenticationError):
+            await openai_for(url, key="wrong").models.retrieve("desk")
+    assert (found.id, found.object, found.owned_by) == ("desk", "model", "plait")
+    assert found == listed[0]
+    assert missing.value.body == {
+        "message": "no agent 'nobody'; GET /v1/models lists them",
+        "type": "not_found_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+
+
 async def test_a_completion_sums_usage_over_every_model_call(openai_for: Any) -> None:
     agent = _two_calls()
-    with _server(agent) as url:
+    with serve(agent) as url:
         response = await openai_for(url).chat.completions.with_raw_response.create(
             model="desk",
             messages=[{"role": "user", "content": "Where is A-1?"}],
@@ -157,7 +146,7 @@ async def test_messages_become_the_runs_input(openai_for: Any) -> None:
         {"role": "assistant", "content": "f is done."},
         {"role": "user", "content": "Thanks", "name": "ann"},
     ]
-    with _server(agent) as url:
+    with serve(agent) as url:
         completion = await openai_for(url).chat.completions.create(model="desk", messages=messages)
     assert completion.choices[0].message.content == "ok"
     sent = [m for m in model.requests[0].messages if m.role != "system" or m.content == "Be brief."]
@@ -174,7 +163,7 @@ async def test_messages_become_the_runs_input(openai_for: Any) -> None:
 
 
 async def test_a_streamed_completion_sends_only_the_final_answer(openai_for: Any) -> None:
-    with _server(_two_calls()) as url:
+    with serve(_two_calls()) as url:
         stream = await openai_for(url).chat.completions.create(
             model="desk", messages=[{"role": "user", "content": "Where is A-1?"}], stream=True
         )
@@ -190,7 +179,7 @@ async def test_a_streamed_completion_sends_only_the_final_answer(openai_for: Any
 
 
 async def test_a_stream_ends_with_done_on_the_wire() -> None:
-    with _server(_two_calls()) as url, client(url, "key-alice") as http:
+    with serve(_two_calls()) as url, client(url, "key-alice") as http:
         body = {"model": "desk", "messages": [{"role": "user", "content": "A-1?"}], "stream": True}
         with http.stream("POST", "/v1/chat/completions", json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
@@ -204,7 +193,7 @@ async def test_a_stream_ends_with_done_on_the_wire() -> None:
 
 
 async def test_include_usage_adds_a_last_usage_chunk(openai_for: Any) -> None:
-    with _server(_two_calls()) as url:
+    with serve(_two_calls()) as url:
         stream = await openai_for(url).chat.completions.create(
             model="desk",
             messages=[{"role": "user", "content": "Where is A-1?"}],
@@ -223,7 +212,7 @@ async def test_include_usage_adds_a_last_usage_chunk(openai_for: Any) -> None:
 
 async def test_a_paused_run_says_what_it_waits_for(openai_for: Any) -> None:
     agent = _desk(call("refund", {"order": "B-2"}), _tool_answer)
-    with _server(agent) as url:
+    with serve(agent) as url:
         response = await openai_for(url).chat.completions.with_raw_response.create(
             model="desk", messages=[{"role": "user", "content": "Refund B-2"}]
         )
@@ -248,7 +237,7 @@ async def test_a_paused_run_says_what_it_waits_for(openai_for: Any) -> None:
 
 async def test_a_streamed_pause_has_the_header_and_the_message(openai_for: Any) -> None:
     agent = _desk(call("refund", {"order": "B-2"}))
-    with _server(agent) as url:
+    with serve(agent) as url:
         response = await openai_for(url).chat.completions.with_raw_response.create(
             model="desk", messages=[{"role": "user", "content": "Refund B-2"}], stream=True
         )
@@ -261,7 +250,7 @@ async def test_a_streamed_pause_has_the_header_and_the_message(openai_for: Any) 
 
 
 async def test_an_unknown_model_is_not_found(openai_for: Any) -> None:
-    with _server(_desk()) as url:
+    with serve(_desk()) as url:
         with pytest.raises(openai.NotFoundError) as raised:
             await openai_for(url).chat.completions.create(
                 model="nobody", messages=[{"role": "user", "content": "hi"}]
@@ -277,21 +266,30 @@ async def test_an_unknown_model_is_not_found(openai_for: Any) -> None:
             )
     assert raised.value.status_code == 404
     assert raised.value.body == {
-        "type": "http",
         "message": "no agent 'nobody'; GET /v1/models lists them",
+        "type": "not_found_error",
         "param": "model",
         "code": "model_not_found",
     }
     assert streamed.status_code == 404  # checked before any stream starts
+    assert streamed.json()["error"]["code"] == "model_not_found"
 
 
 @pytest.mark.parametrize(
-    ("body", "found"),
+    ("body", "found", "param"),
     [
-        ({"messages": [{"role": "user", "content": "hi"}]}, "body.model: Field required"),
-        ({"model": "desk"}, "body.messages: Field required"),
-        ({"model": "desk", "messages": []}, "body.messages: List should have at least 1 item"),
-        ({"model": "desk", "messages": [{"role": "robot", "content": "hi"}]}, "role"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "body.model: Field required", "model"),
+        ({"model": "desk"}, "body.messages: Field required", "messages"),
+        (
+            {"model": "desk", "messages": []},
+            "body.messages: List should have at least 1 item",
+            "messages",
+        ),
+        (
+            {"model": "desk", "messages": [{"role": "robot", "content": "hi"}]},
+            "role",
+            "messages[0].role",
+        ),
         (
             {
                 "model": "desk",
@@ -300,33 +298,40 @@ async def test_an_unknown_model_is_not_found(openai_for: Any) -> None:
                 ],
             },
             "only text parts are supported, got a 'image_url' part",
+            "messages[0].content",
         ),
-        ({"model": "desk", "messages": [{"role": "tool", "content": "r"}]}, "tool_call_id"),
-        ({"model": "desk", "messages": [{"role": "user"}]}, "a user message needs content"),
-        ({"model": "desk", "messages": "hi"}, "body.messages"),
+        ({"model": "desk", "messages": [{"role": "tool", "content": "r"}]}, "tool_call_id", None),
+        ({"model": "desk", "messages": [{"role": "user"}]}, "a user message needs content", None),
+        ({"model": "desk", "messages": "hi"}, "body.messages", "messages"),
         (
             {"model": "desk", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
+            "stream",
             "stream",
         ),
     ],
 )
-def test_a_bad_body_is_422(body: dict[str, Any], found: str) -> None:
+def test_a_bad_body_is_a_400_invalid_request_error(
+    body: dict[str, Any], found: str, param: str | None
+) -> None:
     model = ScriptedModel([])
     with (
-        _server(ChatModelAgent("desk", model, description="d")) as url,
+        serve(ChatModelAgent("desk", model, description="d")) as url,
         client(url, "key-alice") as http,
     ):
         response = http.post("/v1/chat/completions", json=body)
-    assert response.status_code == 422
+    assert response.status_code == 400
     error = response.json()["error"]
-    assert error["type"] == "http" and found in error["message"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["type"] == "invalid_request_error" and found in error["message"]
+    if param is not None:
+        assert error["param"] == param
     assert model.requests == []  # no run started
 
 
 async def test_bad_bodies_raise_the_clients_errors(openai_for: Any) -> None:
-    with _server(_desk()) as url:
+    with serve(_desk()) as url:
         chat = openai_for(url).chat.completions
-        with pytest.raises(openai.UnprocessableEntityError):
+        with pytest.raises(openai.BadRequestError) as empty:
             await chat.create(model="desk", messages=[])
         with pytest.raises(openai.BadRequestError) as raised:
             await chat.create(
@@ -335,16 +340,19 @@ async def test_bad_bodies_raise_the_clients_errors(openai_for: Any) -> None:
                 extra_headers={"x-plait-session-id": "a/b"},
             )
     assert "x-plait-session-id" in raised.value.message
+    assert (empty.value.type, empty.value.param) == ("invalid_request_error", "messages")
 
 
 async def test_a_body_over_the_limit_is_413(openai_for: Any) -> None:
     model = ScriptedModel([])
     agent = ChatModelAgent("desk", model, description="d")
-    with _server(agent, limit=2048) as url, pytest.raises(openai.APIStatusError) as raised:
+    with serve(agent, limit=2048) as url, pytest.raises(openai.APIStatusError) as raised:
         await openai_for(url).chat.completions.create(
             model="desk", messages=[{"role": "user", "content": "x" * 4096}]
         )
     assert raised.value.status_code == 413
+    assert raised.value.type == "invalid_request_error"
+    assert raised.value.code == "request_too_large"
     assert model.requests == []
 
 
@@ -354,7 +362,7 @@ async def test_a_failed_run_is_an_error_that_is_not_retried(openai_for: Any) -> 
 
     model = ScriptedModel([down, down, down])
     agent = ChatModelAgent("desk", model, description="d")
-    with _server(agent) as url:
+    with serve(agent) as url:
         chat = openai_for(url, max_retries=2).chat.completions
         with pytest.raises(openai.APIStatusError) as raised:
             await chat.create(model="desk", messages=[{"role": "user", "content": "hi"}])
@@ -369,20 +377,22 @@ async def test_a_failed_run_is_an_error_that_is_not_retried(openai_for: Any) -> 
             summary = http.get(f"/v1/runs/{checkpoint_id}").json()
     assert raised.value.status_code == 424
     assert raised.value.body == {
-        "type": "ModelError",
-        "message": "model call failed: RuntimeError: the model is down",
+        "message": "ModelError: model call failed: RuntimeError: the model is down",
+        "type": "server_error",
         "param": None,
         "code": "run_failed",
     }
     assert not isinstance(streamed.value, openai.APIStatusError)  # an error event in the stream
-    assert isinstance(streamed.value.body, dict) and streamed.value.body["type"] == "ModelError"
+    assert isinstance(streamed.value.body, dict)
+    assert streamed.value.body["message"].startswith("ModelError: ")
+    assert streamed.value.code == "run_failed"
     assert summary["status"] == "failed" and summary["error"]["type"] == "ModelError"
 
 
 async def test_api_keys_and_users(openai_for: Any) -> None:
     agent = _desk(reply("hello alice"))
-    with _server(agent) as url:
-        with pytest.raises(openai.AuthenticationError):
+    with serve(agent) as url:
+        with pytest.raises(openai.AuthenticationError) as refused:
             await openai_for(url, key="wrong").models.list()
         with client(url) as anonymous:
             assert anonymous.get("/v1/models").status_code == 401
@@ -397,15 +407,30 @@ async def test_api_keys_and_users(openai_for: Any) -> None:
         with client(url, "key-bob") as bob, client(url, "key-alice") as alice:
             seen_by_bob = bob.get(f"/v1/runs/{checkpoint_id}")
             seen_by_alice = alice.get(f"/v1/runs/{checkpoint_id}")
-    assert no_key.status_code == 401 and no_key.json()["error"]["type"] == "http"
+    assert (refused.value.type, refused.value.code) == ("authentication_error", "invalid_api_key")
+    assert no_key.status_code == 401
+    assert no_key.json()["error"]["type"] == "authentication_error"
     assert seen_by_bob.status_code == 404
     assert seen_by_alice.json()["final_output"] == "hello alice"
+
+
+def test_errors_at_the_door_take_openais_shape_on_its_paths_only() -> None:
+    with serve(_desk(), keys=None) as url, client(url) as http:
+        rebound = {"host": "attacker.example"}
+        refused = http.get("/v1/models", headers=rebound)
+        own = http.get("/v1/agents", headers=rebound)
+        unknown = http.get("/v1/responses/resp_x/input_items")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "permission_error"
+    assert set(refused.json()["error"]) == {"message", "type", "param", "code"}
+    assert own.status_code == 403 and set(own.json()["error"]) == {"type", "message"}
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
 
 
 async def test_a_session_header_runs_in_that_session(openai_for: Any) -> None:
     model = ScriptedModel(["first answer", "second answer"])
     agent = ChatModelAgent("desk", model, description="d")
-    with _server(agent, keys=None) as url:
+    with serve(agent, keys=None) as url:
         chat = openai_for(url, key="unused").chat.completions
         for text in ("one", "two"):
             await chat.create(
@@ -425,10 +450,12 @@ async def test_a_session_header_runs_in_that_session(openai_for: Any) -> None:
 
 
 def test_the_openapi_schema_documents_the_routes() -> None:
-    with _server(_desk(), keys=None) as url, client(url) as http:
+    with serve(_desk(), keys=None) as url, client(url) as http:
         paths = http.get("/openapi.json").json()["paths"]
     assert set(paths["/v1/chat/completions"]) == {"post"}
+    assert set(paths["/v1/responses"]) == {"post"}
     assert set(paths["/v1/models"]) == {"get"}
+    assert set(paths["/v1/models/{model}"]) == {"get"}
 
 
 def test_the_docs_example_runs() -> None:
@@ -440,12 +467,13 @@ def test_the_docs_example_runs() -> None:
     exec(compile(blocks[0], "docs/protocols.md", "exec", dont_inherit=True), namespace)
     assert namespace["answer"] == "A-1 ships today."
     assert namespace["streamed"] == "A-1 ships today."
+    assert namespace["responded"] == "A-1 ships today."
     assert namespace["usage"] == (12, 5)
 
 
 async def test_a_client_that_leaves_a_stream_does_not_stop_the_run() -> None:
     agent = _two_calls()
-    with _server(agent) as url, client(url, "key-alice") as http:
+    with serve(agent) as url, client(url, "key-alice") as http:
         body = {"model": "desk", "messages": [{"role": "user", "content": "A-1?"}], "stream": True}
         with http.stream("POST", "/v1/chat/completions", json=body) as response:
             checkpoint_id = response.headers[HEADER]
