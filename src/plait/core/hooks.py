@@ -26,7 +26,7 @@ from plait.errors import HookError, PlaitError, UsageError
 
 if TYPE_CHECKING:
     from plait.core.agent import AgentInput
-    from plait.core.agent_context import AgentContext
+    from plait.core.agent_context import HookContext
     from plait.events import InterruptCtx, RunResult
     from plait.messages import Message, ToolCall, ToolInfo
 
@@ -64,50 +64,50 @@ class ModelRequest:
 class Hooks:
     """Coroutines at the seams of a run; subclass and override the ones you need."""
 
-    async def before_run(self, ctx: AgentContext, input: AgentInput) -> None:
+    async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
         """A run starts (or a resumed run continues) on `input`."""
 
-    async def after_run(self, ctx: AgentContext, result: RunResult) -> None:
+    async def after_run(self, ctx: HookContext, result: RunResult) -> None:
         """A run ended (finished, paused or failed) with `result`."""
 
-    async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
+    async def before_agent(self, ctx: HookContext, input: AgentInput) -> None:
         """Agent `ctx.agent_name` starts (or resumes) on `input`."""
 
-    async def after_agent(self, ctx: AgentContext, error: PlaitError | None) -> None:
+    async def after_agent(self, ctx: HookContext, error: PlaitError | None) -> None:
         """Agent `ctx.agent_name` finished, paused or failed (`error`)."""
 
-    async def before_model(self, ctx: AgentContext, request: ModelRequest) -> ModelRequest | None:
+    async def before_model(self, ctx: HookContext, request: ModelRequest) -> ModelRequest | None:
         """Replace the model request (return None to keep it)."""
         return None
 
-    async def during_model(self, ctx: AgentContext, request: ModelRequest) -> None:
+    async def during_model(self, ctx: HookContext, request: ModelRequest) -> None:
         """Run alongside the model call for `request` (after `before_model`): the call's
         reply, or its failure, is held until this returns; raising cancels the call and
         ends the run."""
 
     async def after_model(
-        self, ctx: AgentContext, request: ModelRequest, reply: Message
+        self, ctx: HookContext, request: ModelRequest, reply: Message
     ) -> Message | None:
         """Replace the model's reply to `request` (return None to keep it)."""
         return None
 
-    async def before_tool(self, ctx: AgentContext, call: ToolCall) -> ToolCall | None:
+    async def before_tool(self, ctx: HookContext, call: ToolCall) -> ToolCall | None:
         """Replace a tool call before it runs (return None to keep it)."""
         return None
 
-    async def after_tool(self, ctx: AgentContext, call: ToolCall, result: str) -> str | None:
+    async def after_tool(self, ctx: HookContext, call: ToolCall, result: str) -> str | None:
         """Replace a tool's result, the text the model sees (return None to keep it)."""
         return None
 
     async def on_pause(
-        self, ctx: AgentContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
+        self, ctx: HookContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
     ) -> None:
         """The run paused on `interrupts` and was saved under `checkpoint_id`."""
 
-    async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
+    async def on_resume(self, ctx: HookContext, checkpoint_id: str) -> None:
         """The run resumes from `checkpoint_id` (the checkpoint is claimed)."""
 
-    async def on_step_saved(self, ctx: AgentContext, checkpoint_id: str) -> None:
+    async def on_step_saved(self, ctx: HookContext, checkpoint_id: str) -> None:
         """A step checkpoint of the running run was written under `checkpoint_id`."""
 
 

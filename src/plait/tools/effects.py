@@ -216,7 +216,7 @@ async def _decide(
     if await has_rule(run.store, run.user, call.name):
         decided = {"decision": "approved", "approver": run.user, "via": "rule", "comment": None}
         return await _record(run, tctx, call, key, decided, None)
-    gate = tctx.at_gate("approval")
+    gate = tctx.place("approval")
     arguments = parsed(call.arguments)
     digest = fingerprint(call.name, arguments)
     prior = gate.interrupt_state()
@@ -357,7 +357,7 @@ async def _unknown_outcome(
 ) -> str | None:
     """Ask what became of a call that started and never finished (the run pauses here);
     return the tool result the answer settles it with, or None to run it again."""
-    gate = tctx.at_gate("outcome")
+    gate = tctx.place("outcome")
     arguments = parsed(call.arguments)
     question = {
         "tool": call.name,
