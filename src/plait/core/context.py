@@ -34,6 +34,7 @@ from plait.core.run_state import (
     SavedOptions,
     Saver,
 )
+from plait.core.wrapped import WrappedModel
 from plait.errors import MaxDepthExceeded, UsageError
 from plait.events import AgentAction, AgentEvent, BreakLoopAction
 from plait.messages import Message
@@ -392,7 +393,9 @@ class Frame(RunValues, PauseAndSave):
         `wrap_model` hooks (a cassette records and replays it) and wherever the run sends
         its model calls (a durable-execution engine's activities)."""
         route = getattr(self.run.interceptor, "side_model", None)
-        return model if route is None else route(self, model)
+        routed = model if route is None else route(self, model)
+        fns = self.run.hooks.wrap_model
+        return WrappedModel(fns, self, routed) if fns else routed
 
     # --- checkpoints ----------------------------------------------------------------------
 

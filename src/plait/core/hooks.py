@@ -1,13 +1,16 @@
 """Hooks that act: coroutines at the seams of a run that observe, replace or refuse.
 
 A hook subclasses `Hooks` and overrides the seams it needs; `Runner(hooks=[...])` hooks
-every agent of a run, `ChatModelAgent(hooks=[...])` one agent. Each seam gets the
-`AgentContext` first. A `before_model`, `after_model`, `before_tool` or `after_tool` that
-returns a value replaces what flows on; None leaves it. Raising a `PlaitError` ends the run
-with that error (a guardrail, a policy); any other exception ends it with `HookError`,
-naming the hook and the seam. `during_model` runs concurrently with the model call (the
-input guardrails run there). Runner hooks run before agent hooks on the way in and after
-them on the way out: `before_*` in registration order, `after_*` in reverse.
+every agent of a run, `ChatModelAgent(hooks=[...])` (or `middlewares=`) one agent. Each seam
+gets the `HookContext` (an `AgentContext` with more) first. A `before_model`, `after_model`,
+`before_tool` or `after_tool` that returns a value replaces what flows on; None leaves it.
+Raising a `PlaitError` ends the run with that error (a guardrail, a policy); any other
+exception ends it with `HookError`, naming the hook and the seam. `during_model` runs
+concurrently with the model call (the input guardrails run there). `wrap_model` and
+`wrap_tool` surround the call itself: each is given the next one (`call_next`) and may
+answer without calling it, which replaces the call (see `plait.core.wrapped`). Runner hooks
+run before agent hooks on the way in and after them on the way out: `before_*` and `wrap_*`
+in registration order (the first outermost), `after_*` in reverse.
 
 `HookChain` is how plait calls them: per seam, the tuple of the hooks that override it,
 computed once, so a run without hooks pays an emptiness check per seam and nothing more.
@@ -91,9 +94,33 @@ class Hooks:
         """Replace the model's reply to `request` (return None to keep it)."""
         return None
 
+    async def wrap_model(
+        self,
+        ctx: HookContext,
+        request: ModelRequest,
+        call_next: Callable[[ModelRequest], Awaitable[Message]],
+    ) -> Message:
+        """Surround the model call for `request` (after `before_model`, alongside
+        `during_model`, before `after_model`): return `await call_next(request)` (with the
+        request changed or not) or a reply of your own, which replaces the call. What this
+        raises is the call's failure. In a streamed call, `call_next` streams the model's
+        chunks as they come and returns the whole reply; a reply given without calling it
+        goes out as one chunk."""
+        return await call_next(request)
+
     async def before_tool(self, ctx: HookContext, call: ToolCall) -> ToolCall | None:
         """Replace a tool call before it runs (return None to keep it)."""
         return None
+
+    async def wrap_tool(
+        self, ctx: HookContext, call: ToolCall, call_next: Callable[[ToolCall], Awaitable[Any]]
+    ) -> Any:
+        """Surround the call of a tool the agent has (after `before_tool`, before
+        `after_tool`; `ctx.tool` is the tool): return `await call_next(call)` (a `str` or a
+        `ToolResult`, with the actions the tool sent merged in) or a result of your own,
+        which replaces the call. What this raises is the tool's failure (told to the model,
+        or a `ToolError` with `tool_errors="raise"`)."""
+        return await call_next(call)
 
     async def after_tool(self, ctx: HookContext, call: ToolCall, result: str) -> str | None:
         """Replace a tool's result, the text the model sees (return None to keep it)."""
@@ -120,8 +147,10 @@ _SEAMS = (
     "after_agent",
     "before_model",
     "during_model",
+    "wrap_model",
     "after_model",
     "before_tool",
+    "wrap_tool",
     "after_tool",
     "on_pause",
     "on_resume",
@@ -141,8 +170,10 @@ class HookChain:
     after_agent: tuple[Seam, ...]
     before_model: tuple[Seam, ...]
     during_model: tuple[Seam, ...]
+    wrap_model: tuple[Seam, ...]
     after_model: tuple[Seam, ...]
     before_tool: tuple[Seam, ...]
+    wrap_tool: tuple[Seam, ...]
     after_tool: tuple[Seam, ...]
     on_pause: tuple[Seam, ...]
     on_resume: tuple[Seam, ...]
@@ -184,6 +215,14 @@ class HookChain:
             joined.last[seam] = inner.last.get(seam, ()) + self.last.get(seam, ())
         joined.empty = False
         return joined
+
+    def add_inner(self, seam: str, fn: Seam) -> tuple[Seam, ...]:
+        """Return the hooks of `seam` with `fn` added inside every one but the innermost
+        (the runner's, such as a cassette): an agent's own innermost hook, such as the gate
+        in front of a tool's calls."""
+        fns: tuple[Seam, ...] = getattr(self, seam)
+        cut = len(fns) - len(self.last.get(seam, ()))
+        return (*fns[:cut], fn, *fns[cut:])
 
 
 def _overriding(hooks: Sequence[Hooks], seam: str) -> tuple[Seam, ...]:
