@@ -41,6 +41,52 @@ def test_only_the_context_module_touches_the_run_contexts_private_fields() -> No
     assert reach_ins == []
 
 
+#: The internal context and run state: what the kernel, the agents and the composites use,
+#: and no capability (a capability reads the run through `AgentContext` and `HookContext`).
+INTERNAL_CONTEXT = {
+    "plait.core.context",
+    "plait.core.context_run",
+    "plait.core.context_pause",
+    "plait.core.context_events",
+    "plait.core.run_state",
+}
+
+
+def test_no_capability_reaches_the_internal_context() -> None:
+    """The capabilities are written on the public seams: none imports the internal context
+    or the run state, nor converts a context to it with `inside()`."""
+    graph = import_graph()
+    imports = [
+        f"{module} -> {found}"
+        for module, targets in sorted(graph.items())
+        if module.startswith("plait.capabilities.")
+        for found in sorted(targets & INTERNAL_CONTEXT)
+    ]
+    conversions = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path, tree in _modules()
+        if path.parent.name == "capabilities"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id == "inside")
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == "inside")
+        )
+    ]
+    assert imports == [] and conversions == []
+
+
+def test_the_capability_check_sees_a_reach_into_the_internal_context() -> None:
+    graph = import_graph()
+    graph["plait.capabilities.limits"].add("plait.core.run_state")
+    reached = [
+        m
+        for m, targets in graph.items()
+        if m.startswith("plait.capabilities.") and targets & INTERNAL_CONTEXT
+    ]
+    assert reached == ["plait.capabilities.limits"]
+
+
 def test_only_the_signal_module_raises_and_only_the_kernel_catches_the_pause_signal() -> None:
     raisers = [
         str(path.relative_to(SRC))

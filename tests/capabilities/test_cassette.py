@@ -16,6 +16,7 @@ from plait import (
     AgentContext,
     AgentEvent,
     AgentTool,
+    Approval,
     ChatModelAgent,
     Compaction,
     Hooks,
@@ -29,7 +30,7 @@ from plait import (
     interrupt,
     tool,
 )
-from plait.cassette import Cassette
+from plait.cassette import Cassette, Mode
 from plait.errors import CassetteCorrupt, CassetteDivergence, ModelError, PlaitError, UsageError
 from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
 
@@ -586,6 +587,56 @@ def test_a_replayed_run_pauses_where_a_hook_paused_and_resumes_from_the_cassette
     assert (finished.error, finished.final_output) == (None, "2 + 3 = 5")
     assert shape(finished) == shape(recorded)
     assert counter.runs == ["add"]
+
+
+def test_a_tools_approval_is_asked_again_on_replay_and_the_answer_comes_from_the_file(
+    tmp_path: Path,
+) -> None:
+    """The cassette stands innermost: the gate of a tool with an approval is outside it, so
+    a replay asks the approval as the recorded run did, and then answers the call from the
+    file."""
+    path = tmp_path / "approval.jsonl"
+    ran: list[int] = []
+
+    @tool(approval=Approval())
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        ran.append(amount)
+        return f"paid {amount}"
+
+    def run(model: Any, mode: Mode) -> RunResult:
+        runner = Runner(ChatModelAgent("shop", model, tools=[pay]), cassette=Cassette(path, mode))
+        paused = runner.query_sync("Pay 5.")
+        (question,) = paused.interrupts
+        answer = {"approved": True, "fingerprint": question.info["approval"]["fingerprint"]}
+        return runner.resume_sync(paused.checkpoint_id or "", value=answer)
+
+    recorded = run(ScriptedModel([call("pay", {"amount": 5}), reply("Paid.")]), "record")
+    replayed = run(silent(), "replay")
+    assert (replayed.error, replayed.final_output) == (None, "Paid.")
+    assert shape(replayed) == shape(recorded)
+    assert ran == [5]  # the recording's call only
+
+
+def test_an_agents_own_wrap_model_hook_sees_the_replayed_reply(tmp_path: Path) -> None:
+    path = tmp_path / "wrapped.jsonl"
+    seen: list[str] = []
+
+    class Look(Hooks):
+        async def wrap_model(self, ctx: Any, request: Any, call_next: Any) -> Message:
+            answer: Message = await call_next(request)
+            seen.append(answer.content)
+            return answer
+
+    def agent(model: Any) -> ChatModelAgent:
+        return ChatModelAgent("calc", model, tools=Counter().tools(), hooks=[Look()])
+
+    Runner(agent(two_steps()), cassette=Cassette(path, "record")).query_sync("What is 2 + 3?")
+    replayed = Runner(agent(silent()), cassette=Cassette(path, "replay")).query_sync(
+        "What is 2 + 3?"
+    )
+    assert replayed.final_output == "2 + 3 = 5"
+    assert seen == ["", "2 + 3 = 5"] * 2  # recorded, then replayed: inside the agent's hook
 
 
 # --- fork -------------------------------------------------------------------------------------

@@ -82,3 +82,131 @@ async def test_emit_passes_an_event_up_only_where_a_caller_takes_events() -> Non
     result = await Runner(agent).query("1 + 1?").collect()
     assert result.final_output == "2"
     assert took == [False]  # a plain tool call's caller takes no events from it
+
+
+class Counter(Hooks):
+    """Reads the run's counts, keeps a value for the whole run, and notes whether each
+    agent paused; written on the public names only."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+        self.tool_calls: list[int] = []
+        self.kept: list[Any] = []
+        self.checkpoints: list[str | None] = []
+        self.paused: list[bool] = []
+
+    async def before_run(self, ctx: HookContext, input: Any) -> None:
+        self.kept.append(ctx.run_value("first-input"))
+        self.checkpoints.append(ctx.checkpoint_id)
+        if ctx.run_value("first-input") is None:
+            ctx.keep_run_value("first-input", input.messages[-1].content)
+
+    async def before_model(self, ctx: HookContext, request: ModelRequest) -> None:
+        self.requests.append(ctx.requests)
+
+    async def before_tool(self, ctx: HookContext, call: ToolCall) -> None:
+        self.tool_calls.append(ctx.tool_calls)
+
+    async def after_agent(self, ctx: HookContext, error: Any) -> None:
+        self.paused.append(ctx.paused)
+
+
+@tool
+def approve(item: str) -> str:
+    """Ask a person to approve an item.
+
+    Args:
+        item: What to approve.
+    """
+    return f"{item}: {plait.interrupt({'approve': item})}"
+
+
+async def test_a_hook_reads_the_runs_counts_and_keeps_a_run_value_across_a_pause() -> None:
+    model = ScriptedModel(
+        [call("add", {"a": 1, "b": 2}), call("approve", {"item": "x"}), reply("ok")]
+    )
+    counter = Counter()
+    agent = ChatModelAgent("calc", model, tools=[add, approve])
+    runner = Runner(agent, store=MemoryStore(), hooks=[counter])
+    paused = await runner.query("first question", checkpoint_id="cp-1").collect()
+    assert paused.interrupts and counter.paused == [True]
+    done = await runner.resume(paused.checkpoint_id, value="yes").collect()
+    assert done.final_output == "ok"
+    assert counter.requests == [0, 1, 2]  # the calls sent before each, across the pause
+    assert counter.tool_calls == [0, 1, 1]  # the paused call counts once it runs
+    assert counter.kept == [None, "first question"]  # kept with the checkpoint
+    assert counter.checkpoints == ["cp-1", "cp-1"]  # the id the run saves under, then resumes
+    assert counter.paused == [True, False]
+
+
+async def test_a_tool_calls_seams_share_their_agents_state_through_owner() -> None:
+    seen: list[Any] = []
+
+    class Tally(Hooks):
+        async def before_tool(self, ctx: HookContext, call: ToolCall) -> None:
+            agent = ctx.owner()
+            assert agent.address == "agent:calc" and ctx.address.startswith("agent:calc;tool:")
+            agent.save_state("calls", (agent.load_state("calls") or 0) + 1)
+
+        async def before_model(self, ctx: HookContext, request: ModelRequest) -> None:
+            seen.append(ctx.owner().load_state("calls"))
+
+    model = ScriptedModel([call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4}), reply("")])
+    await Runner(ChatModelAgent("calc", model, tools=[add], hooks=[Tally()])).query("q").collect()
+    assert seen == [None, 1, 2]
+
+
+async def test_a_hook_asks_several_questions_each_at_a_place_of_its_own() -> None:
+    class Ask(Hooks):
+        def __init__(self) -> None:
+            self.answers: list[Any] = []
+
+        async def before_model(self, ctx: HookContext, request: ModelRequest) -> None:
+            asked = ctx.load_state("asked") or 0
+            answer = ctx.place(f"ask-{asked}").interrupt({"question": asked})
+            ctx.save_state("asked", asked + 1)
+            self.answers.append(answer)
+
+    hook = Ask()
+    model = ScriptedModel([call("add", {"a": 1, "b": 2}), reply("3")])
+    runner = Runner(ChatModelAgent("calc", model, tools=[add], hooks=[hook]), store=MemoryStore())
+    first = await runner.query("q").collect()
+    assert first.interrupts[0].address == "agent:calc;ask-0"
+    second = await runner.resume(first.checkpoint_id, value="one").collect()
+    assert [i.info for i in second.interrupts] == [{"question": 1}]
+    done = await runner.resume(second.checkpoint_id, value="two").collect()
+    assert done.final_output == "3"
+    assert hook.answers == ["one", "two"]  # each place got its own answer
+
+
+def test_a_place_is_named_by_a_text_without_a_semicolon() -> None:
+    problems: list[str] = []
+
+    class Bad(Hooks):
+        async def before_model(self, ctx: HookContext, request: ModelRequest) -> None:
+            for name in ("", "a;b"):
+                try:
+                    ctx.place(name)
+                except plait.errors.UsageError as exc:
+                    problems.append(str(exc))
+
+    Runner(ChatModelAgent("calc", ScriptedModel([reply("")]), hooks=[Bad()])).query_sync("q")
+    assert len(problems) == 2 and "';'" in problems[1]
+
+
+async def test_after_tool_sees_what_a_failing_tool_raised() -> None:
+    @tool
+    def broken() -> str:
+        """Fail."""
+        raise ValueError("out of paper")
+
+    seen: list[Any] = []
+
+    class Look(Hooks):
+        async def after_tool(self, ctx: HookContext, call: ToolCall, result: str) -> None:
+            seen.append((ctx.tool_error, result))
+
+    model = ScriptedModel([call("broken", {}), reply("sorry")])
+    await Runner(ChatModelAgent("a", model, tools=[broken], hooks=[Look()])).query("q").collect()
+    ((error, result),) = seen
+    assert isinstance(error, ValueError) and "out of paper" in result

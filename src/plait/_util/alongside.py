@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["Prefetch", "all_of", "alongside"]
+__all__ = ["Prefetch", "all_of", "alongside", "stop_task"]
 
 _T = TypeVar("_T")
 
@@ -21,7 +21,7 @@ async def alongside(call: Awaitable[_T], during: Callable[[], Awaitable[None]]) 
         await during()
         return await task
     finally:
-        await _stop(task)
+        await stop_task(task)
 
 
 async def all_of(jobs: Sequence[Callable[[], Awaitable[Any]]]) -> None:
@@ -39,10 +39,10 @@ async def all_of(jobs: Sequence[Callable[[], Awaitable[Any]]]) -> None:
                 raise error
     finally:
         for task in tasks:
-            await _stop(task)
+            await stop_task(task)
 
 
-async def _stop(task: asyncio.Future[Any]) -> None:
+async def stop_task(task: asyncio.Future[Any]) -> None:
     """Cancel `task` unless it is done, and wait for it to end; its error is consumed."""
     if not task.done():
         task.cancel()
@@ -88,4 +88,4 @@ class Prefetch:
 
     async def aclose(self) -> None:
         """Stop reading ahead and close the stream."""
-        await _stop(self._task)
+        await stop_task(self._task)

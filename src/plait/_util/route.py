@@ -1,10 +1,9 @@
-"""Where a run sends the calls made outside the ReAct loop: the model calls of a
-compaction summary and of `Inherit.summary`, and sync graph nodes.
+"""Where a run sends its sync graph nodes.
 
-The run's interceptor (`RunState.interceptor`) answers the ReAct loop's model and tool
-calls; one that also offers `side_model(ctx, model)` and `sync_node(ctx, name, fn)` takes
-these too (a durable-execution engine runs them as its activities). Without one they run
-as they are: the model called directly, the node on a daemon thread.
+The run's interceptor (`RunState.interceptor`, a durable-execution engine's router) takes
+the ReAct loop's model and tool calls; one that also offers `sync_node(ctx, name, fn)` runs
+sync graph nodes too (as its activities). Without one a node runs on a daemon thread. (Model
+calls made outside the ReAct loop go through `Frame.side_model`.)
 """
 
 from __future__ import annotations
@@ -15,13 +14,7 @@ from typing import Any
 
 from plait._util.threads import run_in_thread
 
-__all__ = ["run_sync_node", "side_model"]
-
-
-def side_model(ctx: Any, model: Any) -> Any:
-    """Return the model a call outside the ReAct loop at `ctx` goes to."""
-    route = getattr(ctx.run.interceptor, "side_model", None)
-    return model if route is None else route(ctx, model)
+__all__ = ["run_sync_node"]
 
 
 def run_sync_node(ctx: Any, name: str, fn: Callable[[Any], Any], state: Any) -> Awaitable[Any]:

@@ -1,14 +1,18 @@
-"""A model's stream as a ChatModelAgent passes it on: checked chunk by chunk."""
+"""A model's output as a ChatModelAgent takes it: a stream checked chunk by chunk, and the
+model as its `wrap_model` hooks call on to it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any
 
 from plait.events import AgentOutput, MessageStream, MessageVariant
-from plait.messages import Message
+from plait.messages import Message, ToolInfo
+from plait.models.base import ChatModel, model_error, wrong_output
+from plait.models.call_ids import CallIds, unique_ids
 
-__all__ = ["CheckedChunks", "streaming_output"]
+__all__ = ["CheckedChunks", "CheckedModel", "streaming_output"]
 
 
 class CheckedChunks:
@@ -48,3 +52,63 @@ class CheckedChunks:
 def streaming_output(stream: MessageStream) -> AgentOutput:
     """Return the output of an event that streams `stream`."""
     return AgentOutput(message=MessageVariant(is_streaming=True, role="assistant", stream=stream))
+
+
+class CheckedModel:
+    """An agent's model as its `wrap_model` hooks call on to it: a failure is the agent's
+    `ModelError`, a reply (or each streamed chunk) that is not a Message is one too, and the
+    reply's tool calls get ids unique within it, so the hooks see what the agent will."""
+
+    __slots__ = ("_model", "_name", "_new_id")
+
+    def __init__(self, model: ChatModel, name: str, new_id: Callable[[], str]) -> None:
+        self._model = model
+        self._name = name
+        self._new_id = new_id
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> Message:
+        """Return the model's reply, checked."""
+        try:
+            reply = await self._model.generate(messages, tools=tools, **options)
+        except Exception as exc:
+            error = model_error(self._name, exc)
+            raise error from None if error is exc else exc
+        if not isinstance(reply, Message):
+            raise wrong_output(self._model, self._name, "generate() returned", reply, "a Message")
+        return unique_ids(reply, self._new_id)
+
+    def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    ) -> AsyncIterator[Message]:
+        """Return the model's chunks, checked."""
+        model, name = self._model, self._name
+        try:
+            source = model.stream(messages, tools=tools, **options)
+        except Exception as exc:
+            error = model_error(name, exc)
+            raise error from None if error is exc else exc
+        if not isinstance(source, AsyncIterator):
+            if inspect.iscoroutine(source):  # `async def stream` that returns, not yields
+                source.close()
+            raise wrong_output(
+                model, name, "stream() returned", source, "an async iterator of Messages"
+            )
+        return self._chunks(source)
+
+    async def _chunks(self, source: AsyncIterator[Any]) -> AsyncGenerator[Message, None]:
+        model, name = self._model, self._name
+        checked = CheckedChunks(
+            source,
+            lambda chunk: wrong_output(model, name, "stream() yielded", chunk, "Message chunks"),
+            CallIds(self._new_id).chunk,
+        )
+        try:
+            async for chunk in checked:
+                yield chunk
+        except Exception as exc:
+            error = model_error(name, exc)
+            raise error from None if error is exc else exc
+        finally:
+            await checked.aclose()

@@ -15,6 +15,9 @@ class Middleware(Hooks):
       agent's history.
     - `after_model(ctx, request, reply)` replaces the reply the agent acts on; the event the
       caller sees still shows the model's raw output.
+    - `wrap_model(ctx, request, call_next)` surrounds the model call: it returns
+      `await call_next(request)`'s reply, or one of its own instead of calling the model.
     - `before_tool(ctx, call)` replaces a tool call (name or arguments) before it runs.
+    - `wrap_tool(ctx, call, call_next)` surrounds the tool call the same way.
     - `after_tool(ctx, call, result)` replaces a tool's result text before the model sees it.
     """

@@ -13,12 +13,13 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from plait._util.alongside import Prefetch, alongside
-from plait.agents._chunks import CheckedChunks, streaming_output
+from plait.agents._chunks import CheckedChunks, CheckedModel, streaming_output
 from plait.core.context import Frame
 from plait.core.context_events import message_event
 from plait.core.hooks import HookChain, ModelRequest, call_hook, concurrently
 from plait.core.kernel import Interrupted, call_in
 from plait.core.run_state import CallGuard, RunState
+from plait.core.wrapped import ChainStream, WrappedModel
 from plait.errors import MaxIterationsExceeded, PlaitError
 from plait.events import AgentEvent, InterruptCtx, MessageStream
 from plait.messages import Message
@@ -56,20 +57,13 @@ async def stream_reply(
 
     With `during` (the `during_model` hooks), the stream is read ahead while it runs, and
     the event comes only once it has returned; when it raises, the stream is closed and
-    its error is the reply's."""
+    its error is the reply's. A reply `wrap_model` hooks gave in place of the streamed one
+    is the reply the agent keeps."""
     box.message = None
-    try:
-        source = model.stream(request.messages, tools=request.tools, **request.options)
-    except Exception as exc:
-        box.error = model_error(name, exc)
+    source = _open_stream(model, name, request, box)
+    if source is None:
         return
-    if not isinstance(source, AsyncIterator):
-        if inspect.iscoroutine(source):  # `async def stream` that returns, not yields
-            source.close()
-        box.error = wrong_output(
-            model, name, "stream() returned", source, "an async iterator of Messages"
-        )
-        return
+    wrapped = source if isinstance(source, ChainStream) else None
     if during is not None:
         source = Prefetch(source)
         try:
@@ -98,11 +92,32 @@ async def stream_reply(
             box.message = await stream.collect()
         except PlaitError as exc:
             box.error = exc
+        if wrapped is not None and wrapped.replaced is not None and box.message is not None:
+            box.message = unique_ids(wrapped.replaced, ctx.run.ids.new_id)
         if stream.stopped:
             box.message, box.error, box.stopped = None, None, True
     finally:
         run.guards.discard(stopper)
         await stream.aclose()
+
+
+def _open_stream(
+    model: ChatModel, name: str, request: ModelRequest, box: Reply
+) -> AsyncIterator[Message] | None:
+    """Start the model's stream; None when it could not be (the error is in `box`)."""
+    try:
+        source = model.stream(request.messages, tools=request.tools, **request.options)
+    except Exception as exc:
+        box.error = model_error(name, exc)
+        return None
+    if not isinstance(source, AsyncIterator):
+        if inspect.iscoroutine(source):  # `async def stream` that returns, not yields
+            source.close()
+        box.error = wrong_output(
+            model, name, "stream() returned", source, "an async iterator of Messages"
+        )
+        return None
+    return source
 
 
 class _Stopper:
@@ -214,7 +229,12 @@ class ModelCalls:
     async def model_call(self) -> list[AgentEvent]:
         """Call the model once (not streaming); return its events."""
         ctx, box, hooks = self.ctx, Reply(), self.hooks
-        if hooks.before_model or hooks.during_model or self.run.interceptor is not None:
+        if (
+            hooks.before_model
+            or hooks.during_model
+            or hooks.wrap_model
+            or self.run.interceptor is not None
+        ):
             error = await self._open_call(box)
             if error is not None:
                 return [*box.events, ctx.event(error=error)]
@@ -286,9 +306,17 @@ class ModelCalls:
                 yield event
 
     def _model(self) -> ChatModel:
-        """The model to call: the agent's, or what the run's interceptor puts in its place."""
-        tap = self.ctx.run.interceptor
-        return self.agent.model if tap is None else tap.model(self.ctx, self.agent.model)
+        """The model to call: the agent's, or what the run's interceptor puts in its place,
+        behind the `wrap_model` hooks when there are any."""
+        ctx, model = self.ctx, self.agent.model
+        tap = ctx.run.interceptor
+        if tap is not None:
+            model = tap.model(ctx, model)
+        fns = self.hooks.wrap_model
+        if not fns:
+            return model
+        checked = CheckedModel(model, self.agent.name, ctx.run.ids.new_id)
+        return WrappedModel(fns, ctx, checked)
 
     async def _generate(self, box: Reply) -> None:
         guard = CallGuard(self.run, None)  # a stop request ends the call in flight

@@ -136,7 +136,6 @@ class _Loop(ModelCalls):
         self.resumed_tools = False  # the run resumes in a round of tool calls
         self.run = ctx.run  # its flags and counters, read on every step
         self.teams = ctx.under_budgets  # team budgets apply
-        ctx.chat_model = agent.model  # what the hooks see of the model (tracing names it)
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""

@@ -4,11 +4,14 @@ into outcomes, and decide which results are shown now and which are held back.
 Each call runs in a guard (`Frame.guard`): past its timeout it is stopped and becomes a
 `ToolTimeout` failure; when the run is asked to stop, every call in flight is stopped and
 the round ends as stopped, to be saved and resumed (the stopped calls then run again).
+Inside the guard the call passes through the `wrap_tool` hooks, with the gate of a tool
+that has one (`plait.effects.Gate`: its approval, its journal) innermost of the agent's own.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -18,6 +21,7 @@ from plait.core.context import Emit, Frame
 from plait.core.context_events import message_event
 from plait.core.hooks import HookChain, call_hook, ends_run
 from plait.core.kernel import Interrupted, call_in
+from plait.core.wrapped import Next, wrap_chain
 from plait.errors import (
     InvalidToolArguments,
     LimitExceeded,
@@ -28,8 +32,8 @@ from plait.errors import (
 )
 from plait.events import AgentAction, AgentEvent, InterruptCtx, TransferToAgentAction
 from plait.messages import Message, ToolCall
-from plait.tools.base import Approval, Effect, Gated, HasTimeout, Tool, ToolResult
-from plait.tools.effects import gated_call
+from plait.tools.base import Gated, HasTimeout, Tool, ToolResult
+from plait.tools.effects import Gate
 
 __all__ = ["Outcome", "Round", "ToolCalls"]
 
@@ -95,8 +99,8 @@ class ToolCalls:
         self.tool_errors = tool_errors
         self._limits = {name: _limit(tool, tool_timeout) for name, tool in tools.items()}
         # the tools whose calls pass a gate: an approval, or the journal of a "once" effect
-        self._gates: dict[str, tuple[Effect, Approval | None]] = {
-            name: (tool.effect, tool.approval)
+        self._gates: dict[str, Gate] = {
+            name: Gate(tool.effect, tool.approval)
             for name, tool in tools.items()
             if isinstance(tool, Gated) and (tool.effect == "once" or tool.approval is not None)
         }
@@ -107,7 +111,7 @@ class ToolCalls:
         found = False
         for call in calls:
             gate = self._gates.get(call.name)
-            if gate is not None and gate[0] == "once":
+            if gate is not None and gate.effect == "once":
                 found = ctx.for_tool(call.name, call.id).idempotency_key is not None
         return found
 
@@ -164,7 +168,7 @@ class ToolCalls:
             tctx.set_emit(emit)
         if hooks.before_tool or hooks.after_tool:
             return self._hooked(call, tctx, index, hooks)
-        return self._call(call, tctx, index)  # no hooks: one frame less
+        return self._call(call, tctx, index, hooks)  # no hooks: one frame less
 
     async def _hooked(self, call: ToolCall, tctx: Frame, index: int, hooks: HookChain) -> Outcome:
         if hooks.before_tool:
@@ -176,20 +180,20 @@ class ToolCalls:
                 message = Message.tool("", call.id, name=call.name)
                 return Outcome(index, call, message, interrupts=checked.contexts)
             call = checked
-        outcome = await self._call(call, tctx, index)
+        outcome = await self._call(call, tctx, index, hooks)
         if hooks.after_tool and outcome.fatal is None and not outcome.interrupts:
             if not outcome.stopped:
                 return await _after_tool(hooks, tctx, outcome)
         return outcome
 
-    async def _call(self, call: ToolCall, tctx: Frame, index: int) -> Outcome:
+    async def _call(self, call: ToolCall, tctx: Frame, index: int, hooks: HookChain) -> Outcome:
         """Call the tool, counted while it runs; failures, pauses and stops become an
         outcome."""
         run = tctx.run
         run.tool_calls += 1  # `count_tool_call`, inline
-        tool = self._tools.get(call.name)
+        tool = tctx.tool = self._tools.get(call.name)
         if tool is not None and (tap := run.interceptor) is not None:
-            tool = tap.tool(tctx, tool)  # a cassette answers the call, or records it
+            tool = tap.tool(tctx, tool)  # a durable-execution engine runs it elsewhere
         action: AgentAction | None = None
         fatal: PlaitError | None = None
         if tool is None:
@@ -204,10 +208,11 @@ class ToolCalls:
                     gate = self._gates.get(call.name)
                     ended = False  # the call returned (else its guard stopped it)
                     with tctx.guard(limit) as guard:
-                        if gate is None:
+                        if gate is None and not hooks.wrap_tool:
                             result = await call_in(tctx, tool.call, call.arguments, tctx)
                         else:
-                            result = await call_in(tctx, gated_call, tool, *gate, call, tctx)
+                            chain = _wrapped(tool, tctx, hooks, gate)
+                            result = await call_in(tctx, chain, call)
                         ended = True
                     if not ended and guard.reason == "timeout" and limit is not None:
                         raise ToolTimeout(
@@ -296,6 +301,29 @@ async def _after_tool(hooks: HookChain, tctx: Frame, outcome: Outcome) -> Outcom
         return outcome
     outcome.message = Message.tool(content, call.id, name=call.name)
     return outcome
+
+
+_RESULT = (str, ToolResult)
+
+
+def _wrapped(tool: Tool, tctx: Frame, hooks: HookChain, gate: Gate | None) -> Next:
+    """Return the call of `tool` behind the `wrap_tool` hooks, the gate innermost of the
+    agent's own (inside it only the runner's innermost hooks, such as a cassette)."""
+    fns = hooks.wrap_tool if gate is None else hooks.add_inner("wrap_tool", gate.wrap_tool)
+    return wrap_chain(fns, "wrap_tool", tctx, functools.partial(_call_tool, tool, tctx), _RESULT)
+
+
+async def _call_tool(tool: Tool, tctx: Frame, call: ToolCall) -> str | ToolResult:
+    """Call the tool (the innermost of its wrap hooks): its result, with the actions it sent
+    (`send_action`) merged in, so the hooks see all it gave."""
+    result = await tool.call(call.arguments, tctx)
+    sent = tctx.take_action()
+    if sent is None:
+        return result
+    if isinstance(result, ToolResult):
+        action = sent if result.action is None else sent.merge(result.action)
+        return ToolResult(content=result.content, action=action)
+    return ToolResult(content=result, action=sent)
 
 
 def _limit(tool: Tool, default: float | None) -> float | None:

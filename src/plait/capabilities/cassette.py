@@ -44,24 +44,23 @@ ran it. The first step of each run also holds the run's input.
   tool name and arguments) and calls the models live: an agent's tools mocked by a
   recording. `as_eval_case()` turns a cassette into an eval case that runs that way.
 
-How it plugs in: the hook seams observe, replace or refuse a call, but none can answer one
-without calling the model or running the tool. So a cassette is a `Hooks` (its `before_run`
-reads the file and installs the cassette in the run) and the run's interceptor
-(`Frame.interceptor`): the ReAct loop asks it, in one place each, for the model to call
-and for the tool to call, and gets a stand-in that answers from the file, or calls the real
-one and records it. A run without a cassette pays one attribute check per call. Model calls
-the run makes outside the ReAct loop (a compaction summary, `Inherit.summary`) ask it too
-(`side_model`), so they are steps like any model call, matched in order with the other model
-calls made at their address; an eval's judge is not part of the run and is not recorded.
+How it plugs in: a cassette is a `plait.Hooks` among the runner's innermost (inside the
+agents' own hooks and the gate of a tool with an approval or a `once` effect, so an approval
+is asked and a `once` call journaled as in a live run). Its `wrap_model` and `wrap_tool`
+answer a call from the file without calling on, or call on and record what came back; its
+`before_run` reads the file. It reads only what every hook is given (`HookContext`: the
+call's address, its agent, the tool it runs). Model calls the run makes outside the ReAct
+loop (a compaction summary, `Inherit.summary`) go through the same seam
+(`HookContext.side_model`), so they are steps like any model call, matched in order with the
+other model calls made at their address; an eval's judge is not part of the run and is not
+recorded.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -88,14 +87,12 @@ from plait.capabilities.cassette_file import (
     show,
 )
 from plait.core.agent import AgentInput
-from plait.core.agent_context import AgentContext
-from plait.core.context import Frame, inside
-from plait.core.hooks import Hooks, end_run
+from plait.core.agent_context import HookContext
+from plait.core.hooks import Hooks, ModelRequest, end_run
 from plait.errors import CassetteDivergence, PlaitError, UsageError
-from plait.messages import Message, merge_chunks
-from plait.models.base import ChatModel, model_error, wrong_output
-from plait.models.call_ids import CallIds, unique_ids
-from plait.tools.base import Tool, ToolInfo, ToolResult
+from plait.messages import Message, ToolCall
+from plait.models.base import model_error
+from plait.tools.base import ToolResult
 
 __all__ = ["Cassette", "Mode"]
 
@@ -138,8 +135,8 @@ class Cassette:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r})"
 
     def hooks(self) -> Hooks:
-        """Return the hook a runner plugs in: it reads the file and installs the cassette
-        at the start of each run and resume."""
+        """Return the hook a runner plugs in (innermost): it reads the file at the start of
+        each run and resume, and answers or records each model and tool call."""
         return self._hooks
 
     def fork(self, step: int, *, path: str | os.PathLike[str]) -> Cassette:
@@ -199,26 +196,50 @@ class Cassette:
         case["cassette"] = str(self.path.resolve())
         return case
 
-    # --- the run's interceptor -------------------------------------------------------------
+    # --- the calls ------------------------------------------------------------------------
 
-    def model(self, ctx: Frame, model: ChatModel) -> ChatModel:
-        """Return the model the agent at `ctx` calls: one that answers from the file or
-        records the real model's reply."""
-        return model if self.tools_only else _TapedModel(self, ctx, model)
+    async def _model_call(
+        self, ctx: HookContext, request: ModelRequest, call_next: Callable[..., Awaitable[Any]]
+    ) -> Message:
+        """Answer a model call from the file, or make it and record the reply (or error)."""
+        if self.tools_only:
+            reply: Message = await call_next(request)
+            return reply
+        recorded = make_request(request.messages, request.tools, request.options)
+        found = self._replay_model(ctx, recorded)
+        if found is not None:
+            return found.answer()
+        try:
+            reply = await call_next(request)
+        except Exception as exc:
+            error = model_error(ctx.agent_name, exc)
+            self._record_model(ctx, recorded, error=error)
+            raise error from None if error is exc else exc
+        self._record_model(ctx, recorded, reply=reply)
+        return reply
 
-    def side_model(self, ctx: Frame, model: ChatModel) -> ChatModel:
-        """Return the model a call outside the ReAct loop at `ctx` (a compaction summary, a
-        team's summary) goes to: recorded and replayed like the agent's own model calls."""
-        return self.model(ctx, model)
+    async def _tool_call(
+        self, ctx: HookContext, call: ToolCall, call_next: Callable[..., Awaitable[Any]]
+    ) -> str | ToolResult:
+        """Answer a tool call from the file, or run the tool and record its result (or
+        what it raised). A tool that runs an agent always runs: that agent's own calls are
+        answered instead."""
+        runs_agent = _runs_agent(ctx.tool)
+        found = self._replay_tool(ctx, call, runs_agent)
+        if found is not None and not runs_agent:
+            self._replayed(found)
+            return found.answer()
+        try:
+            result: str | ToolResult = await call_next(call)
+        except Exception as exc:
+            self._record_tool(ctx, call, exc=exc)
+            raise
+        self._record_tool(ctx, call, result=result)
+        return result
 
-    def tool(self, ctx: Frame, tool: Tool) -> Tool:
-        """Return the tool the call at `ctx` runs: one that answers from the file or records
-        the real tool's result."""
-        return _TapedTool(self, ctx, tool)
-
-    def _begin(self, ctx: Frame, given: Sequence[Message] | None) -> None:
-        """Start (or resume) a run: read the recording, start the output file, and answer
-        the run's calls; `given` is a new run's input."""
+    def _begin(self, given: Sequence[Message] | None) -> None:
+        """Start (or resume) a run: read the recording and start the output file; `given`
+        is a new run's input."""
         if self.replaying and self._index is None:
             if self._steps is None:
                 self._steps = read_steps(self.path)
@@ -227,7 +248,6 @@ class Cassette:
             self._out.write_text("", encoding="utf-8")
             self._fresh = False
         self._input = None if given is None else list(given)
-        ctx.run.interceptor = self
 
     def _build(self, steps: list[Step]) -> dict[tuple[str, ...], deque[Step]]:
         """Index the steps to replay by where their calls are made, each key in order."""
@@ -267,7 +287,7 @@ class Cassette:
             )
         )
 
-    def _replay_model(self, ctx: Frame, request: Request) -> ModelStep | None:
+    def _replay_model(self, ctx: HookContext, request: Request) -> ModelStep | None:
         """Return the recorded step answering this model call (None: call the model)."""
         found = self._take(("model", ctx.address))
         new_messages, new_tools = plain_messages(request.messages), plain_tools(request.tools)
@@ -282,9 +302,9 @@ class Cassette:
         self._replayed(found)
         return found
 
-    def _replay_tool(self, tctx: Frame, arguments: str, runs_agent: bool) -> ToolStep | None:
+    def _replay_tool(self, tctx: HookContext, call: ToolCall, runs_agent: bool) -> ToolStep | None:
         """Return the recorded step answering this tool call (None: run the tool)."""
-        name = tctx.tool_name or ""
+        name, arguments = call.name, call.arguments
         if self.tools_only:
             key: tuple[str, ...] = ("tool", tctx.agent_name, name, canonical(arguments))
         else:
@@ -338,7 +358,7 @@ class Cassette:
 
     def _record_model(
         self,
-        ctx: Frame,
+        ctx: HookContext,
         request: Request,
         reply: Message | None = None,
         error: PlaitError | None = None,
@@ -357,8 +377,8 @@ class Cassette:
 
     def _record_tool(
         self,
-        tctx: Frame,
-        arguments: str,
+        tctx: HookContext,
+        call: ToolCall,
         result: str | ToolResult | None = None,
         exc: Exception | None = None,
     ) -> None:
@@ -367,9 +387,9 @@ class Cassette:
             kind="tool",
             agent=tctx.agent_name,
             address=tctx.address,
-            call_id=tctx.tool_call_id,
-            name=tctx.tool_name or "",
-            arguments=arguments,
+            call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
         )
         if isinstance(exc, PlaitError):
             step = step.model_copy(update={"error": portable(exc)})
@@ -387,143 +407,32 @@ class Cassette:
 
 
 class _CassetteHooks(Hooks):
-    """The cassette's part at the start of a run: read the file, install the cassette."""
+    """The cassette on the seams: it reads the file as a run starts, and answers or records
+    each model and tool call."""
 
     def __init__(self, cassette: Cassette) -> None:
         self._cassette = cassette
 
-    async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
+    async def on_resume(self, ctx: HookContext, checkpoint_id: str) -> None:
         self._cassette._resuming = True
 
-    async def before_run(self, ctx: AgentContext, input: AgentInput) -> None:
+    async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
         cassette = self._cassette
         resuming, cassette._resuming = cassette._resuming, False
-        cassette._begin(inside(ctx), None if resuming else input.messages)
+        cassette._begin(None if resuming else input.messages)
 
-
-class _TapedModel:
-    """An agent's model as a cassette serves it: recorded replies, or the model recorded."""
-
-    def __init__(self, cassette: Cassette, ctx: Frame, model: ChatModel) -> None:
-        self._cassette = cassette
-        self._ctx = ctx
-        self._model = model
-
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
+    async def wrap_model(
+        self, ctx: HookContext, request: ModelRequest, call_next: Callable[..., Awaitable[Any]]
     ) -> Message:
-        """Return the recorded reply to this request, or the model's (recorded)."""
-        cassette, ctx = self._cassette, self._ctx
-        request = make_request(messages, tools, options)
-        found = cassette._replay_model(ctx, request)
-        if found is not None:
-            return found.answer()
-        try:
-            reply = await self._model.generate(messages, tools=tools, **options)
-        except Exception as exc:
-            error = model_error(ctx.agent_name, exc)
-            cassette._record_model(ctx, request, error=error)
-            raise error from None if error is exc else exc
-        if isinstance(reply, Message):  # else the agent reports what the model gave
-            reply = unique_ids(reply, ctx.run.ids.new_id)
-            cassette._record_model(ctx, request, reply=reply)
-        return reply
+        return await self._cassette._model_call(ctx, request, call_next)
 
-    def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
-    ) -> AsyncIterator[Message]:
-        """Yield the recorded reply as one chunk, or the model's chunks (recorded merged)."""
-        return self._stream(list(messages), list(tools), options)
-
-    async def _stream(
-        self, messages: list[Message], tools: list[ToolInfo], options: dict[str, Any]
-    ) -> AsyncGenerator[Message, None]:
-        cassette, ctx = self._cassette, self._ctx
-        request = make_request(messages, tools, options)
-        found = cassette._replay_model(ctx, request)
-        if found is not None:
-            yield found.answer()
-            return
-        try:
-            source = self._model.stream(messages, tools=tools, **options)
-        except Exception as exc:
-            error = model_error(ctx.agent_name, exc)
-            cassette._record_model(ctx, request, error=error)
-            raise error from None if error is exc else exc
-        if not isinstance(source, AsyncIterator):
-            if inspect.iscoroutine(source):
-                source.close()
-            raise wrong_output(
-                self._model, ctx.agent_name, "stream() returned", source, "an async iterator"
-            )
-        async for chunk in self._recorded(source, request):
-            yield chunk
-
-    async def _recorded(
-        self, source: AsyncIterator[Message], request: Request
-    ) -> AsyncGenerator[Message, None]:
-        """Pass the model's chunks on (their tool calls' ids made unique) and record the
-        merged reply when the stream ends."""
-        cassette, ctx = self._cassette, self._ctx
-        ids, chunks, whole = CallIds(ctx.run.ids.new_id), [], True
-        try:
-            async for chunk in source:
-                if isinstance(chunk, Message):
-                    chunk = ids.chunk(chunk)
-                    chunks.append(chunk)
-                else:
-                    whole = False  # the agent reports it; nothing is recorded
-                yield chunk
-        except Exception as exc:
-            error = model_error(ctx.agent_name, exc)
-            cassette._record_model(ctx, request, error=error)
-            raise error from None if error is exc else exc
-        finally:
-            aclose = getattr(source, "aclose", None)
-            if aclose is not None:
-                with suppress(Exception):
-                    await aclose()
-        if whole:
-            cassette._record_model(ctx, request, reply=merge_chunks(chunks))
+    async def wrap_tool(
+        self, ctx: HookContext, call: ToolCall, call_next: Callable[..., Awaitable[Any]]
+    ) -> str | ToolResult:
+        return await self._cassette._tool_call(ctx, call, call_next)
 
 
-class _TapedTool:
-    """A tool as a cassette serves it: recorded results, or the tool recorded."""
-
-    def __init__(self, cassette: Cassette, tctx: Frame, tool: Tool) -> None:
-        self._cassette = cassette
-        self._tctx = tctx
-        self._tool = tool
-
-    def info(self) -> ToolInfo:
-        """Describe the tool (the real one's description)."""
-        return self._tool.info()
-
-    async def call(self, arguments_json: str, ctx: AgentContext) -> str | ToolResult:
-        """Return the recorded result of this call, or run the tool (recorded)."""
-        cassette, tctx = self._cassette, self._tctx
-        runs_agent = _runs_agent(self._tool)
-        found = cassette._replay_tool(tctx, arguments_json, runs_agent)
-        if found is not None and not runs_agent:
-            cassette._replayed(found)
-            return found.answer()
-        try:
-            result = await self._tool.call(arguments_json, ctx)
-        except Exception as exc:
-            cassette._record_tool(tctx, arguments_json, exc=exc)
-            raise
-        sent = tctx.take_action()  # actions the tool sent are part of its result
-        if sent is not None:
-            if isinstance(result, ToolResult):
-                action = sent if result.action is None else sent.merge(result.action)
-                result = ToolResult(content=result.content, action=action)
-            else:
-                result = ToolResult(content=result, action=sent)
-        cassette._record_tool(tctx, arguments_json, result=result)
-        return result
-
-
-def _runs_agent(tool: Tool) -> bool:
+def _runs_agent(tool: object) -> bool:
     """Whether calling `tool` runs an agent (whose own calls are replayed instead): an
     `AgentTool` says so with `runs_agent`."""
     return getattr(tool, "runs_agent", False) is True

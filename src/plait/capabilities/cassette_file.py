@@ -4,7 +4,7 @@ comparing a new request with a recorded one."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -192,9 +192,9 @@ def expected_tool(name: str, arguments: str) -> dict[str, Any]:
 
 
 def make_request(
-    messages: Sequence[Message], tools: Sequence[ToolInfo], options: dict[str, Any]
+    messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]
 ) -> Request:
-    plain = json.loads(json.dumps(options, default=repr)) if options else {}
+    plain = json.loads(json.dumps(dict(options), default=repr)) if options else {}
     return Request(messages=list(messages), tools=list(tools), options=plain)
 
 

@@ -17,9 +17,7 @@ import inspect
 from collections.abc import Sequence
 from typing import cast
 
-from plait._util.route import side_model
-from plait.core.agent_context import AgentContext, HookContext
-from plait.core.context import inside
+from plait.core.agent_context import HookContext
 from plait.core.hooks import Hooks, ModelRequest
 from plait.errors import ModelError, UsageError
 from plait.events import AgentOutput
@@ -106,7 +104,7 @@ class Compaction(Hooks):
             f"model={self.model!r})"
         )
 
-    async def before_model(self, ctx: AgentContext, request: ModelRequest) -> ModelRequest | None:
+    async def before_model(self, ctx: HookContext, request: ModelRequest) -> ModelRequest | None:
         """Compact the request when its prompt is over `max_tokens` (else keep it)."""
         target = self._target(ctx)
         before = await _count(target, request.messages)
@@ -120,14 +118,14 @@ class Compaction(Hooks):
         messages = (*head, Message.user(SUMMARY_PREFIX + summary), *tail)
         after = await _count(target, messages)
         custom = {"compaction": {"before": before, "after": after}}
-        cast(HookContext, ctx).emit(ctx.event(output=AgentOutput(custom=custom)))
+        ctx.emit(ctx.event(output=AgentOutput(custom=custom)))
         return dataclasses.replace(request, messages=messages)
 
-    def _target(self, ctx: AgentContext) -> ChatModel:
+    def _target(self, ctx: HookContext) -> ChatModel:
         """Return the model the agent's prompt goes to in this run."""
         fallback = self._agent_model or self.model
         if fallback is not None:
-            current = cast(HookContext, ctx).model  # the agent's model in this run
+            current = ctx.model  # the agent's model in this run
             return cast(ChatModel, current) if current is not None else fallback
         raise UsageError(
             "Compaction without a model takes its agent's: give it as "
@@ -135,18 +133,19 @@ class Compaction(Hooks):
         )
 
     async def _summarize(
-        self, ctx: AgentContext, model: ChatModel, dropped: Sequence[Message]
+        self, ctx: HookContext, model: ChatModel, dropped: Sequence[Message]
     ) -> str:
-        """Return the summary `model` writes of `dropped` (its usage counts in the run's)."""
+        """Return the summary `model` writes of `dropped` (its usage counts in the run's);
+        the call goes through the run's `wrap_model` hooks (`side_model`)."""
         prompt = [Message.system(SUMMARY_INSTRUCTION), Message.user(_transcript(dropped))]
-        model = side_model(inside(ctx), model)
+        model = ctx.side_model(model)
         try:
             reply = await model.generate(prompt)
         except Exception as exc:
             raise model_error(ctx.agent_name, exc) from exc
         if not isinstance(reply, Message):
             raise wrong_output(model, ctx.agent_name, "generate() returned", reply, "a Message")
-        cast(HookContext, ctx).record_model_call(reply.usage)
+        ctx.record_model_call(reply.usage)
         return reply.content.strip()
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from plait.capabilities.guardrails import OutputGuardrails
 from plait.capabilities.structured import FINAL_RESULT
-from plait.core.context import Frame
+from plait.core.agent_context import AgentContext
 from plait.core.hooks import end_run
 from plait.errors import PlaitError
 from plait.events import AgentEvent, MessageStream
@@ -37,7 +37,7 @@ _NOTHING: Any = object()  # no value (under `output_key`, or as an answer)
 
 async def guarded(
     events: AsyncGenerator[AgentEvent, None],
-    ctx: Frame,
+    ctx: AgentContext,
     guardrails: OutputGuardrails,
     output_key: str | None,
     structured: bool,
@@ -60,7 +60,7 @@ class _Hold:
 
     def __init__(
         self,
-        ctx: Frame,
+        ctx: AgentContext,
         guardrails: OutputGuardrails,
         output_key: str | None,
         structured: bool,

@@ -26,13 +26,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from plait.core.context import inside
 from plait.core.hooks import Hooks, ModelRequest
 from plait.errors import UsageError, UsageLimitExceeded
 from plait.messages import Message, ToolCall
 
 if TYPE_CHECKING:
-    from plait.core.agent_context import AgentContext
+    from plait.core.agent_context import HookContext
 
 __all__ = ["UsageLimits", "estimate_tokens"]
 
@@ -102,9 +101,9 @@ class _LimitHooks(Hooks):
     def __init__(self, limits: UsageLimits) -> None:
         self.limits = limits
 
-    async def before_model(self, ctx: AgentContext, request: ModelRequest) -> None:
-        limits, frame = self.limits, inside(ctx)
-        requests = frame.run.requests
+    async def before_model(self, ctx: HookContext, request: ModelRequest) -> None:
+        limits = self.limits
+        requests = ctx.requests
         if limits.max_requests is not None and requests >= limits.max_requests:
             raise _exceeded(
                 "max_requests",
@@ -114,7 +113,7 @@ class _LimitHooks(Hooks):
             )
         limit = limits.max_input_tokens
         if limit is not None:
-            estimate = await estimate_tokens(request.messages, frame.model)
+            estimate = await estimate_tokens(request.messages, ctx.model)
             total = ctx.usage.input_tokens + estimate
             if total > limit:
                 raise _exceeded(
@@ -125,7 +124,7 @@ class _LimitHooks(Hooks):
                     f"{estimate} tokens (estimated): the run's input tokens would reach {total}",
                 )
 
-    async def after_model(self, ctx: AgentContext, request: ModelRequest, reply: Message) -> None:
+    async def after_model(self, ctx: HookContext, request: ModelRequest, reply: Message) -> None:
         limits, usage = self.limits, ctx.usage
         for name, limit, count in (
             ("max_input_tokens", limits.max_input_tokens, usage.input_tokens),
@@ -135,14 +134,14 @@ class _LimitHooks(Hooks):
                 kind = name.removeprefix("max_").replace("_", " ")
                 raise _exceeded(name, limit, count, f"the run has used {count} {kind}")
 
-    async def before_tool(self, ctx: AgentContext, call: ToolCall) -> None:
-        limit, run = self.limits.max_tool_calls, inside(ctx).run
-        if limit is not None and run.tool_calls >= limit:
+    async def before_tool(self, ctx: HookContext, call: ToolCall) -> None:
+        limit, made = self.limits.max_tool_calls, ctx.tool_calls
+        if limit is not None and made >= limit:
             raise _exceeded(
                 "max_tool_calls",
                 limit,
-                run.tool_calls + 1,
-                f"the run would make tool call {run.tool_calls + 1} ('{call.name}')",
+                made + 1,
+                f"the run would make tool call {made + 1} ('{call.name}')",
             )
 
 

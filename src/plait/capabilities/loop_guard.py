@@ -34,17 +34,15 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
-from plait.core.agent_context import HookContext
-from plait.core.context import Frame, inside
 from plait.core.hooks import Hooks, ModelRequest
 from plait.errors import LoopDetected, UsageError
 from plait.messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from plait.core.agent import AgentInput
-    from plait.core.agent_context import AgentContext
+    from plait.core.agent_context import AgentContext, HookContext
 
 __all__ = ["LoopGuard"]
 
@@ -99,9 +97,9 @@ def _fresh() -> dict[str, Any]:
     }
 
 
-def _load(ctx: AgentContext) -> tuple[Frame, dict[str, Any]]:
+def _load(ctx: HookContext) -> tuple[HookContext, dict[str, Any]]:
     """Return the agent's place (for a tool call, its agent's) and the guard's counts."""
-    owner = inside(ctx).owner()
+    owner = ctx.owner()
     state = owner.load_state(_KEY)
     return owner, state if isinstance(state, dict) else _fresh()
 
@@ -169,12 +167,12 @@ class _RepeatGuard(Hooks):
     def __init__(self, guard: LoopGuard) -> None:
         self.guard = guard
 
-    async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
+    async def before_agent(self, ctx: HookContext, input: AgentInput) -> None:
         resumed = ctx.resume_info
         if resumed is None or not resumed.was_interrupted:  # a new run of the agent here
             ctx.save_state(_KEY, _fresh())
 
-    async def before_tool(self, ctx: AgentContext, call: ToolCall) -> None:
+    async def before_tool(self, ctx: HookContext, call: ToolCall) -> None:
         guard = self.guard
         owner, state = _load(ctx)
         same = _same_calls(ctx.history, call, state["reset"])
@@ -190,12 +188,12 @@ class _RepeatGuard(Hooks):
         if guard.on == "stop":
             raise _loop_error(ctx, call.name, arguments, count, "repeat")
         info = {"loop": {"tool": call.name, "arguments": arguments, "count": count}}
-        if not cast(HookContext, ctx).interrupt(info):  # pauses the first time; then the answer
+        if not ctx.interrupt(info):  # pauses the first time; then the answer
             raise _loop_error(ctx, call.name, arguments, count, "repeat")
         state["reset"] = call.id  # a person let it run: count from zero again
         owner.save_state(_KEY, state)
 
-    async def after_tool(self, ctx: AgentContext, call: ToolCall, result: str) -> str | None:
+    async def after_tool(self, ctx: HookContext, call: ToolCall, result: str) -> str | None:
         owner, state = _load(ctx)
         counted = self._count_result(state, result)
         noted = None
@@ -228,7 +226,7 @@ class _IdleGuard(_RepeatGuard):
             turn[1] = True
         return True
 
-    async def before_model(self, ctx: AgentContext, request: ModelRequest) -> ModelRequest | None:
+    async def before_model(self, ctx: HookContext, request: ModelRequest) -> ModelRequest | None:
         guard = self.guard
         limit = guard.max_idle_turns
         assert limit is not None
@@ -250,7 +248,7 @@ class _IdleGuard(_RepeatGuard):
         if guard.on == "tell":
             return self._tell(owner, state, request, count)
         info = {"loop": {"tool": tool, "arguments": arguments, "count": count, "reason": "idle"}}
-        place = owner.for_tool("loop_guard", f"idle-{state['idle_pauses']}")
+        place = owner.place(f"loop_guard:idle-{state['idle_pauses']}")
         if not place.interrupt(info):  # pauses the first time; then the answer
             raise _loop_error(ctx, tool, arguments, count, "idle")
         state["idle"] = 0  # a person let it go on: count from zero again
@@ -259,7 +257,7 @@ class _IdleGuard(_RepeatGuard):
         return None
 
     def _tell(
-        self, owner: Frame, state: dict[str, Any], request: ModelRequest, count: int
+        self, owner: HookContext, state: dict[str, Any], request: ModelRequest, count: int
     ) -> ModelRequest | None:
         """Add the note about idle turns to the last tool result of the request, once."""
         if state["idle_told"]:

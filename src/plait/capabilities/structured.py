@@ -20,7 +20,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from plait._util.quote import QUOTE_CHARS, quote
 from plait.core.agent_context import AgentContext
@@ -29,9 +29,6 @@ from plait.events import AgentEvent, AgentOutput
 from plait.messages import Message
 from plait.models.base import OutputSchema
 from plait.tools.base import ToolInfo, ToolResult
-
-if TYPE_CHECKING:
-    from plait.core.context import Frame
 
 __all__ = ["FINAL_RESULT", "FinalResultTool", "OutputCheck", "StructuredOutput"]
 
@@ -153,7 +150,7 @@ class OutputCheck:
         self.failures = 0
 
     def answer(
-        self, ctx: Frame, reply: Message, messages: list[Message]
+        self, ctx: AgentContext, reply: Message, messages: list[Message]
     ) -> tuple[list[AgentEvent], Any | None, OutputValidationError | None]:
         """Check a text answer. Return the events that report a valid one and its value; or,
         for an invalid one, add the message that tells the model (retry) or return the error
@@ -172,7 +169,7 @@ class OutputCheck:
         return [], None, error
 
     def tool_answer(
-        self, ctx: Frame, calls: Sequence[tuple[int, str]]
+        self, ctx: AgentContext, calls: Sequence[tuple[int, str]]
     ) -> tuple[list[AgentEvent], Any | None, int | None, OutputValidationError | None]:
         """Check the round's `final_result` calls (index, arguments): the last valid one
         is the answer (its event, value and call index); with none valid, the round counts
@@ -201,7 +198,7 @@ class OutputCheck:
         )
 
     @staticmethod
-    def event(ctx: Frame, value: Any) -> AgentEvent:
+    def event(ctx: AgentContext, value: Any) -> AgentEvent:
         """The event that carries the validated answer (`output.custom`)."""
         return ctx.event(output=AgentOutput(custom=value))
 

@@ -45,7 +45,6 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from plait.capabilities.genai_json import dumps, genai_message, messages_json
-from plait.core.context import Frame, inside
 from plait.core.hooks import Hooks, ModelRequest, add_global, remove_global
 from plait.errors import PlaitError, UsageError
 from plait.messages import Message, ToolCall
@@ -60,12 +59,12 @@ if TYPE_CHECKING:
 
     from plait.capabilities.span_keeper import RunSpans, SpanKeeper
     from plait.core.agent import AgentInput
-    from plait.core.agent_context import AgentContext
+    from plait.core.agent_context import HookContext
     from plait.events import InterruptCtx, RunResult
 
 __all__ = ["instrument", "run_spans", "uninstrument"]
 
-# The run value (`Frame.keep_run_value`) holding the W3C `traceparent` of the run's root
+# The run value (`HookContext.keep_run_value`) holding the W3C `traceparent` of the run's root
 # span: saved with its checkpoints, for the link of the run that resumes it.
 _TRACEPARENT = "plait.traceparent"
 
@@ -236,7 +235,7 @@ class _Tracing(Hooks):
 
     # --- the run's spans ------------------------------------------------------------------
 
-    def _run(self, ctx: Frame) -> _Run:
+    def _run(self, ctx: HookContext) -> _Run:
         extras = ctx.extras
         run: _Run | None = extras.get(self._key)
         if run is None:
@@ -244,11 +243,11 @@ class _Tracing(Hooks):
             keeper = self.keeper
             if keeper is not None:
                 run.parent, run.kept = keeper.mark(run.parent)
-                if ctx.run.checkpoint_id is not None:
-                    keeper.name(ctx.run.checkpoint_id, run.kept)
+                if ctx.checkpoint_id is not None:
+                    keeper.name(ctx.checkpoint_id, run.kept)
         return run
 
-    def _parent(self, run: _Run, ctx: Frame) -> _Node | None:
+    def _parent(self, run: _Run, ctx: HookContext) -> _Node | None:
         """The span an agent entering at `ctx` nests under: an agent still open at its place
         (a coordinator that shares its team's), else the closest span above its place (an
         agent, or the tool call that runs it), unless the agent one step up its run path
@@ -307,22 +306,20 @@ class _Tracing(Hooks):
 
     # --- seams ------------------------------------------------------------------------------
 
-    async def before_run(self, ctx: AgentContext, input: AgentInput) -> None:
-        self._run(inside(ctx))
+    async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
+        self._run(ctx)
 
-    async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
-        rctx = inside(ctx)
-        run = self._run(rctx)
-        run.link = _link(rctx.run_value(_TRACEPARENT), checkpoint_id)
+    async def on_resume(self, ctx: HookContext, checkpoint_id: str) -> None:
+        run = self._run(ctx)
+        run.link = _link(ctx.run_value(_TRACEPARENT), checkpoint_id)
         if run.kept is not None and self.keeper is not None:
             self.keeper.name(checkpoint_id, run.kept)
 
-    async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
-        rctx = inside(ctx)
-        run = self._run(rctx)
-        name = rctx.agent_name
+    async def before_agent(self, ctx: HookContext, input: AgentInput) -> None:
+        run = self._run(ctx)
+        name = ctx.agent_name
         attributes = {_OP: "invoke_agent", "gen_ai.agent.name": name}
-        parent = self._parent(run, rctx)
+        parent = self._parent(run, ctx)
         if parent is None:
             first = run.root is None
             links = [run.link] if first and run.link is not None else None
@@ -337,7 +334,7 @@ class _Tracing(Hooks):
                 run.root = span
                 context = span.get_span_context()
                 if context.is_valid:
-                    rctx.keep_run_value(
+                    ctx.keep_run_value(
                         _TRACEPARENT,
                         f"00-{context.trace_id:032x}-{context.span_id:016x}-"
                         f"{context.trace_flags:02x}",
@@ -349,7 +346,7 @@ class _Tracing(Hooks):
                 kind=self._internal,
                 attributes=attributes,
             )
-        address, path = rctx.address, rctx.run_path
+        address, path = ctx.address, ctx.run_path
         node = _Node(address, path, span, run.parent)
         node.root = parent is None
         if parent is not None and parent.address == address:
@@ -357,12 +354,11 @@ class _Tracing(Hooks):
         run.spans[address] = node
         run.paths[path] = node
 
-    async def after_agent(self, ctx: AgentContext, error: PlaitError | None) -> None:
-        rctx = inside(ctx)
-        run: _Run | None = rctx.extras.get(self._key)
+    async def after_agent(self, ctx: HookContext, error: PlaitError | None) -> None:
+        run: _Run | None = ctx.extras.get(self._key)
         if run is None:
             return
-        address = rctx.address
+        address = ctx.address
         node = run.spans.get(address)
         if node is None or not node.open or address in run.tools:
             return
@@ -394,21 +390,20 @@ class _Tracing(Hooks):
         if node.root:
             span.end()
             self._flush(run)
-        elif error is None and rctx.paused_within():
+        elif error is None and ctx.paused:
             run.pending.append((span, time.time_ns()))  # its interrupt event comes first
         else:
             span.end()
 
-    async def before_model(self, ctx: AgentContext, request: ModelRequest) -> None:
-        rctx = inside(ctx)
-        run = self._run(rctx)
-        address = rctx.address
+    async def before_model(self, ctx: HookContext, request: ModelRequest) -> None:
+        run = self._run(ctx)
+        address = ctx.address
         node = run.spans.get(address)
         if node is None:
-            model = _model_name(rctx.chat_model, request.options)
+            model = _model_name(ctx.model, request.options)
             context = run.parent
         else:
-            model = _cached_name(node, rctx.chat_model, request.options)
+            model = _cached_name(node, ctx.model, request.options)
             context = self._context(node)
         span = self._tracer.start_span(
             f"chat {model}",
@@ -419,10 +414,9 @@ class _Tracing(Hooks):
         token = self._attach(self._in_context(span))
         run.chats[address] = (span, token, asyncio.current_task())
 
-    async def after_model(self, ctx: AgentContext, request: ModelRequest, reply: Message) -> None:
-        rctx = inside(ctx)
-        run: _Run | None = rctx.extras.get(self._key)
-        chat = None if run is None else run.chats.pop(rctx.address, None)
+    async def after_model(self, ctx: HookContext, request: ModelRequest, reply: Message) -> None:
+        run: _Run | None = ctx.extras.get(self._key)
+        chat = None if run is None else run.chats.pop(ctx.address, None)
         if chat is None:
             return
         span, token, task = chat
@@ -442,10 +436,9 @@ class _Tracing(Hooks):
         self._leave(token, task)
         span.end()
 
-    async def before_tool(self, ctx: AgentContext, call: ToolCall) -> None:
-        rctx = inside(ctx)
-        run = self._run(rctx)
-        address = rctx.address
+    async def before_tool(self, ctx: HookContext, call: ToolCall) -> None:
+        run = self._run(ctx)
+        address = ctx.address
         agent = self._above(run, address)
         attributes = {_OP: "execute_tool", "gen_ai.tool.name": call.name}
         if call.id:
@@ -458,22 +451,21 @@ class _Tracing(Hooks):
             kind=self._internal,
             attributes=attributes,
         )
-        node = _Node(address, rctx.run_path, span, run.parent)
+        node = _Node(address, ctx.run_path, span, run.parent)
         run.spans[address] = run.tools[address] = node
 
-    async def after_tool(self, ctx: AgentContext, call: ToolCall, result: str) -> None:
-        rctx = inside(ctx)
-        run: _Run | None = rctx.extras.get(self._key)
+    async def after_tool(self, ctx: HookContext, call: ToolCall, result: str) -> None:
+        run: _Run | None = ctx.extras.get(self._key)
         if run is None:
             return
-        address = rctx.address
+        address = ctx.address
         node = run.tools.pop(address, None)
         if node is None:
             return
         node.open = False
         run.spans.pop(address, None)  # nothing nests under a finished tool call
         span = node.span
-        failure = rctx.tool_error
+        failure = ctx.tool_error
         if failure is not None:
             self._fail(span, failure)
         if self._capture:
@@ -485,16 +477,15 @@ class _Tracing(Hooks):
                 agent.span.add_event(
                     "handoff",
                     {
-                        "plait.handoff.from_agent": rctx.agent_name,
+                        "plait.handoff.from_agent": ctx.agent_name,
                         "plait.handoff.to_agent": _target(call.arguments),
                     },
                 )
 
     async def on_pause(
-        self, ctx: AgentContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
+        self, ctx: HookContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
     ) -> None:
-        rctx = inside(ctx)
-        run: _Run | None = rctx.extras.get(self._key)
+        run: _Run | None = ctx.extras.get(self._key)
         if run is None:
             return
         if run.kept is not None and self.keeper is not None:
@@ -525,9 +516,8 @@ class _Tracing(Hooks):
             node = self._above(run, node.address)
         return None
 
-    async def after_run(self, ctx: AgentContext, result: RunResult) -> None:
-        rctx = inside(ctx)
-        run: _Run | None = rctx.extras.get(self._key)
+    async def after_run(self, ctx: HookContext, result: RunResult) -> None:
+        run: _Run | None = ctx.extras.get(self._key)
         if run is None:
             return
         for span, token, task in run.chats.values():  # left open by a run that was stopped
@@ -538,7 +528,7 @@ class _Tracing(Hooks):
             node.span.end()
         run.tools.clear()
         self._flush(run)
-        del rctx.extras[self._key]  # the run is over: let its spans go
+        del ctx.extras[self._key]  # the run is over: let its spans go
 
 
 def _is_tool(node: _Node) -> bool:

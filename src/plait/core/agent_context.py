@@ -134,15 +134,19 @@ RunContext = AgentContext
 @runtime_checkable
 class HookContext(AgentContext, Protocol):
     """What a hook may use of the run besides `AgentContext`: the context every seam of
-    `plait.Hooks` receives (annotate a hook's `ctx` with it to use these).
+    `plait.Hooks` receives, so plait's own features (tracing, limits, the loop guard,
+    compaction, the cassette) are written on it alone, as a user's hook can be.
 
-    `address` names the place in the run (the agent, or the tool call: its interrupts and
-    values are keyed by it); `model` is the model the agent calls in this run (a per-run
-    option's, or its own; None outside a model's agent); `record_model_call(usage)` counts a
-    call a hook makes itself (a summary) in the run's usage and budgets; `emit(event)` passes
-    an event up from inside a tool call; `extras` is a mapping a process-wide hook keeps per
-    run while it lives (never saved); `interrupt(info)` pauses the run at this place, or
-    returns the answer once resumed.
+    Where it is: `address` (the agent, or the tool call: its interrupts and values are keyed
+    by it), `owner()` (for a tool call, its agent's context), `place(name)` (a place of the
+    hook's own below this one). The call under way: `model` (the model the agent calls in
+    this run), `tool` and `tool_error` (inside a tool call: the tool, and what it raised).
+    The run: `checkpoint_id`, `requests` and `tool_calls` (counted across pauses),
+    `paused`. Acting: `record_model_call(usage)` counts a call the hook makes itself in the
+    run's usage and budgets, `side_model(model)` is what such a call goes to, `emit(event)`
+    passes an event up, `interrupt(info)` pauses the run here (or returns the answer once
+    resumed). Keeping: `extras` while the run lives (never saved), `keep_run_value` /
+    `run_value` for the whole run, saved with it (`save_state` keeps values at a place).
     """
 
     @property
@@ -150,24 +154,86 @@ class HookContext(AgentContext, Protocol):
         """The place in the run: `agent:A;tool:search:call_1`."""
         ...
 
+    def owner(self) -> HookContext:
+        """Return the context of the agent at this place: this one, or for a tool call its
+        agent's (whose `save_state` values the seams of its tool calls can share)."""
+        ...
+
+    def place(self, name: str) -> HookContext:
+        """Return the context of a place of the hook's own just below this one
+        (`address;name`): its `interrupt` and `save_state` are apart from the agent's or
+        the tool call's (a name per question lets a hook pause several times)."""
+        ...
+
     @property
     def model(self) -> object:
         """The model the agent of this context calls in this run (None: not a model's)."""
+        ...
+
+    @property
+    def tool(self) -> object:
+        """Inside a tool call, the tool it runs (from `wrap_tool` on); None elsewhere."""
+        ...
+
+    @property
+    def tool_error(self) -> Exception | None:
+        """In `after_tool`, what the tool raised (its result then tells the model)."""
+        ...
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """The id this run is saved under when it pauses, or the id it resumes (None
+        without a store)."""
+        ...
+
+    @property
+    def requests(self) -> int:
+        """The model calls the run's agents have sent so far (in `before_model`, not the one
+        about to be sent), across pauses."""
+        ...
+
+    @property
+    def tool_calls(self) -> int:
+        """The tool calls of the run running or done (in `before_tool`, not the one about
+        to run; one that paused counts when it runs again), across pauses."""
+        ...
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run has paused at this place or below it (in `after_agent`: the
+        agent paused rather than finished)."""
         ...
 
     def record_model_call(self, usage: Usage | None) -> None:
         """Count one model call and its usage towards the run's totals and budgets."""
         ...
 
+    def side_model(self, model: Any) -> Any:
+        """Return what a model call the hook makes itself (a summary) goes to: `model`
+        behind the run's `wrap_model` hooks (a cassette records it) and wherever the run
+        sends its model calls."""
+        ...
+
     def emit(self, event: AgentEvent) -> bool:
         """Pass an event up from a tool call; False when its caller takes none."""
         ...
 
-    @property
-    def extras(self) -> dict[str, Any]:
-        """What process-wide hooks keep for this run while it lives (never saved)."""
-        ...
-
     def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
         """Pause the run here, or return the data this place was resumed with."""
+        ...
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """What hooks keep for this run while it lives (never saved), each under a key of
+        its own."""
+        ...
+
+    def keep_run_value(self, key: str, value: Any) -> None:
+        """Keep a JSON-able value for the whole run: saved with its checkpoints, seen again
+        by `run_value` in the run that resumes it."""
+        ...
+
+    def run_value(self, key: str) -> Any:
+        """Return the value kept under `key` by `keep_run_value` (in this run or the one it
+        resumes), or None."""
         ...

@@ -34,6 +34,7 @@ from plait.core.run_state import (
     SavedOptions,
     Saver,
 )
+from plait.core.wrapped import WrappedModel
 from plait.errors import MaxDepthExceeded, UsageError
 from plait.events import AgentAction, AgentEvent, BreakLoopAction
 from plait.messages import Message
@@ -68,10 +69,10 @@ class Frame(RunValues, PauseAndSave):
         "_teams",
         "address",
         "agent_name",
-        "chat_model",
         "depth",
         "run",
         "run_path",
+        "tool",
         "tool_call_id",
         "tool_error",
         "tool_name",
@@ -101,7 +102,7 @@ class Frame(RunValues, PauseAndSave):
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
         self.tool_error: Exception | None = None  # what the tool call raised (told the model)
-        self.chat_model: object = None  # the model of the ChatModelAgent running here
+        self.tool: Any = None  # the tool this tool call runs (set as the call starts)
         self._actions: list[AgentAction] | None = None
         self._emit: Emit | None = None
         self._call_guard = None
@@ -243,11 +244,19 @@ class Frame(RunValues, PauseAndSave):
             f"{address if address is not None else self.address};agent:{name}",
         )
 
-    def at_gate(self, kind: str) -> Frame:
-        """Return the context of a gate in front of this tool call (an approval, a
-        journal's question), whose interrupt is its own, apart from the tool's."""
-        ctx = self._copy(self.agent_name, self.run_path, f"{self.address};{kind}")
+    def place(self, name: str) -> Frame:
+        """Return the context of a place of its own just below this one (`address;name`),
+        where a hook's interrupts and saved values are apart from the agent's or the tool
+        call's (a gate's approval, a loop guard's question).
+
+        Raises:
+            UsageError: `name` is empty or holds a ";".
+        """
+        if not isinstance(name, str) or not name or ";" in name:
+            raise UsageError(f"a place is named by a non-empty text without ';', not {name!r}")
+        ctx = self._copy(self.agent_name, self.run_path, f"{self.address};{name}")
         ctx.tool_name, ctx.tool_call_id = self.tool_name, self.tool_call_id
+        ctx._model_messages, ctx._model = self._model_messages, self._model
         return ctx
 
     def for_tool(self, name: str, call_id: str | None) -> Frame:
@@ -265,7 +274,7 @@ class Frame(RunValues, PauseAndSave):
         ctx.tool_name = name
         ctx.tool_call_id = call_id
         ctx.tool_error = None
-        ctx.chat_model = None
+        ctx.tool = None
         ctx._actions = []
         ctx._emit = self._emit
         ctx._call_guard = None
@@ -377,6 +386,16 @@ class Frame(RunValues, PauseAndSave):
         ctx = self._copy(self.agent_name, self.run_path, self.address.removesuffix(suffix))
         ctx._model_messages, ctx._model = self._model_messages, self._model
         return ctx
+
+    def side_model(self, model: Any) -> Any:
+        """Return `model` as a model call made here outside the agent's own loop (a
+        compaction summary, `Inherit.summary`) must reach it: through the run's
+        `wrap_model` hooks (a cassette records and replays it) and wherever the run sends
+        its model calls (a durable-execution engine's activities)."""
+        route = getattr(self.run.interceptor, "side_model", None)
+        routed = model if route is None else route(self, model)
+        fns = self.run.hooks.wrap_model
+        return WrappedModel(fns, self, routed) if fns else routed
 
     # --- checkpoints ----------------------------------------------------------------------
 

@@ -63,8 +63,10 @@ class PauseAndSave(AgentEvents):
         """Return the `state` saved by the interrupt at this point, when resumed."""
         return self.run.resume_user_states.get(self.address)
 
-    def paused_within(self) -> bool:
-        """Whether an `interrupt()` here or below this place has paused the run."""
+    @property
+    def paused(self) -> bool:
+        """Whether an `interrupt()` here or below this place has paused the run (in
+        `after_agent`: the agent paused rather than finished)."""
         address = self.address
         below = address + ";"
         return any(a == address or a.startswith(below) for a in self.run.paused.user_states)

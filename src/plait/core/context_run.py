@@ -55,6 +55,25 @@ class RunValues:
         return self.run.session_id
 
     @property
+    def checkpoint_id(self) -> str | None:
+        """Return the id this run is saved under when it pauses, or the id it resumes (None
+        for a run without a store)."""
+        return self.run.checkpoint_id
+
+    @property
+    def requests(self) -> int:
+        """Return how many model calls the run's agents have sent so far (in `before_model`,
+        the call about to be sent is not counted yet); counted across pauses."""
+        return self.run.requests
+
+    @property
+    def tool_calls(self) -> int:
+        """Return how many tool calls of the run are running or done (one that paused is
+        counted when it runs again; in `before_tool`, the call about to run is not counted
+        yet); counted across pauses."""
+        return self.run.tool_calls
+
+    @property
     def idempotency_key(self) -> str | None:
         """Inside a tool call, return a key stable for that call across pauses, resumes,
         crashes and workers (from the run's root id and the call's address, which holds
@@ -67,9 +86,9 @@ class RunValues:
         return MappingProxyType(self.run.metadata)
 
     def keep_run_value(self, key: str, value: Any) -> None:
-        """Keep a JSON value for the whole run: saved with every checkpoint and seen again
-        (`run_value`) by the run that resumes it. No agent sees it (plait's own
-        process-wide hooks keep theirs here)."""
+        """Keep a JSON-able value for the whole run under `key`: saved with every checkpoint
+        and seen again (`run_value`) by the run that resumes it. No agent sees it (a
+        process-wide hook keeps its own here, such as tracing's root span)."""
         save_custom(custom_record(self.run, _RUN_VALUES), key, value)
 
     def run_value(self, key: str) -> Any:
@@ -79,8 +98,8 @@ class RunValues:
 
     @property
     def extras(self) -> dict[str, Any]:
-        """Return what plait's process-wide hooks keep for this run while it lives (never
-        saved), by hook."""
+        """Return what hooks keep for this run while it lives (never saved), each under a key
+        of its own."""
         run = self.run
         if run.extras is None:
             run.extras = {}

@@ -1,13 +1,16 @@
 """Hooks that act: coroutines at the seams of a run that observe, replace or refuse.
 
 A hook subclasses `Hooks` and overrides the seams it needs; `Runner(hooks=[...])` hooks
-every agent of a run, `ChatModelAgent(hooks=[...])` one agent. Each seam gets the
-`AgentContext` first. A `before_model`, `after_model`, `before_tool` or `after_tool` that
-returns a value replaces what flows on; None leaves it. Raising a `PlaitError` ends the run
-with that error (a guardrail, a policy); any other exception ends it with `HookError`,
-naming the hook and the seam. `during_model` runs concurrently with the model call (the
-input guardrails run there). Runner hooks run before agent hooks on the way in and after
-them on the way out: `before_*` in registration order, `after_*` in reverse.
+every agent of a run, `ChatModelAgent(hooks=[...])` (or `middlewares=`) one agent. Each seam
+gets the `HookContext` (an `AgentContext` with more) first. A `before_model`, `after_model`,
+`before_tool` or `after_tool` that returns a value replaces what flows on; None leaves it.
+Raising a `PlaitError` ends the run with that error (a guardrail, a policy); any other
+exception ends it with `HookError`, naming the hook and the seam. `during_model` runs
+concurrently with the model call (the input guardrails run there). `wrap_model` and
+`wrap_tool` surround the call itself: each is given the next one (`call_next`) and may
+answer without calling it, which replaces the call (see `plait.core.wrapped`). Runner hooks
+run before agent hooks on the way in and after them on the way out: `before_*` and `wrap_*`
+in registration order (the first outermost), `after_*` in reverse.
 
 `HookChain` is how plait calls them: per seam, the tuple of the hooks that override it,
 computed once, so a run without hooks pays an emptiness check per seam and nothing more.
@@ -26,7 +29,7 @@ from plait.errors import HookError, PlaitError, UsageError
 
 if TYPE_CHECKING:
     from plait.core.agent import AgentInput
-    from plait.core.agent_context import AgentContext
+    from plait.core.agent_context import HookContext
     from plait.events import InterruptCtx, RunResult
     from plait.messages import Message, ToolCall, ToolInfo
 
@@ -64,50 +67,74 @@ class ModelRequest:
 class Hooks:
     """Coroutines at the seams of a run; subclass and override the ones you need."""
 
-    async def before_run(self, ctx: AgentContext, input: AgentInput) -> None:
+    async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
         """A run starts (or a resumed run continues) on `input`."""
 
-    async def after_run(self, ctx: AgentContext, result: RunResult) -> None:
+    async def after_run(self, ctx: HookContext, result: RunResult) -> None:
         """A run ended (finished, paused or failed) with `result`."""
 
-    async def before_agent(self, ctx: AgentContext, input: AgentInput) -> None:
+    async def before_agent(self, ctx: HookContext, input: AgentInput) -> None:
         """Agent `ctx.agent_name` starts (or resumes) on `input`."""
 
-    async def after_agent(self, ctx: AgentContext, error: PlaitError | None) -> None:
+    async def after_agent(self, ctx: HookContext, error: PlaitError | None) -> None:
         """Agent `ctx.agent_name` finished, paused or failed (`error`)."""
 
-    async def before_model(self, ctx: AgentContext, request: ModelRequest) -> ModelRequest | None:
+    async def before_model(self, ctx: HookContext, request: ModelRequest) -> ModelRequest | None:
         """Replace the model request (return None to keep it)."""
         return None
 
-    async def during_model(self, ctx: AgentContext, request: ModelRequest) -> None:
+    async def during_model(self, ctx: HookContext, request: ModelRequest) -> None:
         """Run alongside the model call for `request` (after `before_model`): the call's
         reply, or its failure, is held until this returns; raising cancels the call and
         ends the run."""
 
     async def after_model(
-        self, ctx: AgentContext, request: ModelRequest, reply: Message
+        self, ctx: HookContext, request: ModelRequest, reply: Message
     ) -> Message | None:
         """Replace the model's reply to `request` (return None to keep it)."""
         return None
 
-    async def before_tool(self, ctx: AgentContext, call: ToolCall) -> ToolCall | None:
+    async def wrap_model(
+        self,
+        ctx: HookContext,
+        request: ModelRequest,
+        call_next: Callable[[ModelRequest], Awaitable[Message]],
+    ) -> Message:
+        """Surround the model call for `request` (after `before_model`, alongside
+        `during_model`, before `after_model`): return `await call_next(request)` (with the
+        request changed or not) or a reply of your own, which replaces the call. What this
+        raises is the call's failure. In a streamed call, `call_next` streams the model's
+        chunks as they come and returns the whole reply; a reply given without calling it
+        goes out as one chunk."""
+        return await call_next(request)
+
+    async def before_tool(self, ctx: HookContext, call: ToolCall) -> ToolCall | None:
         """Replace a tool call before it runs (return None to keep it)."""
         return None
 
-    async def after_tool(self, ctx: AgentContext, call: ToolCall, result: str) -> str | None:
+    async def wrap_tool(
+        self, ctx: HookContext, call: ToolCall, call_next: Callable[[ToolCall], Awaitable[Any]]
+    ) -> Any:
+        """Surround the call of a tool the agent has (after `before_tool`, before
+        `after_tool`; `ctx.tool` is the tool): return `await call_next(call)` (a `str` or a
+        `ToolResult`, with the actions the tool sent merged in) or a result of your own,
+        which replaces the call. What this raises is the tool's failure (told to the model,
+        or a `ToolError` with `tool_errors="raise"`)."""
+        return await call_next(call)
+
+    async def after_tool(self, ctx: HookContext, call: ToolCall, result: str) -> str | None:
         """Replace a tool's result, the text the model sees (return None to keep it)."""
         return None
 
     async def on_pause(
-        self, ctx: AgentContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
+        self, ctx: HookContext, interrupts: tuple[InterruptCtx, ...], checkpoint_id: str
     ) -> None:
         """The run paused on `interrupts` and was saved under `checkpoint_id`."""
 
-    async def on_resume(self, ctx: AgentContext, checkpoint_id: str) -> None:
+    async def on_resume(self, ctx: HookContext, checkpoint_id: str) -> None:
         """The run resumes from `checkpoint_id` (the checkpoint is claimed)."""
 
-    async def on_step_saved(self, ctx: AgentContext, checkpoint_id: str) -> None:
+    async def on_step_saved(self, ctx: HookContext, checkpoint_id: str) -> None:
         """A step checkpoint of the running run was written under `checkpoint_id`."""
 
 
@@ -120,8 +147,10 @@ _SEAMS = (
     "after_agent",
     "before_model",
     "during_model",
+    "wrap_model",
     "after_model",
     "before_tool",
+    "wrap_tool",
     "after_tool",
     "on_pause",
     "on_resume",
@@ -141,8 +170,10 @@ class HookChain:
     after_agent: tuple[Seam, ...]
     before_model: tuple[Seam, ...]
     during_model: tuple[Seam, ...]
+    wrap_model: tuple[Seam, ...]
     after_model: tuple[Seam, ...]
     before_tool: tuple[Seam, ...]
+    wrap_tool: tuple[Seam, ...]
     after_tool: tuple[Seam, ...]
     on_pause: tuple[Seam, ...]
     on_resume: tuple[Seam, ...]
@@ -184,6 +215,14 @@ class HookChain:
             joined.last[seam] = inner.last.get(seam, ()) + self.last.get(seam, ())
         joined.empty = False
         return joined
+
+    def add_inner(self, seam: str, fn: Seam) -> tuple[Seam, ...]:
+        """Return the hooks of `seam` with `fn` added inside every one but the innermost
+        (the runner's, such as a cassette): an agent's own innermost hook, such as the gate
+        in front of a tool's calls."""
+        fns: tuple[Seam, ...] = getattr(self, seam)
+        cut = len(fns) - len(self.last.get(seam, ()))
+        return (*fns[:cut], fn, *fns[cut:])
 
 
 def _overriding(hooks: Sequence[Hooks], seam: str) -> tuple[Seam, ...]:

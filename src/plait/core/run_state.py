@@ -66,8 +66,9 @@ class Stoppable(Protocol):
 
 
 class Interceptor(Protocol):
-    """What stands between a run's agents and their models and tools (`plait.cassette`): each
-    model and tool call goes to the object it returns instead of the agent's own."""
+    """Where a run sends its agents' model and tool calls instead of to the agents' own
+    models and tools (a durable-execution engine's router, `plait.temporal`: its activities).
+    Capabilities do not use it: they are hooks on the `wrap_model` / `wrap_tool` seams."""
 
     def model(self, ctx: Any, model: Any) -> Any:
         """Return the model the agent at `ctx` calls instead of `model`."""
@@ -191,7 +192,7 @@ class RunState:
         self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
         self.resumed: ResumePoints | None = None  # the interrupts a resumed run answers
         self.extras: dict[str, Any] | None = None  # kept by process-wide hooks, never saved
-        self.interceptor: Interceptor | None = None  # answers model and tool calls (a cassette)
+        self.interceptor: Interceptor | None = None  # where model and tool calls go (Temporal)
         self.effects: Any = None  # the gates' store, user and approver (`plait.effects`)
 
     def snapshot(self) -> RunSnapshot:

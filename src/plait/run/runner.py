@@ -580,10 +580,11 @@ def _of_type(value: _K | None, kind: type[_K], problem: str) -> _K | None:
 
 def _hook_chain(runner: Runner) -> HookChain:
     """The runner's hooks, outermost first: its `after_run` callables (they run after every
-    other `after_run`), its own hooks, its cassette's; the limits innermost (they see the
+    other `after_run`), its own hooks; innermost (inside the agents' own hooks) its
+    cassette's (it stands where the model and the tools are) and the limits (they see the
     request that is sent)."""
     limits, cassette = runner.limits, runner.cassette
     first = (AfterRunHooks(runner.after_run),) if runner.after_run else ()
     taped = () if cassette is None else (cassette.hooks(),)
     enforce = (limits.hooks(),) if limits is not None and limits.active else ()
-    return HookChain((*first, *runner.hooks, *taped), innermost=enforce)
+    return HookChain((*first, *runner.hooks), innermost=(*taped, *enforce))

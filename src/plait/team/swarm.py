@@ -19,7 +19,6 @@ from contextlib import aclosing
 from typing import Protocol
 
 from plait._util.quote import quote
-from plait._util.route import side_model
 from plait.agents.chat_model import ChatModelAgent
 from plait.agents.flow import TRANSFER_TOOL
 from plait.core.agent import Agent, AgentInput
@@ -344,7 +343,7 @@ class Swarm(HandoffLoop):
             target.name,
             model,
             lambda reply: ctx.record_model_call(reply.usage),
-            functools.partial(side_model, ctx),
+            ctx.side_model,
         )
         if transfer.message:
             return [*kept, Message.user(transfer.message)]

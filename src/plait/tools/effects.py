@@ -1,5 +1,9 @@
 """The gate in front of a tool call: its approval, and the journal of a `"once"` effect.
 
+`Gate` is a `plait.Hooks` on the `wrap_tool` seam: an agent puts it innermost of its own
+hooks for the calls of a tool that has an approval or a `"once"` effect (`call_next` runs
+the tool; only the runner's innermost hooks, such as a cassette, stand between them).
+
 A tool with `approval` pauses the run before it runs, with an interrupt whose info names the
 tool, its exact arguments and their fingerprint; the answer (checked against the fingerprint
 before the checkpoint is claimed, `plait.approvals.check_answers`) approves or rejects that
@@ -20,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from plait.core.context import Frame
-from plait.core.hooks import end_run
+from plait.core.context import Frame, inside
+from plait.core.hooks import Hooks, end_run
 from plait.core.kernel import Interrupted, call_in
+from plait.core.signal import raise_pause
 from plait.errors import CheckpointCorrupt, ResumeError, ToolError
 from plait.events import InterruptCtx
 from plait.messages import ToolCall
@@ -41,9 +46,14 @@ from plait.stores.journal import (
     put_new,
     read_entry,
 )
-from plait.tools.base import Approval, Effect, Tool, ToolResult
+from plait.tools.base import Approval, Effect, ToolResult
 
-__all__ = ["APPROVAL", "UNKNOWN_OUTCOME", "EffectRun", "fingerprint", "gated_call"]
+if TYPE_CHECKING:
+    from plait.core.agent_context import HookContext
+
+__all__ = ["APPROVAL", "UNKNOWN_OUTCOME", "EffectRun", "Gate", "fingerprint", "gated_call"]
+
+CallNext = Callable[[ToolCall], Awaitable[Any]]
 
 #: The `state` of the interrupts a gate raises (saved with the checkpoint): which question.
 APPROVAL = "plait.approval"
@@ -160,14 +170,31 @@ class EffectRun:
         }
 
 
+class Gate(Hooks):
+    """The gate of one tool's calls, on the `wrap_tool` seam: its `approval` is asked (or
+    applied) first; with `effect="once"` the call is then journaled."""
+
+    def __init__(self, effect: Effect, approval: Approval | None) -> None:
+        self.effect = effect
+        self.approval = approval
+
+    def __repr__(self) -> str:
+        return f"Gate(effect={self.effect!r}, approval={self.approval!r})"
+
+    async def wrap_tool(self, ctx: HookContext, call: ToolCall, call_next: CallNext) -> Any:
+        """Let the call through the gate (`call_next` runs the tool), or answer it."""
+        return await gated_call(self.effect, self.approval, call, inside(ctx), call_next)
+
+
 async def gated_call(
-    tool: Tool, effect: Effect, approval: Approval | None, call: ToolCall, tctx: Frame
-) -> str | ToolResult | Interrupted:
-    """Call `tool` through its gate: ask (or apply) its approval, then run it, journaled
-    when its effect is "once"."""
+    effect: Effect, approval: Approval | None, call: ToolCall, tctx: Frame, call_next: CallNext
+) -> str | ToolResult:
+    """Let `call` through its gate: ask (or apply) its approval, then run it (`call_next`),
+    journaled when its effect is "once"."""
     run: EffectRun | None = tctx.run.effects
     if run is None:  # not inside a runner: nothing to journal in
-        return await tool.call(call.arguments, tctx)
+        result: str | ToolResult = await call_next(call)
+        return result
     key = tctx.idempotency_key
     assert key is not None
     entry, version = await _read_entry(run, key)
@@ -180,8 +207,9 @@ async def gated_call(
         if decided["decision"] == "rejected":
             return _rejection(decided)
     if effect == "once":
-        return await _once(run, tool, call, tctx, key, entry, version)
-    return await tool.call(call.arguments, tctx)
+        return await _once(run, call_next, call, tctx, key, entry, version)
+    result = await call_next(call)
+    return result
 
 
 async def _read_entry(run: EffectRun, key: str) -> tuple[dict[str, Any], int]:
@@ -216,7 +244,7 @@ async def _decide(
     if await has_rule(run.store, run.user, call.name):
         decided = {"decision": "approved", "approver": run.user, "via": "rule", "comment": None}
         return await _record(run, tctx, call, key, decided, None)
-    gate = tctx.at_gate("approval")
+    gate = tctx.place("approval")
     arguments = parsed(call.arguments)
     digest = fingerprint(call.name, arguments)
     prior = gate.interrupt_state()
@@ -284,13 +312,13 @@ async def _record(
 
 async def _once(
     run: EffectRun,
-    tool: Tool,
+    call_next: CallNext,
     call: ToolCall,
     tctx: Frame,
     key: str,
     entry: dict[str, Any],
     version: int,
-) -> str | ToolResult | Interrupted:
+) -> str | ToolResult:
     """Run a `"once"` call at most once: answer a finished call from the journal, ask
     about one whose outcome is unknown, else mark it started and run it."""
     while True:
@@ -307,23 +335,23 @@ async def _once(
         started = {**entry, "state": "started", "started_at": tctx.run.ids.now().isoformat()}
         written = await put_new(run.store, entry_id(key), started, version, run.ttl)
         if written is not None:
-            return await _run_journaled(run, tool, call, tctx, key, (started, written))
+            return await _run_journaled(run, call_next, call, tctx, key, (started, written))
         entry, version = await _read_entry(run, key)  # another run got there
 
 
 async def _run_journaled(
     run: EffectRun,
-    tool: Tool,
+    call_next: CallNext,
     call: ToolCall,
     tctx: Frame,
     key: str,
     marked: tuple[dict[str, Any], int],
-) -> str | ToolResult | Interrupted:
+) -> str | ToolResult:
     """Run the tool (`marked` started: the entry and its version); record how it ended (a
-    pause: not started)."""
+    pause: not started, and the pause goes on up)."""
     started, version = marked
     try:
-        result = await call_in(tctx, tool.call, call.arguments, tctx)
+        result = await call_in(tctx, call_next, call)
     except asyncio.CancelledError:  # stopped in flight: its outcome is unknown
         raise
     except Exception as exc:
@@ -331,10 +359,11 @@ async def _run_journaled(
         raise
     if isinstance(result, Interrupted):  # the tool paused itself: it runs again from its start
         await _settle(run, key, {**started, "state": None, "started_at": None}, version)
-        return result
-    content = result.content if isinstance(result, ToolResult) else result
+        raise_pause(result.contexts)
+    answer: str | ToolResult = result
+    content = answer.content if isinstance(answer, ToolResult) else answer
     await _settle(run, key, {**started, "state": "finished", "result": content}, version)
-    return result
+    return answer
 
 
 async def _settle(
@@ -357,7 +386,7 @@ async def _unknown_outcome(
 ) -> str | None:
     """Ask what became of a call that started and never finished (the run pauses here);
     return the tool result the answer settles it with, or None to run it again."""
-    gate = tctx.at_gate("outcome")
+    gate = tctx.place("outcome")
     arguments = parsed(call.arguments)
     question = {
         "tool": call.name,
