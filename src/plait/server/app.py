@@ -42,7 +42,7 @@ from plait.server.bodies import (
 )
 from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
 from plait.server.eval_api import eval_router
-from plait.server.hosts import HostGuard, host_rule
+from plait.server.hosts import HostGuard, HostRule, host_rule
 from plait.server.limits import ApiError, BodyLimit, add_error_shape, install_error_handlers
 from plait.server.runs import LiveRun, Runs
 from plait.server.runs_api import runs_router
@@ -374,13 +374,20 @@ def create_app(
         redoc_url=None,
     )
     app.state.plait = server
+    _equip(app, ui, server if a2a else None, max_request_bytes, rule)
+    return app
+
+
+def _equip(
+    app: FastAPI, ui: bool, a2a: Server | None, max_request_bytes: int, rule: HostRule | None
+) -> None:
+    """Give `app` its error handlers, routes and the checks every request passes."""
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
-    _include_routes(app, ui, server if a2a else None)
+    _include_routes(app, ui, a2a)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
-    return app
 
 
 #: Held while an app builds its table of routes (see `_include_routes`).
