@@ -115,6 +115,20 @@ def test_plait_mcp_http_answers_only_its_own_hosts(tmp_path: Path) -> None:
         headers = {"Host": "agents.example", "Accept": "application/json, text/event-stream"}
         allowed = httpx.post(running.url, json=body, headers=headers)
         assert allowed.status_code != 403
+        assert running.interrupt() == 130  # Ctrl-C stops it as it stops `plait serve`
+
+
+def test_plait_mcp_host_options_without_http_are_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "plait", "mcp", target("other"), "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        env=plait_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--host and --allowed-host go with --http" in done.stderr
 
 
 def test_plait_mcp_with_a_target_that_cannot_load_is_a_usage_error() -> None:

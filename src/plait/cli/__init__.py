@@ -286,7 +286,9 @@ def mcp(
     http: int | None = typer.Option(
         None, "--http", help="Serve streamable HTTP at /mcp on this port instead of stdio."
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="With --http: the address to listen on."),
+    host: str | None = typer.Option(
+        None, "--host", help="With --http: the address to listen on (default 127.0.0.1)."
+    ),
     allowed_host: list[str] | None = _MCP_ALLOWED_HOSTS,
 ) -> None:
     """Serve agents as an MCP server, on stdio or over streamable HTTP (--http PORT): one

@@ -42,7 +42,7 @@ def mcp_command(
     store_url: str,
     *,
     http: int | None = None,
-    host: str = "127.0.0.1",
+    host: str | None = None,
     allowed_hosts: Sequence[str] | None = None,
 ) -> int:
     """Serve the agents of `targets` on stdio until the client closes it, or over HTTP on
@@ -53,9 +53,11 @@ def mcp_command(
             cannot be listened on, or the MCP SDK (or, for HTTP, the server extra) is not
             installed.
     """
+    if http is None and (host is not None or allowed_hosts):
+        raise UsageError("--host and --allowed-host go with --http PORT (stdio has no host)")
     agents = load_targets(targets)
     if http is not None:
-        return _serve_http(agents, store_url, http, host, allowed_hosts)
+        return _serve_http(agents, store_url, http, host or "127.0.0.1", allowed_hosts)
     stopper = Stopper()
 
     async def main() -> int:

@@ -66,6 +66,7 @@ class Call:
         self.elicitation = elicitation
         self._asks: list[tuple[Any, asyncio.Future[Any]]] = []
         self._wake: asyncio.Future[None] | None = None
+        self._ended = False
 
     @property
     def model(self) -> object:
@@ -75,6 +76,8 @@ class Call:
     async def ask(self, params: Any) -> Any:
         """Hand a server's question to the call's task and return its answer (an error,
         when the call ends without answering it)."""
+        if self._ended:
+            return _refused("the tool call has ended")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._asks.append((params, future))
         if self._wake is not None and not self._wake.done():
@@ -100,16 +103,18 @@ class Call:
                 if task.done():
                     return task.result()
         finally:
-            self._wake = None
-            if not task.done():
-                task.cancel()
-                await asyncio.wait((task,))
-            if not task.cancelled():
-                task.exception()  # retrieved: the caller has what it needs
-            for _, future in self._asks:
-                if not future.done():
-                    future.set_result(_refused("the tool call ended before this was answered"))
-            self._asks.clear()
+            self._ended, self._wake = True, None
+            try:
+                if not task.done():  # the server sees the call cancelled, then the refusal
+                    task.cancel()
+                    await asyncio.wait((task,))
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: the caller has what it needs
+            finally:
+                for _, future in self._asks:
+                    if not future.done():
+                        future.set_result(_refused("the tool call ended before answering"))
+                self._asks.clear()
 
     async def _answer(self, params: Any) -> Any:
         """Answer one question of the server, in the call's task."""
