@@ -58,10 +58,24 @@ def tool_results(result: RunResult) -> list[str]:
 
 
 def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    with contextlib.suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    return True
+
+
+async def gone(*pids: int, within: float = 30) -> bool:
+    """Wait until none of `pids` runs (polling, at most `within` seconds)."""
+    deadline = time.monotonic() + within
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
     return True
 
 
@@ -167,6 +181,28 @@ async def test_a_server_that_never_answers_the_handshake_fails_within_the_connec
     assert isinstance(result.error, ToolError)
     assert "hostile.py silent" in str(result.error)
     assert "within 1 s" in str(result.error)
+
+
+async def test_the_connect_timeout_is_30_s_and_its_error_names_it_and_the_command() -> None:
+    assert stdio().connect_timeout == 30
+    result = await run(hostile("silent", connect_timeout=0.5), reply("never"))
+    assert isinstance(result.error, ToolError)
+    message = str(result.error)
+    assert "hostile.py silent" in message
+    assert "within 0.5 s" in message and "connect_timeout" in message
+
+
+async def test_a_server_given_up_on_is_stopped_with_the_processes_it_started(
+    tmp_path: Path,
+) -> None:
+    pidfile = tmp_path / "pids"
+    toolset = MCPToolset(sys.executable, args=[HOSTILE, "silent-parent", str(pidfile)])
+    toolset.connect_timeout = 2
+    result = await run(toolset, reply("never"))
+    assert isinstance(result.error, ToolError)
+    assert "connect_timeout" in str(result.error)
+    leader, child = (int(pid) for pid in pidfile.read_text().split())
+    assert await gone(leader, child)  # its child too, though the server itself had exited
 
 
 async def test_a_server_that_dies_mid_run_fails_that_call_and_the_next_run_starts_it() -> None:

@@ -33,7 +33,7 @@ def _expected(code: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["client", "server"])
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["client", "elicitation", "server"])
 def test_the_mcp_examples_run_and_print_what_they_say(index: int) -> None:
     code = _examples()[index]
     printed = io.StringIO()

@@ -9,15 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
+import plait
 from plait import ChatModelAgent, RunResult
 from plait.errors import UsageError
 from plait.protocols.mcp import answer, server
 from plait.stores import from_url
 from plait.testing import FunctionModel
-from tests.cli.support import ROOT, plait_env
+from tests.cli.support import ROOT, ServeProcess, plait_env
 
 AGENTS = Path(__file__).resolve().parent / "mcp_agents.py"
 
@@ -68,6 +70,65 @@ async def test_plait_mcp_serves_one_tool_per_agent_over_stdio(tmp_path: Path) ->
         assert await store.get_checkpoint(checkpoint_id) is not None
     finally:
         await store.close()
+
+
+async def test_the_server_names_itself_plait_with_plait_version() -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "plait", "mcp", target("other"), "--store", "memory://"],
+        env=plait_env(),
+        cwd=ROOT,
+    )
+    async with Client(params, mode="legacy") as client:
+        assert client.server_info is not None
+        assert (client.server_info.name, client.server_info.version) == ("plait", plait.__version__)
+
+
+def _mcp_http(tmp_path: Path, *args: str) -> ServeProcess:
+    """`plait mcp ... --http 0`, started; its `url` ends in /mcp."""
+    process = ServeProcess([*args, "--store", "memory://", "--http", "0"], tmp_path, command="mcp")
+    process.args = process.args[:-2]  # `plait mcp` takes --http PORT, not --port
+    return process
+
+
+async def test_plait_mcp_http_serves_streamable_http_on_loopback(tmp_path: Path) -> None:
+    with _mcp_http(tmp_path, target("helper"), target("other")) as running:
+        assert running.url.startswith("http://127.0.0.1:") and running.url.endswith("/mcp")
+        for mode in ("auto", "legacy"):
+            async with Client(running.url, mode=mode) as client:
+                assert client.server_info is not None
+                assert client.server_info.version == plait.__version__
+                listed = {t.name for t in (await client.list_tools()).tools}
+                assert listed == {"helper", "other"}
+                done = await client.call_tool("helper", {"input": "hello"})
+                assert _text(done) == "you said: hello"
+        assert running.terminate() == 0
+
+
+def test_plait_mcp_http_answers_only_its_own_hosts(tmp_path: Path) -> None:
+    with _mcp_http(tmp_path, target("other")) as running:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        rebound = httpx.post(running.url, json=body, headers={"Host": "evil.example"})
+        assert rebound.status_code == 403
+        assert "evil.example" in rebound.text
+    with _mcp_http(tmp_path, target("other"), "--allowed-host", "agents.example") as running:
+        headers = {"Host": "agents.example", "Accept": "application/json, text/event-stream"}
+        allowed = httpx.post(running.url, json=body, headers=headers)
+        assert allowed.status_code != 403
+        assert running.interrupt() == 130  # Ctrl-C stops it as it stops `plait serve`
+
+
+def test_plait_mcp_host_options_without_http_are_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "plait", "mcp", target("other"), "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        env=plait_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--host and --allowed-host go with --http" in done.stderr
 
 
 def test_plait_mcp_with_a_target_that_cannot_load_is_a_usage_error() -> None:

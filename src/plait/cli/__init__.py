@@ -4,7 +4,7 @@
 - `plait resume CHECKPOINT_ID TARGET`: resume a paused run.
 - `plait serve TARGET...` / `plait web TARGET...`: the HTTP API (and the dev page).
 - `plait dev TARGET...`: serve with the dev page, reloading when a source file changes.
-- `plait mcp TARGET...`: an MCP server on stdio, one tool per agent.
+- `plait mcp TARGET...`: an MCP server on stdio (or streamable HTTP), one tool per agent.
 - `plait eval EVALSET.json TARGET`: run an eval set on an agent (exit 1 below the threshold).
 
 A TARGET is `path/to/file.py:name` or `package.module:name`: an `Agent`, or a function that
@@ -273,15 +273,34 @@ def dev(
     raise typer.Exit(dev_command(options))
 
 
+_MCP_ALLOWED_HOSTS = typer.Option(
+    None,
+    "--allowed-host",
+    help=(
+        "With --http: a host name it answers besides its loopback names and own address "
+        "(repeat for several, '*' for any)."
+    ),
+)
+
+
 @_command
 def mcp(
     targets: list[str] = _TARGETS,
     store: str = _SERVE_STORE,
+    http: int | None = typer.Option(
+        None, "--http", help="Serve streamable HTTP at /mcp on this port instead of stdio."
+    ),
+    host: str | None = typer.Option(
+        None, "--host", help="With --http: the address to listen on (default 127.0.0.1)."
+    ),
+    allowed_host: list[str] | None = _MCP_ALLOWED_HOSTS,
 ) -> None:
-    """Serve agents as an MCP server on stdio: one tool per agent (`input` -> its answer)."""
+    """Serve agents as an MCP server, on stdio or over streamable HTTP (--http PORT): one
+    tool per agent (`input` -> its answer)."""
     from plait.cli.mcp import mcp_command
 
-    raise typer.Exit(mcp_command(targets, store))
+    code = mcp_command(targets, store, http=http, host=host, allowed_hosts=allowed_host or None)
+    raise typer.Exit(code)
 
 
 @_command

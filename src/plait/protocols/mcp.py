@@ -1,5 +1,6 @@
 """Agents as MCP tools: `server(agents)` is an MCP server (extra `plait[mcp]`) with one tool
-per agent; `plait mcp TARGET` serves it on stdio.
+per agent; `plait mcp TARGET` serves it on stdio, or over streamable HTTP (`http_app`). It
+names itself `plait`, with plait's version.
 
 Each tool takes `input`, a string, runs the agent on it (a new run each call) and answers
 with the run's final output as text (JSON when the output is not a string). A run that
@@ -24,8 +25,9 @@ from plait.stores.base import Store
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from starlette.types import ASGIApp
 
-__all__ = ["server"]
+__all__ = ["http_app", "server"]
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -50,8 +52,10 @@ def server(
     require_mcp()
     from mcp.server.mcpserver import MCPServer
 
+    from plait import __version__
+
     named = _named(agents)
-    mcp = MCPServer(name, log_level="WARNING")
+    mcp = MCPServer(name, version=__version__, log_level="WARNING")
     for tool_name, agent in named.items():
         runner = Runner(agent, store=store)
         description = agent.description or f"Ask the agent '{agent.name}'."
@@ -62,6 +66,29 @@ def server(
             structured_output=False,
         )
     return mcp
+
+
+def http_app(mcp: MCPServer[Any], *, allowed_hosts: Sequence[str] | None = None) -> ASGIApp:
+    """Return the ASGI app serving `mcp` over streamable HTTP at `/mcp`, behind the Host
+    guard of plait's server (`plait.server.hosts`): it answers only requests addressed to
+    a loopback name or the address it listens on, and names in `allowed_hosts` (`["*"]`:
+    any). Serve it with uvicorn (`plait mcp TARGET --http PORT` does).
+
+    Raises:
+        UsageError: `allowed_hosts` is not a list of host names, or the server extra
+            (`plait[server]`, whose Host guard this uses) is not installed.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    try:
+        from plait.server.hosts import HostGuard, host_rule
+    except UsageError as exc:
+        raise UsageError(f"MCP over HTTP uses plait's server: {exc}") from None
+    rule = host_rule(allowed_hosts, keyed=False)
+    app = mcp.streamable_http_app(  # the SDK's own Host check gives way to plait's
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
+    return app if rule is None else HostGuard(app, rule)
 
 
 def _named(agents: object) -> dict[str, Agent]:

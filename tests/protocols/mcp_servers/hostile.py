@@ -3,12 +3,16 @@ server refuses to send what this one sends): `python hostile.py MODE`.
 
 Modes: `many` lists 1,001 tools; `bad-schema` lists a tool whose input schema is not an
 object schema; `bad-properties` one whose `properties` is not an object; `silent` never
-answers the handshake.
+answers the handshake; `silent-parent PIDFILE` never answers either, starts a child process
+that outlives it, writes "<own pid> <child pid>" to PIDFILE and exits when its stdin closes
+(as `npx` leaves the server it started).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from typing import Any
@@ -47,7 +51,17 @@ def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
     return {"jsonrpc": "2.0", "id": request["id"], "result": result}
 
 
+def _parent() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(60)"])
+    with open(sys.argv[2], "w") as pids:
+        pids.write(f"{os.getpid()} {child.pid}")
+    sys.stdin.read()  # until stdin closes; the child is left running
+
+
 def main() -> None:
+    if MODE == "silent-parent":
+        _parent()
+        return
     if MODE == "silent":
         while sys.stdin.readline():
             time.sleep(0)  # reads and never answers
