@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from plait import ChatModelAgent, Message, Runner, RunResult, Usage
+from plait import ChatModelAgent, Hooks, Message, ModelRequest, Runner, RunResult, Usage
 from plait.errors import UsageError
 from plait.testing import ScriptedModel, call, calls, reply
 from plait.tools import MCPToolset
@@ -169,6 +169,24 @@ async def test_a_2026_sampling_input_request_is_answered_by_the_agent_model() ->
     result, model = await _sampled(asks(), "resolve_summary")
     assert tool_results(result) == ["cat story summarized (by ScriptedModel, 2026-07-28)"]
     assert model.requests[1].messages[1].content == "A long story about a cat."
+
+
+async def test_a_sampling_call_passes_the_runners_wrap_model_hooks() -> None:
+    seen: list[str] = []
+
+    class Watch(Hooks):
+        async def wrap_model(self, ctx: Any, request: ModelRequest, call_next: Any) -> Message:
+            seen.append(request.messages[-1].content)
+            reply: Message = await call_next(request)
+            return reply
+
+    model = ScriptedModel(
+        [call("ask_summary", {"text": "A long story about a cat."}), "cat story", "done"]
+    )
+    agent = ChatModelAgent("desk", model, tools=[asks(protocol="legacy")])
+    result = await Runner(agent, hooks=[Watch()]).query("summarize").collect()
+    assert result.error is None
+    assert "A long story about a cat." in seen  # the server's sampling request
 
 
 async def test_with_sampling_off_the_server_is_told_the_client_does_not_take_it() -> None:

@@ -8,7 +8,8 @@ round trip). Either way the question reaches the callbacks here, which hand it t
 call it belongs to (`Call`): its task answers it, in the run's context.
 
 - Sampling is answered with the model of the agent whose tool call it is (`ctx.model`), its
-  usage counted in the run's (`ctx.record_model_call`).
+  usage counted in the run's (`ctx.record_model_call`); the call goes through the run's
+  `wrap_model` hooks, so a cassette records and replays it.
 - Elicitation, when the toolset is opened with `elicitation="interrupt"`, pauses the run at
   the tool call (`ctx.interrupt`), its info `{"elicitation": {...}}` holding the server's
   message and requested schema. The MCP session does not outlive a pause (a run may resume
@@ -179,9 +180,9 @@ async def _sample(ctx: HookContext, params: mcp_types.CreateMessageRequestParams
     """Answer a sampling request with the agent's model; its usage counts in the run's."""
     import mcp_types
 
-    model = ctx.model
-    if model is None:
+    if ctx.model is None:
         return _refused("the agent making this tool call has no model")
+    model = ctx.side_model(ctx.model)  # through the run's wrap_model hooks (a cassette)
     messages = _messages(params)
     if isinstance(messages, str):
         return _refused(messages)
