@@ -190,7 +190,7 @@ async def _sample(ctx: HookContext, params: mcp_types.CreateMessageRequestParams
     if params.temperature is not None:
         options["temperature"] = params.temperature
     try:
-        reply = await model.generate(messages, **options)  # type: ignore[attr-defined]
+        reply = await model.generate(messages, **options)
     except Exception as exc:
         return _refused(f"the agent's model failed: {type(exc).__name__}: {exc}")
     if not isinstance(reply, Message):
