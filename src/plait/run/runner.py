@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from plait._util.json import check_plain_json
+from plait._util.json import json_mapping
 from plait._util.sync import run_in_new_loop
 from plait.agents.options import RunOption, RunOptions, check_options
 from plait.capabilities.cassette import Cassette
@@ -519,15 +519,7 @@ def _check_metadata(metadata: object) -> dict[str, Any]:
     """Return a copy of the runner's `metadata`: a mapping of str keys to JSON data."""
     if metadata is None:
         return {}
-    if not isinstance(metadata, Mapping):
-        raise UsageError(f"metadata must be a mapping, got {type(metadata).__name__}")
-    data = dict(metadata)
-    bad = check_plain_json(data, "metadata")
-    if bad is not None:
-        raise UsageError(
-            f"metadata is saved with every checkpoint, so it must be JSON data (str keys; "
-            f"None, bool, int, finite float, str, list, dict): {bad} is not"
-        )
+    data = json_mapping(metadata, "metadata", " (saved with every checkpoint)")
     return copy.deepcopy(data)
 
 
