@@ -15,7 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from plait.messages import Message, ToolCall
+from plait._util.json import load_plain
+from plait.messages import Message
 from plait.server.users import id_problem
 
 __all__ = [
@@ -61,6 +62,12 @@ SafeId = Annotated[str, StringConstraints(min_length=1), AfterValidator(_safe_id
 RunStatus = Literal["running", "completed", "paused", "failed", "cancelled"]
 
 
+#: The `stream` field of the bodies that start or continue a run.
+_Stream = Annotated[
+    StrictBool, Field(description="true: an event stream (SSE); false: one JSON summary.")
+]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -88,17 +95,9 @@ class MessageBody(BaseModel):
     name: str | None = None
 
     def to_message(self) -> Message:
-        """Return the plait `Message` this body describes."""
-        calls = tuple(
-            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in self.tool_calls
-        )
-        return Message(
-            role=self.role,
-            content=self.content,
-            tool_calls=calls,
-            tool_call_id=self.tool_call_id,
-            name=self.name,
-        )
+        """Return the plait `Message` this body describes (read through `Message`'s schema)."""
+        message: Message = load_plain(Message, self.model_dump())
+        return message
 
 
 class RunRequest(_Strict):
@@ -113,9 +112,7 @@ class RunRequest(_Strict):
     session_values: dict[str, Any] | None = Field(
         default=None, description="Values for the run's session (instruction placeholders)."
     )
-    stream: StrictBool = Field(
-        default=True, description="true: an event stream (SSE); false: one JSON summary."
-    )
+    stream: _Stream = True
     deltas: StrictBool = Field(
         default=False,
         description="With `stream`: the models stream, and each chunk of text is also sent "
@@ -139,9 +136,7 @@ class ResumeRequest(_Strict):
     value: Any = Field(
         default=None, description="The answer when exactly one interrupt is pending."
     )
-    stream: StrictBool = Field(
-        default=True, description="true: an event stream (SSE); false: one JSON summary."
-    )
+    stream: _Stream = True
     deltas: StrictBool = Field(
         default=False,
         description="With `stream`: each chunk of streamed text is also sent as it comes, "
@@ -167,9 +162,7 @@ class ForkRequest(_Strict):
     session_values: dict[str, Any] | None = Field(
         default=None, description="Session values merged over the step's values."
     )
-    stream: StrictBool = Field(
-        default=True, description="true: an event stream (SSE); false: one JSON summary."
-    )
+    stream: _Stream = True
 
 
 class StepOut(BaseModel):
