@@ -14,7 +14,7 @@ import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
-from plait._util.merge import Done, merge
+from plait._util.merge import emitted
 from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.core.agent_context import AgentContext
 from plait.core.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
@@ -295,13 +295,9 @@ class ParallelAgent(_Workflow):
                 pending.discard(child.name)
 
         jobs = [functools.partial(lane, c) for c in children]
-        async with aclosing(merge(jobs)) as items:
-            async for item in items:
-                if isinstance(item, Done):
-                    continue
-                yield item
-                if item.error is not None:
-                    return
+        async with aclosing(emitted(jobs, last=lambda event: event.error is not None)) as events:
+            async for event in events:
+                yield event
 
 
 def _parallel_record(pending: set[str], lanes: dict[str, Frame], base: int) -> ParallelRecord:
