@@ -10,9 +10,16 @@ from typing import TYPE_CHECKING, Any, Self
 from plait.errors import SerializationError, UsageError
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter, ValidationError
 
-__all__ = ["JSONMixin", "check_plain_json", "from_json", "json_mapping", "to_json"]
+__all__ = [
+    "JSONMixin",
+    "check_plain_json",
+    "first_problem",
+    "from_json",
+    "json_mapping",
+    "to_json",
+]
 
 
 @cache
@@ -139,3 +146,10 @@ def json_mapping(value: object, what: str, why: str = "") -> dict[str, Any]:
             f"list, dict): {bad} is not"
         )
     return data
+
+
+def first_problem(exc: ValidationError, top: str = "(top)") -> tuple[str, str]:
+    """Return where pydantic's first complaint in `exc` is (its dotted path, `top` for the
+    whole value) and what it says."""
+    first = exc.errors()[0]
+    return ".".join(str(part) for part in first["loc"]) or top, first["msg"]

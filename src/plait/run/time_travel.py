@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from plait._util.json import JSONMixin, dump_plain, load_plain
+from plait._util.json import JSONMixin, dump_plain, first_problem, load_plain
 from plait._util.record import record
 from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointCorrupt, CheckpointNotFound, UsageError
@@ -113,10 +113,9 @@ async def _read_entries(store: GuardedStore, checkpoint_id: str) -> list[_Entry]
     try:
         return _History.model_validate_json(found.data).steps
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top)"
+        where, problem = first_problem(exc)
         raise CheckpointCorrupt(
-            f"the history of checkpoint '{checkpoint_id}' is damaged at {where}: {first['msg']}"
+            f"the history of checkpoint '{checkpoint_id}' is damaged at {where}: {problem}"
         ) from None
 
 
