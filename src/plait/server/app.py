@@ -9,6 +9,7 @@ body-size limit come from `plait.server.limits`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import importlib.util
 import json
@@ -29,7 +30,6 @@ from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
     AgentInfo,
     CancelAccepted,
-    ErrorResponse,
     ForkRequest,
     Health,
     ResumeRequest,
@@ -39,6 +39,7 @@ from plait.server.bodies import (
     SessionDetail,
     SessionInfo,
     StepOut,
+    error_responses,
 )
 from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
 from plait.server.eval_api import eval_router
@@ -60,16 +61,16 @@ SHUTDOWN_GRACE = 10.0
 EXIT_POLL = 0.5
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    text = {
-        400: "Bad input or a resume that does not fit the run.",
-        401: "No valid API key.",
-        404: "Unknown agent, run or session (also one of another user).",
-        409: "The run was already resumed, or is being resumed or still running.",
-        413: "The request body is over the server's limit.",
-        422: "The body does not match the schema.",
-    }
-    return {s: {"model": ErrorResponse, "description": text[s]} for s in statuses}
+#: What each error status means on the app's own routes.
+_ERROR_MEANINGS = {
+    400: "Bad input or a resume that does not fit the run.",
+    401: "No valid API key.",
+    404: "Unknown agent, run or session (also one of another user).",
+    409: "The run was already resumed, or is being resumed or still running.",
+    413: "The request body is over the server's limit.",
+    422: "The body does not match the schema.",
+}
+_errors = functools.partial(error_responses, _ERROR_MEANINGS)
 
 
 _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -35,6 +36,7 @@ __all__ = [
     "RunRecord",
     "RunRequest",
     "RunResponse",
+    "Responses",
     "RunStatus",
     "RunSummary",
     "SafeId",
@@ -44,6 +46,7 @@ __all__ = [
     "StepOut",
     "ToolCallBody",
     "UsageOut",
+    "error_responses",
 ]
 
 
@@ -188,6 +191,19 @@ class ErrorResponse(BaseModel):
     """The body of every error response."""
 
     error: ErrorInfo
+
+
+#: A route's `responses=`: what each status answers with, for the OpenAPI schema.
+Responses = dict[int | str, dict[str, Any]]
+
+
+def error_responses(meanings: Mapping[int, str], *statuses: int) -> Responses:
+    """Return a route's error responses: each of `statuses` (every status of `meanings` when
+    none is given) answered with an `ErrorResponse`, described by what it means there."""
+    return {
+        status: {"model": ErrorResponse, "description": meanings[status]}
+        for status in statuses or tuple(meanings)
+    }
 
 
 class InterruptOut(BaseModel):
