@@ -45,7 +45,7 @@ from plait.events import (
     TransferToAgentAction,
 )
 from plait.messages import Message
-from plait.team.inherit import History, InheritFn, InheritPolicy, inherit
+from plait.team.inherit import History, InheritFn, InheritPolicy, Summarizer, inherit
 from plait.tools.base import ToolInfo, ToolResult
 
 
@@ -337,15 +337,12 @@ class Swarm(HandoffLoop):
         run_input = [(None if a == USER else a, m) for a, m in ctx.root_records]
         history = History([*run_input, *records])
         model = source.model if isinstance(source, ChatModelAgent) else None
-        kept = await inherit(
-            self.team.inherit,
-            history,
-            source.name,
-            target.name,
+        summarizer = Summarizer(
             model,
             lambda reply: ctx.record_model_call(reply.usage),
             functools.partial(side_model, ctx),
         )
+        kept = await inherit(self.team.inherit, history, source.name, target.name, summarizer)
         if transfer.message:
             return [*kept, Message.user(transfer.message)]
         if not kept:  # nothing inherited and no message: the user's request
