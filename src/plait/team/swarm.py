@@ -138,15 +138,15 @@ class SwarmTransfer:
 
 def roster(team: Team, owner: str) -> str:
     """Return the instruction telling member `owner` who else is in the team."""
-    lines = [f"You are part of the team '{team.name}'. The other members:"]
-    for m in team.members:
-        if m.name != owner:
-            lines.append(f"- {m.name}: {m.description or m.name}")
-    lines.append(
-        f"When another member is better suited, call '{TRANSFER_TOOL}' with its name and a "
-        "message saying what it should do."
+    others = [f"- {m.name}: {m.description or m.name}" for m in team.members if m.name != owner]
+    return "\n".join(
+        [
+            f"You are part of the team '{team.name}'. The other members:",
+            *others,
+            f"When another member is better suited, call '{TRANSFER_TOOL}' with its name and "
+            "a message saying what it should do.",
+        ]
     )
-    return "\n".join(lines)
 
 
 def reachable(team: Team) -> dict[str, Agent]:
