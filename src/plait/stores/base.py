@@ -36,6 +36,7 @@ Error messages quote at most 200 characters of a bad value, with its size.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Awaitable, Sequence, Sized
 from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
@@ -411,13 +412,13 @@ class Store(CheckpointStore, SessionStore, Protocol):
         ...
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class StoreView:
     """A store seen through another: each id goes through `_checkpoint_key` or
     `_session_key` on its way to `store`, and each operation through `_call`; records and
     conflicts come back under the ids they were asked for."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def _checkpoint_key(self, checkpoint_id: str) -> str:
         return checkpoint_id
