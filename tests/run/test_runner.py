@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from plait import (
     Message,
     RunContext,
     Runner,
+    RunResult,
     Usage,
     interrupt,
     run_context,
@@ -156,6 +158,23 @@ def test_bad_runner_inputs_are_usage_errors() -> None:
 async def test_sync_methods_refuse_to_run_inside_an_event_loop() -> None:
     with pytest.raises(UsageError, match="own event loop"):
         Runner(EchoAgent()).query_sync("x")
+
+
+def test_each_sync_method_takes_the_arguments_of_the_stream_it_drains() -> None:
+    def shape(method: Any) -> list[tuple[str, Any, Any]]:
+        parameters = inspect.signature(method).parameters.values()
+        return [(p.name, p.kind, p.default) for p in parameters]
+
+    for name in ("run", "query", "resume"):
+        assert shape(getattr(Runner, f"{name}_sync")) == shape(getattr(Runner, name)), name
+        drained = inspect.signature(getattr(Runner, f"{name}_sync"))
+        assert drained.return_annotation in ("RunResult", RunResult), name
+        assert getattr(Runner, f"{name}_sync").__doc__, name
+    runner = Runner(EchoAgent())
+    result = runner.run_sync([Message.user("hi")], session_id="s", session_values={"k": 1})
+    assert result.final_output == "hi"
+    with pytest.raises(UsageError, match="takes a text"):
+        runner.query_sync(None)  # type: ignore[arg-type]
 
 
 def test_one_runner_and_model_serve_successive_event_loops() -> None:

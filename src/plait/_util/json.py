@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, Self
 
-from plait.errors import SerializationError
+from plait.errors import SerializationError, UsageError
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter, ValidationError
 
-__all__ = ["JSONMixin", "check_plain_json", "from_json", "to_json"]
+__all__ = [
+    "JSONMixin",
+    "check_plain_json",
+    "first_problem",
+    "from_json",
+    "json_mapping",
+    "to_json",
+]
 
 
 @cache
@@ -119,3 +127,29 @@ def check_plain_json(value: Any, path: str) -> str | None:
                 return found
         return None
     return path
+
+
+def json_mapping(value: object, what: str, why: str = "") -> dict[str, Any]:
+    """Return a dict copy of `value`, a mapping of str keys to plain JSON data (see
+    `check_plain_json`); `what` names it in the error, `why` says why it must be JSON.
+
+    Raises:
+        UsageError: It is not a mapping, or some part of it is not plain JSON data.
+    """
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{what} must be a mapping, got {type(value).__name__}")
+    data = dict(value)
+    bad = check_plain_json(data, what)
+    if bad is not None:
+        raise UsageError(
+            f"{what}{why} must be JSON data (str keys; None, bool, int, finite float, str, "
+            f"list, dict): {bad} is not"
+        )
+    return data
+
+
+def first_problem(exc: ValidationError, top: str = "(top)") -> tuple[str, str]:
+    """Return where pydantic's first complaint in `exc` is (its dotted path, `top` for the
+    whole value) and what it says."""
+    first = exc.errors()[0]
+    return ".".join(str(part) for part in first["loc"]) or top, first["msg"]

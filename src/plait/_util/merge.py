@@ -1,7 +1,8 @@
 """One fan-in for concurrent children: run jobs at once, pass on what they emit as it comes.
 
 Used by the ReAct agent (a round of tool calls), the parallel workflow (its lanes) and the
-state graph (the nodes of a super-step). If a job raises, the others are cancelled and the
+state graph (the nodes of a super-step); the last two pass on only what is emitted, up to
+the first error (`emitted`). If a job raises, the others are cancelled and the
 exception propagates; when the consumer stops early, every job is cancelled and awaited.
 """
 
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Done", "merge"]
+__all__ = ["Done", "emitted", "merge"]
 
 _T = TypeVar("_T")
 Emit = Callable[[Any], None]
@@ -59,3 +61,17 @@ async def merge(jobs: Sequence[Callable[[Emit], Awaitable[_T]]]) -> AsyncGenerat
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def emitted(
+    jobs: Sequence[Callable[[Emit], Awaitable[object]]], last: Callable[[Any], bool]
+) -> AsyncGenerator[Any, None]:
+    """Run `jobs` as `merge` does and yield only what they emit, ending after the first item
+    `last` accepts (the jobs still running are then cancelled and awaited)."""
+    async with aclosing(merge(jobs)) as items:
+        async for item in items:
+            if isinstance(item, Done):
+                continue
+            yield item
+            if last(item):
+                return

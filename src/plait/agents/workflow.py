@@ -14,7 +14,7 @@ import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 
-from plait._util.merge import Done, merge
+from plait._util.merge import emitted
 from plait.core.agent import Agent, AgentInput, require_agent, require_unique_names
 from plait.core.agent_context import AgentContext
 from plait.core.checkpoint import LaneRecord, ParallelRecord, SequenceRecord
@@ -71,6 +71,26 @@ class _Workflow:
                 yield lane.mark_break(event, ctx.depth)
                 if event.error is not None:
                     return
+
+    async def _rounds(
+        self, input: AgentInput, ctx: Frame, limit: int | None, *, loop: bool
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the children in order, round after round (`limit` rounds; None: no limit),
+        until an exit, an error, a pause or, in a `loop`, a break."""
+        lane = _Lane()
+        where = open_lane(ctx, input)
+        iteration, start, path = _resume_point(ctx)
+        while limit is None or iteration < limit:
+            lane.iteration = iteration if loop else None  # a loop's breaks are honoured
+            at = (iteration, start, path)
+            async with aclosing(self._in_order(ctx, where, at, lane)) as events:
+                async for event in events:
+                    yield event
+            if lane.outcome() is not None:
+                break
+            start, path = 0, lane.path
+            iteration += 1
+        _close(ctx, where, lane.outcome())
 
     async def _in_order(
         self,
@@ -181,17 +201,7 @@ class SequentialAgent(_Workflow):
 
     def run(self, input: AgentInput, ctx: AgentContext) -> AsyncIterator[AgentEvent]:
         """Run on `input` in `ctx` (see the class docstring)."""
-        return self._events(input, inside(ctx))
-
-    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
-        """Run each child in order; stop at an exit, an error or a pause."""
-        lane = _Lane()
-        where = open_lane(ctx, input)
-        _, start, path = _resume_point(ctx)
-        async with aclosing(self._in_order(ctx, where, (0, start, path), lane)) as events:
-            async for event in events:
-                yield event
-        _close(ctx, where, lane.outcome())
+        return self._rounds(input, inside(ctx), 1, loop=False)
 
 
 class LoopAgent(_Workflow):
@@ -218,22 +228,9 @@ class LoopAgent(_Workflow):
         """Run on `input` in `ctx` (see the class docstring)."""
         return self._events(input, inside(ctx))
 
-    async def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
+    def _events(self, input: AgentInput, ctx: Frame) -> AsyncGenerator[AgentEvent, None]:
         """Run the children in rounds until a break, an exit, an error, a pause or the limit."""
-        lane = _Lane()
-        where = open_lane(ctx, input)
-        iteration, start, path = _resume_point(ctx)
-        while self.max_iterations is None or iteration < self.max_iterations:
-            lane.iteration = iteration
-            at = (iteration, start, path)
-            async with aclosing(self._in_order(ctx, where, at, lane)) as events:
-                async for event in events:
-                    yield event
-            if lane.outcome() is not None:
-                break
-            start, path = 0, lane.path
-            iteration += 1
-        _close(ctx, where, lane.outcome())
+        return self._rounds(input, ctx, self.max_iterations, loop=True)
 
 
 class ParallelAgent(_Workflow):
@@ -295,13 +292,9 @@ class ParallelAgent(_Workflow):
                 pending.discard(child.name)
 
         jobs = [functools.partial(lane, c) for c in children]
-        async with aclosing(merge(jobs)) as items:
-            async for item in items:
-                if isinstance(item, Done):
-                    continue
-                yield item
-                if item.error is not None:
-                    return
+        async with aclosing(emitted(jobs, last=lambda event: event.error is not None)) as events:
+            async for event in events:
+                yield event
 
 
 def _parallel_record(pending: set[str], lanes: dict[str, Frame], base: int) -> ParallelRecord:

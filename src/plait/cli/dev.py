@@ -35,6 +35,7 @@ from plait.cli.serve import (
     GRACEFUL_SECONDS,
     ServeOptions,
     _build,
+    _config,
     _listen,
     _serve,
     _signals_kept,
@@ -188,13 +189,7 @@ def _serve_child(payload: dict[str, Any]) -> int:
     sock = socket.socket(fileno=fd)
     store = from_url(options.store_url)
     app, names = _build(options, store)
-    config = uvicorn.Config(
-        app,
-        host=options.host,
-        port=sock.getsockname()[1],
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        log_level="info",
-    )
+    config = _config(app, options.host, sock)
     server = uvicorn.Server(config)
     start = _Start(_url(sock, options.host), names, options)
     with _signals_kept(server):

@@ -17,7 +17,7 @@ import json
 import shlex
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,7 +245,25 @@ def run_command(
     Raises:
         UsageError: The target cannot be loaded, or the store cannot be reached.
     """
-    agent = load_target(target)
+
+    async def go(runner: Runner, talk: Conversation) -> int:
+        if query is None:
+            return await talk.chat(session_id or uuid.uuid4().hex[:12])
+        status = await talk.drive(runner.query(query, session_id=session_id), session_id)
+        return EXIT_CODES[status]
+
+    return _converse(target, store_url, json_lines, go)
+
+
+def _converse(
+    target: str,
+    store_url: str,
+    json_lines: bool,
+    go: Callable[[Runner, Conversation], Awaitable[int]],
+) -> int:
+    """Load `target`, open the store and return the exit code of `go(runner, talk)`, its
+    conversation on the terminal (Ctrl-C stops it; the store is closed however it ends)."""
+    agent: Agent = load_target(target)
     terminal = _terminal(json_lines)
     stopper = Stopper()
 
@@ -253,11 +271,7 @@ def run_command(
         store = await open_store(store_url)
         try:
             runner = Runner(agent, store=store, enable_streaming=not json_lines)
-            talk = Conversation(runner, terminal, target, store_url, stopper)
-            if query is None:
-                return await talk.chat(session_id or uuid.uuid4().hex[:12])
-            status = await talk.drive(runner.query(query, session_id=session_id), session_id)
-            return EXIT_CODES[status]
+            return await go(runner, Conversation(runner, terminal, target, store_url, stopper))
         finally:
             await store.close()
 
@@ -317,19 +331,10 @@ def resume_command(
             do not fit).
     """
     answer, by_id = resume_answers(value, targets)
-    agent: Agent = load_target(target)
-    terminal = _terminal(json_lines)
-    stopper = Stopper()
 
-    async def main() -> int:
-        store = await open_store(store_url)
-        try:
-            runner = Runner(agent, store=store, enable_streaming=not json_lines)
-            session_id = await _session_of(runner, checkpoint_id, store_url)
-            talk = Conversation(runner, terminal, target, store_url, stopper)
-            stream = runner.resume(checkpoint_id, by_id, value=answer)
-            return EXIT_CODES[await talk.drive(stream, session_id)]
-        finally:
-            await store.close()
+    async def go(runner: Runner, talk: Conversation) -> int:
+        session_id = await _session_of(runner, checkpoint_id, store_url)
+        stream = runner.resume(checkpoint_id, by_id, value=answer)
+        return EXIT_CODES[await talk.drive(stream, session_id)]
 
-    return stopper.run(main)
+    return _converse(target, store_url, json_lines, go)

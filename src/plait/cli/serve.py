@@ -124,6 +124,19 @@ def _url(sock: socket.socket, host: str) -> str:
     return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
 
 
+def _config(app: FastAPI, host: str, sock: socket.socket) -> uvicorn.Config:
+    """Return how uvicorn serves `app` on the listening socket `sock`."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=sock.getsockname()[1],
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        log_level="info",
+    )
+
+
 def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     """Return the app for the options' targets and keys, and the names of its agents."""
     try:
@@ -164,20 +177,12 @@ def serve_command(options: ServeOptions) -> int:
         UsageError: A target, the API-keys file, the store or the address is not usable.
     """
     _uvicorn()
-    import uvicorn
-
     seconds = stop_seconds()
     store = from_url(options.store_url)
     app, names = _build(options, store)
     check_store(options.store_url)
     sock = _listen(options.host, options.port)
-    config = uvicorn.Config(
-        app,
-        host=options.host,
-        port=sock.getsockname()[1],
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        log_level="info",
-    )
+    config = _config(app, options.host, sock)
     server = _stoppable(config, seconds)
     with _signals_kept(server):
         asyncio.run(_serve(server, sock, store, _Start(_url(sock, options.host), names, options)))

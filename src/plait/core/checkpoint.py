@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from plait._util.json import to_json
+from plait._util.json import first_problem, to_json
 from plait._util.typed import restore_types, value_types
 from plait.core.history import as_records, whole_messages
 from plait.core.run_state import RunSnapshot
@@ -440,10 +440,9 @@ class Checkpoint:
         try:
             doc = _Document.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "(top)"
+            where, problem = first_problem(exc)
             raise CheckpointCorrupt(
-                f"checkpoint '{checkpoint_id}' is damaged at {where}: {first['msg']}"
+                f"checkpoint '{checkpoint_id}' is damaged at {where}: {problem}"
             ) from None
         except RecursionError:
             raise CheckpointCorrupt(

@@ -27,8 +27,9 @@ from pydantic import (
     model_validator,
 )
 
+from plait._util.json import load_plain
 from plait.errors import EvalSetError
-from plait.messages import Message, ToolCall
+from plait.messages import Message
 
 __all__ = [
     "MAX_EVALSET_BYTES",
@@ -79,17 +80,9 @@ class EvalMessage(_Model):
     name: StrictStr | None = None
 
     def to_message(self) -> Message:
-        """Return the plait `Message` this object describes."""
-        calls = tuple(
-            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in self.tool_calls
-        )
-        return Message(
-            role=self.role,
-            content=self.content,
-            tool_calls=calls,
-            tool_call_id=self.tool_call_id,
-            name=self.name,
-        )
+        """Return the plait `Message` this object describes (read through `Message`'s schema)."""
+        message: Message = load_plain(Message, self.model_dump())
+        return message
 
 
 class EvalCase(_Model):

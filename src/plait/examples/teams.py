@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
 from plait import START, ChatModelAgent, Message, Runner, StateGraph, Team, tool
@@ -111,14 +112,29 @@ def _ask(member: str) -> Any:
     return step
 
 
-def _reviewer(name: str, description: str, tool_: Any, script: list[Any]) -> ChatModelAgent:
-    return ChatModelAgent(
-        name,
-        _scripted(script),
-        description=description,
-        tools=[tool_],
-        instruction=f"You are the {name.replace('_', ' ')}. Review only your area.",
-    )
+#: The reviewers, in the order a review visits them: name, tool, and the area they report.
+_REVIEWERS = (
+    ("security_reviewer", sql_injection_checker, "security"),
+    ("perf_reviewer", query_analyzer, "performance"),
+    ("style_reviewer", linter, "style"),
+)
+
+
+def _reviewers(descriptions: list[str], last_steps: list[Any]) -> list[ChatModelAgent]:
+    """Return the three reviewers: each checks the request's code with its tool, then takes
+    its step of `last_steps` (the reviewers in `_REVIEWERS` order)."""
+    return [
+        ChatModelAgent(
+            name,
+            _scripted([_check(tool_.info().name), last_step]),
+            description=description,
+            tools=[tool_],
+            instruction=f"You are the {name.replace('_', ' ')}. Review only your area.",
+        )
+        for (name, tool_, _), description, last_step in zip(
+            _REVIEWERS, descriptions, last_steps, strict=True
+        )
+    ]
 
 
 def _from_tool(prefix: str) -> Any:
@@ -134,32 +150,20 @@ def code_review_coordinator() -> Team:
     Every reviewer checks the code in the request with its tool, so any request gets a
     review built from what the tools found.
     """
-    security = _reviewer(
-        "security_reviewer",
-        "Security expert: SQL injection, XSS, auth. Input: code.",
-        sql_injection_checker,
-        [_check("sql_injection_checker"), _from_tool("security")],
-    )
-    perf = _reviewer(
-        "perf_reviewer",
-        "Performance expert: queries, memory. Input: code.",
-        query_analyzer,
-        [_check("query_analyzer"), _from_tool("performance")],
-    )
-    style = _reviewer(
-        "style_reviewer",
-        "Style reviewer: conventions only. Input: code.",
-        linter,
-        [_check("linter"), _from_tool("style")],
+    reviewers = _reviewers(
+        [
+            "Security expert: SQL injection, XSS, auth. Input: code.",
+            "Performance expert: queries, memory. Input: code.",
+            "Style reviewer: conventions only. Input: code.",
+        ],
+        [_from_tool(area) for _, _, area in _REVIEWERS],
     )
     manager = ChatModelAgent(
         "review_manager",
-        _scripted(
-            [_ask("security_reviewer"), _ask("perf_reviewer"), _ask("style_reviewer"), _summary]
-        ),
+        _scripted([*(_ask(name) for name, _, _ in _REVIEWERS), _summary]),
         instruction="You manage code review. Send the PR to the right reviewers, then sum up.",
     )
-    return Team.coordinator(manager, [security, perf, style], name="code_review")
+    return Team.coordinator(manager, reviewers, name="code_review")
 
 
 def _summary(messages: list[Message], tools: Any) -> Message:
@@ -214,27 +218,13 @@ def _conclude(messages: list[Message], tools: Any) -> Message:
 def code_review_swarm() -> Team:
     """The same review as a swarm: security hands to performance, performance to style,
     each passing on the findings so far; the style reviewer writes the summary."""
-    security = _reviewer(
-        "security_reviewer",
-        "Security expert.",
-        sql_injection_checker,
-        [_check("sql_injection_checker"), _hand_on("perf_reviewer")],
-    )
-    perf = _reviewer(
-        "perf_reviewer",
-        "Performance expert.",
-        query_analyzer,
-        [_check("query_analyzer"), _hand_on("style_reviewer")],
-    )
-    style = _reviewer(
-        "style_reviewer",
-        "Style reviewer; writes the final summary.",
-        linter,
-        [_check("linter"), _conclude],
+    reviewers = _reviewers(
+        ["Security expert.", "Performance expert.", "Style reviewer; writes the final summary."],
+        [_hand_on("perf_reviewer"), _hand_on("style_reviewer"), _conclude],
     )
     return Team.swarm(
         "security_reviewer",
-        [security, perf, style],
+        reviewers,
         name="review_swarm",
         max_handoffs=5,
         cross_request=False,  # every request is reviewed from the start
@@ -419,11 +409,28 @@ def _exit(text: str) -> Message:
     return call("exit", {"final_result": text})
 
 
-def _look_up_weather(messages: list[Message], tools: Any) -> Message:
-    city = _city(_request(messages))
-    if city is None:
-        return _exit("Which city? Ask me, for example, about the weather in Tokyo.")
-    return call("get_weather", {"city": city})
+def _use(tool_name: str, argument: str, find: Callable[[str], str | None], ask: str) -> Any:
+    """A scripted step that calls `tool_name` with the `argument` that `find` reads in this
+    turn's request, or ends the turn asking for it (`ask`) when the request holds none."""
+
+    def step(messages: list[Message], tools: Any) -> Message:
+        found = find(_request(messages))
+        if found is None:
+            return _exit(ask)
+        return call(tool_name, {argument: found})
+
+    return step
+
+
+_look_up_weather = _use(
+    "get_weather", "city", _city, "Which city? Ask me, for example, about the weather in Tokyo."
+)
+_calculate = _use(
+    "calculator",
+    "expression",
+    _expression,
+    "Give me the arithmetic to do, such as 156 * 789 + 234.",
+)
 
 
 def _state_weather(messages: list[Message], tools: Any) -> Message:
@@ -432,13 +439,6 @@ def _state_weather(messages: list[Message], tools: Any) -> Message:
         return _exit(f"I have no weather report for {data['city']}.")
     condition, city, temperature = data["condition"].lower(), data["city"], data["temperature"]
     return _exit(f"It is {condition} in {city}, {temperature}.")
-
-
-def _calculate(messages: list[Message], tools: Any) -> Message:
-    expression = _expression(_request(messages))
-    if expression is None:
-        return _exit("Give me the arithmetic to do, such as 156 * 789 + 234.")
-    return call("calculator", {"expression": expression})
 
 
 def _state_result(messages: list[Message], tools: Any) -> Message:

@@ -27,8 +27,7 @@ from contextlib import aclosing
 from typing import Any
 
 from plait._util.json import load_plain
-from plait._util.merge import Done
-from plait._util.merge import merge as fan_in
+from plait._util.merge import emitted
 from plait._util.route import run_sync_node
 from plait.agents.agent_tool import run_nested
 from plait.core.agent import Agent, AgentInput
@@ -385,13 +384,9 @@ class CompiledGraph:
             emit(ctx.event(output=AgentOutput(custom={"node": name, "update": update})))
 
         jobs = [functools.partial(one, n) for n in todo]
-        async with aclosing(fan_in(jobs)) as items:
-            async for item in items:
-                if isinstance(item, Done):
-                    continue
-                yield item
-                if item.error is not None:
-                    return
+        async with aclosing(emitted(jobs, last=lambda event: event.error is not None)) as events:
+            async for event in events:
+                yield event
 
     async def _node(self, name: str, state: dict[str, Any], nctx: Frame, emit: Emit) -> Any:
         node = self.graph.nodes[name]

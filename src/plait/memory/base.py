@@ -15,11 +15,10 @@ import json
 import re
 import unicodedata
 import uuid
-from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from plait._util.closing import Closing
-from plait._util.json import check_plain_json
+from plait._util.json import json_mapping
 from plait.errors import UsageError
 from plait.stores.base import check_id
 
@@ -170,6 +169,16 @@ def check_user_id(user_id: object) -> str:
     return check_id(user_id, "user_id", max_length=MAX_USER_ID_LENGTH)
 
 
+def _check_length(what: str, length: int, limit: int, unit: str, advice: str = "") -> None:
+    """Raise a `UsageError` carrying `limit` and `length` when `length` is over `limit`."""
+    if length > limit:
+        raise UsageError(
+            f"{what} is {length} {unit}, over the limit of {limit}{advice}",
+            limit=limit,
+            length=length,
+        )
+
+
 def check_text(text: object) -> str:
     """Return `text` if a memory can hold it.
 
@@ -181,13 +190,8 @@ def check_text(text: object) -> str:
         raise UsageError(f"a memory's text must be a str, got {type(text).__name__}")
     if not text.strip():
         raise UsageError("a memory's text is empty")
-    if len(text) > MAX_TEXT_LENGTH:
-        raise UsageError(
-            f"a memory's text is {len(text)} characters, over the limit of {MAX_TEXT_LENGTH}; "
-            "split it into several memories",
-            limit=MAX_TEXT_LENGTH,
-            length=len(text),
-        )
+    split = "; split it into several memories"
+    _check_length("a memory's text", len(text), MAX_TEXT_LENGTH, "characters", split)
     if "\x00" in text:
         raise UsageError(f"a memory's text holds a NUL character at index {text.index(chr(0))}")
     try:
@@ -207,12 +211,7 @@ def check_query(query: object) -> str:
     """
     if not isinstance(query, str):
         raise UsageError(f"a search query must be a str, got {type(query).__name__}")
-    if len(query) > MAX_QUERY_LENGTH:
-        raise UsageError(
-            f"a search query is {len(query)} characters, over the limit of {MAX_QUERY_LENGTH}",
-            limit=MAX_QUERY_LENGTH,
-            length=len(query),
-        )
+    _check_length("a search query", len(query), MAX_QUERY_LENGTH, "characters")
     return query
 
 
@@ -248,22 +247,9 @@ def encode_metadata(metadata: object) -> str | None:
     """
     if metadata is None:
         return None
-    if not isinstance(metadata, Mapping):
-        raise UsageError(f"metadata must be a dict or None, got {type(metadata).__name__}")
-    data = dict(metadata)
-    bad = check_plain_json(data, "metadata")
-    if bad is not None:
-        raise UsageError(
-            f"metadata must be JSON data (str keys; None, bool, int, finite float, str, list, "
-            f"dict): {bad} is not"
-        )
+    data = json_mapping(metadata, "metadata")
     text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
-    if len(text) > MAX_METADATA_BYTES:
-        raise UsageError(
-            f"metadata is {len(text)} bytes as JSON, over the limit of {MAX_METADATA_BYTES}",
-            limit=MAX_METADATA_BYTES,
-            length=len(text),
-        )
+    _check_length("metadata", len(text), MAX_METADATA_BYTES, "bytes as JSON")
     return text
 
 

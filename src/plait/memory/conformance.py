@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from plait._util.expect import raised
 from plait.errors import UsageError
 from plait.memory.base import (
     MAX_K,
@@ -29,15 +30,6 @@ Check = Callable[[MemoryService], Awaitable[None]]
 
 def _user() -> str:
     return f"user-{uuid.uuid4().hex}"
-
-
-async def _refused(call: Awaitable[Any]) -> UsageError:
-    """Return the `UsageError` that `call` raises; fail if it does not."""
-    try:
-        outcome = await call
-    except UsageError as exc:
-        return exc
-    raise AssertionError(f"the call returned {outcome!r}; expected a UsageError")
 
 
 async def _texts(service: MemoryService, user: str, query: str, k: int = 5) -> list[str]:
@@ -81,7 +73,7 @@ async def k_bounds_the_results(service: MemoryService) -> None:
     assert len(await service.search(user, "garden", 1)) == 1
     assert len(await service.search(user, "garden", k=MAX_K)) == 8
     for bad in (0, -1, MAX_K + 1, True, 2.0, "3", None):
-        await _refused(service.search(user, "garden", k=bad))  # type: ignore[arg-type]
+        await raised(UsageError, service.search(user, "garden", k=bad))  # type: ignore[arg-type]
 
 
 async def case_and_punctuation_are_ignored(service: MemoryService) -> None:
@@ -218,7 +210,7 @@ async def deleting_is_idempotent(service: MemoryService) -> None:
     for other in (uuid.uuid4().hex, "", "x" * 10_000, "' OR 1=1 --", "\x00", "\ud800"):
         await service.delete(user, other)
     assert [item.id for item in await service.search(user, "memory")] == [kept]
-    await _refused(service.delete(user, 42))  # type: ignore[arg-type]
+    await raised(UsageError, service.delete(user, 42))  # type: ignore[arg-type]
 
 
 async def metadata_round_trips(service: MemoryService) -> None:
@@ -252,7 +244,7 @@ async def metadata_round_trips(service: MemoryService) -> None:
         {"big": "x" * MAX_METADATA_BYTES},
     ]
     for value in bad:
-        await _refused(service.add(user, "refused entry", value))
+        await raised(UsageError, service.add(user, "refused entry", value))
     assert len(await service.search(user, "entry", k=10)) == 3
 
 
@@ -278,14 +270,14 @@ async def size_limits_are_enforced(service: MemoryService) -> None:
     memory = await service.add(user, body)
     [item] = await service.search(user, "longest")
     assert (item.id, item.text) == (memory, body)
-    error = await _refused(service.add(user, body + "!"))
+    error = await raised(UsageError, service.add(user, body + "!"))
     assert str(MAX_TEXT_LENGTH) in str(error)
     for bad in ("", "   ", None, 3, b"bytes", "nul \x00 inside", "lone \ud800 surrogate"):
-        await _refused(service.add(user, bad))  # type: ignore[arg-type]
+        await raised(UsageError, service.add(user, bad))  # type: ignore[arg-type]
     assert await service.search(user, "q " * (MAX_QUERY_LENGTH // 2)) == []
-    error = await _refused(service.search(user, "q" * (MAX_QUERY_LENGTH + 1)))
+    error = await raised(UsageError, service.search(user, "q" * (MAX_QUERY_LENGTH + 1)))
     assert str(MAX_QUERY_LENGTH) in str(error)
-    await _refused(service.search(user, None))  # type: ignore[arg-type]
+    await raised(UsageError, service.search(user, None))  # type: ignore[arg-type]
     longest, too_long = "w" * MAX_WORD_LENGTH, "v" * (MAX_WORD_LENGTH + 1)
     await service.add(user, f"{longest} {too_long}")
     assert len(await service.search(user, longest)) == 1
@@ -301,9 +293,9 @@ async def bad_user_ids_are_refused(service: MemoryService) -> None:
     await service.add(longest, "text")
     assert len(await service.search(longest, "text")) == 1
     for bad in ("", None, 7, "tab\there", "nul\x00", "x" * (MAX_USER_ID_LENGTH + 1)):
-        await _refused(service.add(bad, "text"))  # type: ignore[arg-type]
-        await _refused(service.search(bad, "text"))  # type: ignore[arg-type]
-        await _refused(service.delete(bad, memory))  # type: ignore[arg-type]
+        await raised(UsageError, service.add(bad, "text"))  # type: ignore[arg-type]
+        await raised(UsageError, service.search(bad, "text"))  # type: ignore[arg-type]
+        await raised(UsageError, service.delete(bad, memory))  # type: ignore[arg-type]
 
 
 async def concurrent_adds_are_all_kept(service: MemoryService) -> None:

@@ -8,15 +8,17 @@ provider only says how to build its client and how to send a request.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import random
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
 
 from plait.errors import ModelError, UsageError
+from plait.messages import Message
 
 __all__ = ["NO_KEY", "SdkChatModel"]
 
@@ -49,6 +51,7 @@ class SdkChatModel:
     """
 
     provider: ClassVar[str]  # "OpenAI", "Anthropic": used in messages
+    sdk_package: ClassVar[str]  # the SDK's package, which plait's extra of that name installs
     key_variables: ClassVar[tuple[str, ...]]  # where the SDK finds a key; the first is named
     base_url_variable: ClassVar[str]  # where the SDK finds a base URL
     client_class: ClassVar[str]  # the SDK's async client, e.g. "AsyncOpenAI"
@@ -128,7 +131,13 @@ class SdkChatModel:
 
     def _sdk(self) -> ModuleType:
         """Import and return the provider's SDK (a `UsageError` naming the extra if absent)."""
-        raise NotImplementedError
+        try:
+            return importlib.import_module(self.sdk_package)
+        except ImportError as exc:
+            raise UsageError(
+                f"{type(self).__name__} needs the {self.sdk_package} package: "
+                f'pip install "plait[{self.sdk_package}]"'
+            ) from exc
 
     def _new_client(self, sdk: ModuleType) -> Any:
         """Build the SDK's async client (`client_class`), with the SDK's own retries off.
@@ -186,6 +195,30 @@ class SdkChatModel:
                 delay = self._delay(attempt, exc)
             await asyncio.sleep(delay)
             attempt += 1
+
+    async def _create(self, request: dict[str, Any]) -> Any:
+        """Send `request` with plait's retries (each provider defines this)."""
+        raise NotImplementedError
+
+    async def _chunks(
+        self, request: dict[str, Any], convert: Callable[[Any], Message | None]
+    ) -> AsyncGenerator[Message, None]:
+        """Open the stream of `request` (retried like any request) and yield what `convert`
+        makes of each of its items (None: nothing). A failure after it opened is a
+        `ModelError`; the stream is closed however the reading ends."""
+        sdk = self._sdk()
+        sdk_stream = await self._create(request)
+        try:
+            async for item in sdk_stream:
+                chunk = convert(item)
+                if chunk is not None:
+                    yield chunk
+        except sdk.APIError as exc:
+            raise self._error(exc) from exc
+        finally:
+            # the SDKs' streams close with close(); LiteLLM's wrapper with aclose()
+            close = getattr(sdk_stream, "aclose", None) or sdk_stream.close
+            await close()
 
     def _delay(self, attempt: int, exc: Any) -> float:
         """Return the wait before retry `attempt + 1`: full jitter, or the server's word."""

@@ -15,7 +15,7 @@ import inspect
 import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import ModuleType
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import UsageError
@@ -30,17 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AnthropicModel", "infer_anthropic"]
 
-_INSTALL = 'pip install "plait[anthropic]"'
 _TOOL_CHOICE_TYPES = {"auto": "auto", "required": "any", "none": "none"}
 _TOOL_ONLY_OPTIONS = ("tool_choice", "parallel_tool_calls")
-
-
-def _import_anthropic() -> ModuleType:
-    try:
-        import anthropic
-    except ImportError as exc:
-        raise UsageError(f"AnthropicModel needs the anthropic package: {_INSTALL}") from exc
-    return anthropic
 
 
 class AnthropicModel(SdkChatModel):
@@ -121,13 +112,11 @@ class AnthropicModel(SdkChatModel):
         )
 
     provider = "Anthropic"
+    sdk_package = "anthropic"
     key_variables = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     base_url_variable = "ANTHROPIC_BASE_URL"
     client_class = "AsyncAnthropic"
     base_error = "AnthropicError"
-
-    def _sdk(self) -> ModuleType:
-        return _import_anthropic()
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -149,20 +138,11 @@ class AnthropicModel(SdkChatModel):
         Only opening the stream is retried; a failure after the first event (including an
         `error` event) raises `ModelError`.
         """
-        import anthropic
-
         request = self._request(messages, tools, options)
         request["stream"] = True
-        sdk_stream = await self._create(request)
-        try:
-            async for event in sdk_stream:
-                chunk = _from_event(event)
-                if chunk is not None:
-                    yield chunk
-        except anthropic.APIError as exc:
-            raise self._error(exc) from exc
-        finally:
-            await sdk_stream.close()
+        async with aclosing(self._chunks(request, _from_event)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]

@@ -48,24 +48,12 @@ class CallIds:
 
     def whole(self, message: Message) -> Message:
         """Return `message` with every tool call's id unique (itself when they already are)."""
-        calls = message.tool_calls
-        if not calls:
-            return message
-        fixed = tuple(self._start(call) for call in calls)
-        if all(new is old for new, old in zip(fixed, calls, strict=True)):
-            return message
-        return dataclasses.replace(message, tool_calls=fixed)
+        return _each_call(message, self._start)
 
     def chunk(self, chunk: Message) -> Message:
         """Return a streamed chunk with the ids of the calls it starts made unique, and the
         chunks continuing such a call carrying the id that call was given."""
-        calls = chunk.tool_calls
-        if not calls:
-            return chunk
-        fixed = tuple(self._piece(call) for call in calls)
-        if all(new is old for new, old in zip(fixed, calls, strict=True)):
-            return chunk
-        return dataclasses.replace(chunk, tool_calls=fixed)
+        return _each_call(chunk, self._piece)
 
     def _piece(self, call: ToolCall) -> ToolCall:
         """Fix one tool-call chunk: a new call (by index, else by id as `merge_chunks` tells
@@ -93,6 +81,18 @@ class CallIds:
         self._seen.add(given)
         self._last = (call.id, given)
         return call if given == call.id else _with_id(call, given)
+
+
+def _each_call(message: Message, fix: Callable[[ToolCall], ToolCall]) -> Message:
+    """Return `message` with `fix` applied to each of its tool calls, in order (itself when
+    `fix` changed none)."""
+    calls = message.tool_calls
+    if not calls:
+        return message
+    fixed = tuple(fix(call) for call in calls)
+    if all(new is old for new, old in zip(fixed, calls, strict=True)):
+        return message
+    return dataclasses.replace(message, tool_calls=fixed)
 
 
 def _with_id(call: ToolCall, new_id: str) -> ToolCall:

@@ -13,7 +13,7 @@ The `openai` package is imported on first use; install it with `pip install "pla
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import ModuleType
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ModelError, UsageError
@@ -27,17 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIModel"]
 
-_INSTALL = 'pip install "plait[openai]"'
 _TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 _TOOL_ONLY_OPTIONS = ("tool_choice", "parallel_tool_calls")
-
-
-def _import_openai() -> ModuleType:
-    try:
-        import openai
-    except ImportError as exc:
-        raise UsageError(f"OpenAIModel needs the openai package: {_INSTALL}") from exc
-    return openai
 
 
 class OpenAIModel(SdkChatModel):
@@ -71,14 +62,12 @@ class OpenAIModel(SdkChatModel):
     """
 
     provider = "OpenAI"
+    sdk_package = "openai"
     supports_output_schema = True
     key_variables = ("OPENAI_API_KEY",)
     base_url_variable = "OPENAI_BASE_URL"
     client_class = "AsyncOpenAI"
     base_error = "OpenAIError"
-
-    def _sdk(self) -> ModuleType:
-        return _import_openai()
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -100,23 +89,12 @@ class OpenAIModel(SdkChatModel):
         Only opening the stream is retried; a failure after the first chunk raises
         `ModelError`. Refusal deltas are yielded as text.
         """
-        import openai
-
         request = self._request(messages, tools, options)
         request["stream"] = True
         request["stream_options"] = {**request.get("stream_options", {}), "include_usage": True}
-        sdk_stream = await self._create(request)
-        try:
-            async for sdk_chunk in sdk_stream:
-                chunk = _from_chunk(sdk_chunk)
-                if chunk is not None:
-                    yield chunk
-        except openai.APIError as exc:
-            raise self._error(exc) from exc
-        finally:
-            # the SDK's stream closes with close(); LiteLLM's wrapper with aclose()
-            close = getattr(sdk_stream, "aclose", None) or sdk_stream.close
-            await close()
+        async with aclosing(self._chunks(request, _from_chunk)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolInfo], options: Mapping[str, Any]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import inspect
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from plait._util.json import check_plain_json
+from plait._util.json import json_mapping
 from plait._util.sync import run_in_new_loop
 from plait.agents.options import RunOption, RunOptions, check_options
 from plait.capabilities.cassette import Cassette
@@ -54,6 +55,29 @@ from plait.tools.effects import EffectRun
 __all__ = ["EventFilter", "RunStream", "Runner"]
 
 EventFilter = Callable[[AgentEvent], bool]
+
+
+_P = ParamSpec("_P")
+
+
+def _to_the_end(
+    method: Callable[Concatenate[Runner, _P], RunStream], doc: str
+) -> Callable[Concatenate[Runner, _P], RunResult]:
+    """Return the `_sync` twin of a `Runner` method that starts a stream: it takes the same
+    arguments, drains that stream in a new event loop and returns its `RunResult`."""
+    name = method.__name__
+
+    def twin(self: Runner, /, *args: _P.args, **kwargs: _P.kwargs) -> RunResult:
+        stream: RunStream = getattr(self, name)(*args, **kwargs)
+        return run_in_new_loop(stream.collect)
+
+    twin.__name__ = f"{name}_sync"
+    twin.__qualname__ = f"Runner.{name}_sync"
+    twin.__doc__ = doc
+    twin.__signature__ = inspect.signature(method).replace(  # type: ignore[attr-defined]
+        return_annotation="RunResult"
+    )
+    return twin
 
 
 class Runner:
@@ -478,74 +502,24 @@ class Runner:
             turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
         return Prepared(self.agent, ctx, turn, checkpoint.handoffs, record.data)
 
-    def run_sync(
-        self,
-        messages: Sequence[Message],
-        *,
-        session_id: str | None = None,
-        checkpoint_id: str | None = None,
-        session_values: Mapping[str, Any] | None = None,
-        options: Sequence[RunOption] | None = None,
-    ) -> RunResult:
-        """Run to the end in a new event loop and return the `RunResult` (never raises)."""
-        stream = self.run(
-            messages,
-            session_id=session_id,
-            checkpoint_id=checkpoint_id,
-            session_values=session_values,
-            options=options,
-        )
-        return run_in_new_loop(stream.collect)
-
-    def query_sync(
-        self,
-        text: str,
-        *,
-        session_id: str | None = None,
-        checkpoint_id: str | None = None,
-        session_values: Mapping[str, Any] | None = None,
-        options: Sequence[RunOption] | None = None,
-    ) -> RunResult:
-        """Run one user message to the end in a new event loop and return the `RunResult`."""
-        if not isinstance(text, str):
-            raise UsageError(f"query_sync takes a text, got {type(text).__name__}")
-        return self.run_sync(
-            [Message.user(text)],
-            session_id=session_id,
-            checkpoint_id=checkpoint_id,
-            session_values=session_values,
-            options=options,
-        )
-
-    def resume_sync(
-        self,
-        checkpoint_id: str,
-        targets: Mapping[str, Any] | None = None,
-        *,
-        value: Any = UNSET,
-        options: Sequence[RunOption] | None = None,
-        approver: str = "local",
-    ) -> RunResult:
-        """Resume in a new event loop and return the `RunResult` (a rejected resume raises)."""
-        stream = self.resume(
-            checkpoint_id, targets, value=value, options=options, approver=approver
-        )
-        return run_in_new_loop(stream.collect)
+    run_sync = _to_the_end(
+        run, "Run to the end in a new event loop and return the `RunResult` (never raises)."
+    )
+    query_sync = _to_the_end(
+        query,
+        "Run one user message to the end in a new event loop and return the `RunResult`.",
+    )
+    resume_sync = _to_the_end(
+        resume,
+        "Resume in a new event loop and return the `RunResult` (a rejected resume raises).",
+    )
 
 
 def _check_metadata(metadata: object) -> dict[str, Any]:
     """Return a copy of the runner's `metadata`: a mapping of str keys to JSON data."""
     if metadata is None:
         return {}
-    if not isinstance(metadata, Mapping):
-        raise UsageError(f"metadata must be a mapping, got {type(metadata).__name__}")
-    data = dict(metadata)
-    bad = check_plain_json(data, "metadata")
-    if bad is not None:
-        raise UsageError(
-            f"metadata is saved with every checkpoint, so it must be JSON data (str keys; "
-            f"None, bool, int, finite float, str, list, dict): {bad} is not"
-        )
+    data = json_mapping(metadata, "metadata", " (saved with every checkpoint)")
     return copy.deepcopy(data)
 
 

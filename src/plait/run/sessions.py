@@ -273,24 +273,18 @@ class SessionSummary:
     agent: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
 class SessionCatalog:
-    """Where an index of sessions lives: a session record of a store, written through a
-    `SessionIndex` (share one among the writers of the same index in a process). `agent`,
+    """Where an index of sessions lives: the session record `key` of `store`, written
+    through `index` (share one among the writers of the same index in a process). `agent`,
     when given, is the name each session is listed under, whichever agent wrote it (the
     server lists its agents' sessions by their public names)."""
 
-    def __init__(
-        self,
-        store: SessionStore,
-        key: str,
-        index: SessionIndex | None = None,
-        *,
-        agent: str | None = None,
-    ) -> None:
-        self.store = store
-        self.key = key
-        self.index = SessionIndex() if index is None else index
-        self.agent = agent
+    store: SessionStore
+    key: str
+    index: SessionIndex = dataclasses.field(default_factory=SessionIndex)
+    _: dataclasses.KW_ONLY
+    agent: str | None = None
 
     async def touch(self, session_id: str, stamp: datetime, agent: str | None = None) -> None:
         """List `session_id` as written at `stamp` by `agent` (it moves to the end of the

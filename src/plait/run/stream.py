@@ -14,7 +14,6 @@ import copy
 import dataclasses
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from types import TracebackType
 from typing import Any
 
 from plait._util.tasks import current_task
@@ -364,12 +363,7 @@ class RunStream(RunSaves):
     async def __aenter__(self) -> RunStream:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def collect(self) -> RunResult:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from plait._util.json import JSONMixin, dump_plain, load_plain
+from plait._util.json import JSONMixin, dump_plain, first_problem, load_plain
 from plait._util.record import record
 from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointCorrupt, CheckpointNotFound, UsageError
@@ -113,10 +113,9 @@ async def _read_entries(store: GuardedStore, checkpoint_id: str) -> list[_Entry]
     try:
         return _History.model_validate_json(found.data).steps
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top)"
+        where, problem = first_problem(exc)
         raise CheckpointCorrupt(
-            f"the history of checkpoint '{checkpoint_id}' is damaged at {where}: {first['msg']}"
+            f"the history of checkpoint '{checkpoint_id}' is damaged at {where}: {problem}"
         ) from None
 
 
@@ -199,42 +198,36 @@ def encode_values(values: Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
+@dataclasses.dataclass(eq=False)
 class StepLog:
-    """The history one run keeps as it saves its steps (see the module's docstring).
+    """The history one run keeps in `store` as it saves its steps (see the module's
+    docstring): the last `keep` of them, each expiring after `ttl` seconds.
 
     `carry_on`: the steps continue the history already kept under the run's id (a resumed
     or forked run); otherwise they start a new one (from step 1).
     `keep_all`: no snapshot is ever deleted (`Runner(keep_steps=True)`).
     """
 
-    def __init__(
-        self,
-        store: GuardedStore,
-        keep: int,
-        ttl: float | None,
-        *,
-        carry_on: bool,
-        keep_all: bool = False,
-    ) -> None:
-        self._store = store
-        self._keep = keep
-        self._ttl = ttl
-        self._carry_on = carry_on
-        self._keep_all = keep_all
-        self._entries: list[_Entry] | None = None  # read on the first step
-        self._last = 0
+    store: GuardedStore
+    keep: int
+    ttl: float | None
+    _: dataclasses.KW_ONLY
+    carry_on: bool
+    keep_all: bool = False
+    _entries: list[_Entry] | None = dataclasses.field(default=None, init=False)  # on 1st step
+    _last: int = dataclasses.field(default=0, init=False)
 
     @property
     def active(self) -> bool:
         """Whether steps are kept at all (as history, or as snapshots)."""
-        return self._keep > 0 or self._keep_all
+        return self.keep > 0 or self.keep_all
 
     async def _load(self, checkpoint_id: str) -> list[_Entry]:
         if self._entries is not None:
             return self._entries
         entries = []
-        if self._carry_on:
-            entries = await _read_entries(self._store, checkpoint_id)
+        if self.carry_on:
+            entries = await _read_entries(self.store, checkpoint_id)
         self._last = entries[-1].step if entries else 0
         self._entries = entries
         return entries
@@ -252,9 +245,9 @@ class StepLog:
         and team state at it); return its number."""
         entries = await self._load(checkpoint_id)
         step = self._last = self._last + 1
-        store, ttl = self._store, self._ttl
+        store, ttl = self.store, self.ttl
         await store.put_checkpoint(step_id(checkpoint_id, step), data, status="done", ttl=ttl)
-        if not self._keep:
+        if not self.keep:
             return step
         entry = _Entry(
             step=step,
@@ -264,12 +257,12 @@ class StepLog:
             state=encode_values(state or {}),
         )
         entries.append(entry)
-        dropped = entries[: max(0, len(entries) - self._keep)]
+        dropped = entries[: max(0, len(entries) - self.keep)]
         del entries[: len(dropped)]
         await store.put_checkpoint(
             history_id(checkpoint_id), _encode(entries), status="done", ttl=ttl
         )
-        if not self._keep_all:
+        if not self.keep_all:
             for old in dropped:
                 await store.delete_checkpoint(step_id(checkpoint_id, old.step))
         return step

@@ -9,6 +9,7 @@ body-size limit come from `plait.server.limits`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import importlib.util
 import json
@@ -29,7 +30,6 @@ from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
     AgentInfo,
     CancelAccepted,
-    ErrorResponse,
     ForkRequest,
     Health,
     ResumeRequest,
@@ -39,6 +39,7 @@ from plait.server.bodies import (
     SessionDetail,
     SessionInfo,
     StepOut,
+    error_responses,
 )
 from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
 from plait.server.eval_api import eval_router
@@ -60,16 +61,16 @@ SHUTDOWN_GRACE = 10.0
 EXIT_POLL = 0.5
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    text = {
-        400: "Bad input or a resume that does not fit the run.",
-        401: "No valid API key.",
-        404: "Unknown agent, run or session (also one of another user).",
-        409: "The run was already resumed, or is being resumed or still running.",
-        413: "The request body is over the server's limit.",
-        422: "The body does not match the schema.",
-    }
-    return {s: {"model": ErrorResponse, "description": text[s]} for s in statuses}
+#: What each error status means on the app's own routes.
+_ERROR_MEANINGS = {
+    400: "Bad input or a resume that does not fit the run.",
+    401: "No valid API key.",
+    404: "Unknown agent, run or session (also one of another user).",
+    409: "The run was already resumed, or is being resumed or still running.",
+    413: "The request body is over the server's limit.",
+    422: "The body does not match the schema.",
+}
+_errors = functools.partial(error_responses, _ERROR_MEANINGS)
 
 
 _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -84,7 +85,10 @@ _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
     },
 }
 
+# the app's own routes, by the tag the API's documentation lists them under
 router = APIRouter()
+runs = APIRouter(tags=["runs"])
+sessions = APIRouter(tags=["sessions"])
 
 
 @router.get("/healthz", summary="Health check", response_model=Health, tags=["server"])
@@ -108,12 +112,11 @@ async def list_agents(caller: CallerDep) -> list[AgentInfo]:
     ]
 
 
-@router.post(
+@runs.post(
     "/v1/agents/{name}/runs",
     summary="Run an agent",
     response_model=RunResponse,
     responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422)},
-    tags=["runs"],
 )
 async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
     """Start a run of agent `name` on `input` (a text, or message objects), optionally in
@@ -133,12 +136,11 @@ async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
     return await _respond(run, body.stream)
 
 
-@router.post(
+@runs.post(
     "/v1/runs/{checkpoint_id}/resume",
     summary="Resume a paused run",
     response_model=RunResponse,
     responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 409, 413, 422)},
-    tags=["runs"],
 )
 async def resume_run(checkpoint_id: str, body: ResumeRequest, caller: CallerDep) -> Response:
     """Resume a paused (or cancelled) run with answers to its interrupts: `targets` by
@@ -153,13 +155,12 @@ async def resume_run(checkpoint_id: str, body: ResumeRequest, caller: CallerDep)
     return await _respond(run, body.stream)
 
 
-@router.post(
+@runs.post(
     "/v1/runs/{checkpoint_id}/cancel",
     summary="Cancel a running run",
     status_code=202,
     response_model=CancelAccepted,
     responses=_errors(401, 404),
-    tags=["runs"],
 )
 async def cancel_run(checkpoint_id: str, caller: CallerDep) -> CancelAccepted:
     """Ask a running run to stop at its next safe point, whichever server runs it; it then
@@ -170,12 +171,11 @@ async def cancel_run(checkpoint_id: str, caller: CallerDep) -> CancelAccepted:
     return CancelAccepted(checkpoint_id=checkpoint_id, status=summary.status)
 
 
-@router.get(
+@runs.get(
     "/v1/runs/{checkpoint_id}",
     summary="Read a run's summary",
     response_model=RunSummary,
     responses=_errors(401, 404),
-    tags=["runs"],
 )
 async def read_run(checkpoint_id: str, caller: CallerDep) -> RunSummary:
     """Return the latest summary of the run started (or resumed) under `checkpoint_id`:
@@ -184,12 +184,11 @@ async def read_run(checkpoint_id: str, caller: CallerDep) -> RunSummary:
     return await caller.server.runs.summary(caller.store, checkpoint_id)
 
 
-@router.get(
+@runs.get(
     "/v1/runs/{checkpoint_id}/spans",
     summary="Read a run's spans",
     response_model=RunSpans,
     responses=_errors(401, 404),
-    tags=["runs"],
 )
 async def read_run_spans(checkpoint_id: str, caller: CallerDep) -> RunSpans:
     """Return the OpenTelemetry spans of the run started (or resumed) under `checkpoint_id`,
@@ -201,12 +200,11 @@ async def read_run_spans(checkpoint_id: str, caller: CallerDep) -> RunSpans:
     return run_spans(checkpoint_id)
 
 
-@router.get(
+@runs.get(
     "/v1/runs/{checkpoint_id}/history",
     summary="List a run's kept steps",
     response_model=list[StepOut],
     responses=_errors(401, 404),
-    tags=["runs"],
 )
 async def run_history(checkpoint_id: str, caller: CallerDep) -> list[StepOut]:
     """Return the steps the run saved under `checkpoint_id` (its last 100), oldest first:
@@ -227,12 +225,11 @@ async def run_history(checkpoint_id: str, caller: CallerDep) -> list[StepOut]:
     ]
 
 
-@router.post(
+@runs.post(
     "/v1/runs/{checkpoint_id}/fork",
     summary="Fork a run from one of its steps",
     response_model=RunResponse,
     responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422)},
-    tags=["runs"],
 )
 async def fork_run(checkpoint_id: str, body: ForkRequest, caller: CallerDep) -> Response:
     """Start a new run (a new checkpoint id, in the `x-plait-checkpoint-id` header) from
@@ -244,12 +241,11 @@ async def fork_run(checkpoint_id: str, body: ForkRequest, caller: CallerDep) -> 
     return await _respond(run, body.stream)
 
 
-@router.get(
+@sessions.get(
     "/v1/sessions",
     summary="List your sessions",
     response_model=list[SessionInfo],
     responses=_errors(401),
-    tags=["sessions"],
 )
 async def list_sessions(caller: CallerDep, agent: str | None = None) -> list[SessionInfo]:
     """Return the caller's sessions, newest first, each with the agent that wrote it last
@@ -260,12 +256,11 @@ async def list_sessions(caller: CallerDep, agent: str | None = None) -> list[Ses
     ]
 
 
-@router.get(
+@sessions.get(
     "/v1/sessions/{session_id}",
     summary="Read a session",
     response_model=SessionDetail,
     responses=_errors(401, 404),
-    tags=["sessions"],
 )
 async def read_session(session_id: str, caller: CallerDep) -> SessionDetail:
     """Return a session's messages (each with its `author`), values and handoffs."""
@@ -275,13 +270,12 @@ async def read_session(session_id: str, caller: CallerDep) -> SessionDetail:
     return session_detail(session_id, document)
 
 
-@router.delete(
+@sessions.delete(
     "/v1/sessions/{session_id}",
     summary="Delete a session",
     status_code=204,
     response_class=Response,
     responses=_errors(401, 404),
-    tags=["sessions"],
 )
 async def delete_session(session_id: str, caller: CallerDep) -> Response:
     """Delete a session (its runs' summaries stay)."""
@@ -407,6 +401,8 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None) -> None:
     with _BUILDING:
         groups = (
             router,
+            runs,
+            sessions,
             openai_router(find_caller),
             eval_router(find_caller),
             runs_router(find_caller),

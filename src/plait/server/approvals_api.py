@@ -14,13 +14,14 @@ sees another's questions, rules or decisions.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from plait.server.bodies import ErrorResponse
+from plait.server.bodies import error_responses
 from plait.stores.base import GuardedStore
 from plait.tools.approvals import Approvals
 
@@ -68,9 +69,9 @@ class AuditEntry(BaseModel):
     via: str = Field(description='"resume", "expiry" or "rule".')
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    text = {401: "No valid API key.", 422: "The body or a parameter does not fit."}
-    return {s: {"model": ErrorResponse, "description": text[s]} for s in statuses}
+_errors = functools.partial(
+    error_responses, {401: "No valid API key.", 422: "The body or a parameter does not fit."}
+)
 
 
 def approvals_router(caller: Callable[..., Any]) -> APIRouter:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -15,7 +16,8 @@ from pydantic import (
     model_validator,
 )
 
-from plait.messages import Message, ToolCall
+from plait._util.json import load_plain
+from plait.messages import Message
 from plait.server.users import id_problem
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "RunRecord",
     "RunRequest",
     "RunResponse",
+    "Responses",
     "RunStatus",
     "RunSummary",
     "SafeId",
@@ -43,6 +46,7 @@ __all__ = [
     "StepOut",
     "ToolCallBody",
     "UsageOut",
+    "error_responses",
 ]
 
 
@@ -59,6 +63,12 @@ def _safe_id(value: str) -> str:
 SafeId = Annotated[str, StringConstraints(min_length=1), AfterValidator(_safe_id)]
 
 RunStatus = Literal["running", "completed", "paused", "failed", "cancelled"]
+
+
+#: The `stream` field of the bodies that start or continue a run.
+_Stream = Annotated[
+    StrictBool, Field(description="true: an event stream (SSE); false: one JSON summary.")
+]
 
 
 class _Strict(BaseModel):
@@ -88,17 +98,9 @@ class MessageBody(BaseModel):
     name: str | None = None
 
     def to_message(self) -> Message:
-        """Return the plait `Message` this body describes."""
-        calls = tuple(
-            ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in self.tool_calls
-        )
-        return Message(
-            role=self.role,
-            content=self.content,
-            tool_calls=calls,
-            tool_call_id=self.tool_call_id,
-            name=self.name,
-        )
+        """Return the plait `Message` this body describes (read through `Message`'s schema)."""
+        message: Message = load_plain(Message, self.model_dump())
+        return message
 
 
 class RunRequest(_Strict):
@@ -113,9 +115,7 @@ class RunRequest(_Strict):
     session_values: dict[str, Any] | None = Field(
         default=None, description="Values for the run's session (instruction placeholders)."
     )
-    stream: StrictBool = Field(
-        default=True, description="true: an event stream (SSE); false: one JSON summary."
-    )
+    stream: _Stream = True
     deltas: StrictBool = Field(
         default=False,
         description="With `stream`: the models stream, and each chunk of text is also sent "
@@ -139,9 +139,7 @@ class ResumeRequest(_Strict):
     value: Any = Field(
         default=None, description="The answer when exactly one interrupt is pending."
     )
-    stream: StrictBool = Field(
-        default=True, description="true: an event stream (SSE); false: one JSON summary."
-    )
+    stream: _Stream = True
     deltas: StrictBool = Field(
         default=False,
         description="With `stream`: each chunk of streamed text is also sent as it comes, "
@@ -167,9 +165,7 @@ class ForkRequest(_Strict):
     session_values: dict[str, Any] | None = Field(
         default=None, description="Session values merged over the step's values."
     )
-    stream: StrictBool = Field(
-        default=True, description="true: an event stream (SSE); false: one JSON summary."
-    )
+    stream: _Stream = True
 
 
 class StepOut(BaseModel):
@@ -195,6 +191,19 @@ class ErrorResponse(BaseModel):
     """The body of every error response."""
 
     error: ErrorInfo
+
+
+#: A route's `responses=`: what each status answers with, for the OpenAPI schema.
+Responses = dict[int | str, dict[str, Any]]
+
+
+def error_responses(meanings: Mapping[int, str], *statuses: int) -> Responses:
+    """Return a route's error responses: each of `statuses` (every status of `meanings` when
+    none is given) answered with an `ErrorResponse`, described by what it means there."""
+    return {
+        status: {"model": ErrorResponse, "description": meanings[status]}
+        for status in statuses or tuple(meanings)
+    }
 
 
 class InterruptOut(BaseModel):

@@ -28,7 +28,7 @@ from starlette.types import Receive
 from plait.errors import EvalSetError
 from plait.eval.evalset import EvalCase, EvalSet
 from plait.events import AgentEvent, RunResult
-from plait.server.bodies import ErrorResponse
+from plait.server.bodies import error_responses
 from plait.server.limits import ApiError
 from plait.server.runs import LiveRun, Relay
 
@@ -53,16 +53,15 @@ class EvalRequest(BaseModel):
     )
 
 
-_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": text}
-    for status, text in {
+_RESPONSES = error_responses(
+    {
         400: "A bad eval set (the message names the case and the field).",
         401: "No valid API key.",
         404: "Unknown agent.",
         413: f"The request body is over the server's limit, or over {MAX_EVAL_CASES} cases.",
         422: "The body does not match the schema.",
-    }.items()
-}
+    }
+)
 
 
 def eval_router(caller: Callable[..., Any]) -> APIRouter:

@@ -310,6 +310,24 @@ class Runs:
         if self._live.get(run.key) is run:
             del self._live[run.key]
 
+    def _check_served(self, checkpoint_id: str, agent: str) -> None:
+        """Refuse to go on with a run whose agent this server does not run."""
+        if agent not in self.agents:
+            raise ResumeError(
+                f"run '{checkpoint_id}' belongs to agent '{agent}', which this server does not run"
+            )
+
+    def _runner(self, run: LiveRun, hooks: list[Hooks], *, streaming: bool = False) -> Runner:
+        """Return a runner of `run`'s agent on its user's store, saving every step."""
+        return Runner(
+            self.agents[run.agent],
+            store=run.store,
+            enable_streaming=streaming,
+            hooks=hooks,
+            durability="step",
+            user=run.store.user,
+        )
+
     def _launch(self, run: LiveRun, runner: Runner, stream: RunStream) -> None:
         run.runner = runner
         task = asyncio.ensure_future(run.run(stream))
@@ -339,14 +357,7 @@ class Runs:
         run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False, relay=relay)
         # a new id has no cancel request yet: none can be made before its summary exists
         await run.record_running()  # a store that fails here fails the request, not a run
-        runner = Runner(
-            self.agents[name],
-            store=store,
-            enable_streaming=streaming,
-            hooks=[run.relay],
-            durability="step",
-            user=store.user,
-        )
+        runner = self._runner(run, [run.relay], streaming=streaming)
         stream = runner.run(
             messages,
             session_id=session_id,
@@ -382,11 +393,7 @@ class Runs:
             raise CheckpointAlreadyResumed(
                 f"run '{checkpoint_id}' is running; it can be resumed once it pauses"
             )
-        if previous.agent not in self.agents:
-            raise ResumeError(
-                f"run '{checkpoint_id}' belongs to agent '{previous.agent}', which this "
-                "server does not run"
-            )
+        self._check_served(checkpoint_id, previous.agent)
         store = store.for_agent(previous.agent)
         run = LiveRun(
             self,
@@ -399,13 +406,7 @@ class Runs:
             previous=previous,
         )
         await run.note_cancel_baseline()
-        runner = Runner(
-            self.agents[previous.agent],
-            store=store,
-            hooks=[_Accepted(run), run.relay],
-            durability="step",
-            user=store.user,
-        )
+        runner = self._runner(run, [_Accepted(run), run.relay])
         if answer is None:
             stream = runner.resume(checkpoint_id, targets, approver=store.user, options=options)
         else:
@@ -431,20 +432,10 @@ class Runs:
             ResumeError: Its agent is not served.
         """
         previous = await self.summary(store, checkpoint_id)
-        if previous.agent not in self.agents:
-            raise ResumeError(
-                f"run '{checkpoint_id}' belongs to agent '{previous.agent}', which this "
-                "server does not run"
-            )
+        self._check_served(checkpoint_id, previous.agent)
         store = store.for_agent(previous.agent)
         run = LiveRun(self, store, previous.agent, uuid.uuid4().hex, None, resumed=True)
-        runner = Runner(
-            self.agents[previous.agent],
-            store=store,
-            hooks=[_Accepted(run), run.relay],
-            durability="step",
-            user=store.user,
-        )
+        runner = self._runner(run, [_Accepted(run), run.relay])
         stream = runner.fork(checkpoint_id, step, run.checkpoint_id, session_values)
         self._launch(run, runner, stream)
         await run.started()  # an unknown step is the runner's CheckpointNotFound

@@ -13,13 +13,14 @@ filter that matches nothing answers an empty page with no cursor.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 
 from plait.errors import CheckpointNotFound
-from plait.server.bodies import ErrorResponse, RunList, RunListItem
+from plait.server.bodies import RunList, RunListItem, error_responses
 from plait.server.limits import ApiError
 from plait.server.run_index import Listed, decode_cursor, encode_cursor, read_runs
 from plait.server.topology import Topology, describe
@@ -30,14 +31,10 @@ __all__ = ["MAX_PAGE", "runs_router"]
 #: The most runs one page holds.
 MAX_PAGE = 200
 
-_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": text}
-    for status, text in {
-        401: "No valid API key.",
-        404: "Unknown agent.",
-        422: "A bad `limit`, `status` or `cursor`.",
-    }.items()
-}
+_errors = functools.partial(
+    error_responses,
+    {401: "No valid API key.", 404: "Unknown agent.", 422: "A bad `limit`, `status` or `cursor`."},
+)
 
 ListedStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
 
@@ -52,7 +49,7 @@ def runs_router(caller: Callable[..., Any]) -> APIRouter:
         "/v1/runs",
         summary="List your runs",
         response_model=RunList,
-        responses={s: _RESPONSES[s] for s in (401, 422)},
+        responses=_errors(401, 422),
         tags=["runs"],
     )
     async def list_runs(
@@ -77,7 +74,7 @@ def runs_router(caller: Callable[..., Any]) -> APIRouter:
         "/v1/agents/{name}/topology",
         summary="Describe an agent's topology",
         response_model=Topology,
-        responses={s: _RESPONSES[s] for s in (401, 404)},
+        responses=_errors(401, 404),
         tags=["agents"],
     )
     async def agent_topology(name: str, who: Any = caller_dep) -> Topology:

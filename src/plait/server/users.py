@@ -15,6 +15,7 @@ the user's sessions, which the runner updates with every turn, is `<user>/i` (th
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import re
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ from typing import Literal
 
 from plait.errors import UsageError
 from plait.run.sessions import SessionCatalog
-from plait.stores.base import GuardedStore, Store, StoreView, check_id
+from plait.stores.base import GuardedStore, StoreView, check_id
 from plait.stores.session_index import SessionIndex
 
 __all__ = [
@@ -102,21 +103,16 @@ def find_user(api_keys: Mapping[str, str], given: str) -> str | None:
     return found
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class UserStore(StoreView):
-    """One user's view of the server's store (a `Store`; closing it leaves the store open)."""
+    """User `user`'s view of the server's store (a `Store`; closing it leaves the store
+    open). The sessions it writes are listed in `index`, under the public name `agent` when
+    it is set."""
 
-    def __init__(
-        self,
-        store: Store,
-        user: str,
-        index: SessionIndex | None = None,
-        *,
-        agent: str | None = None,
-    ) -> None:
-        super().__init__(store)
-        self.user = user
-        self.index = SessionIndex() if index is None else index
-        self.agent = agent  # the public name the sessions it writes are listed under
+    user: str
+    index: SessionIndex = dataclasses.field(default_factory=SessionIndex)
+    _: dataclasses.KW_ONLY
+    agent: str | None = None
 
     def for_agent(self, agent: str) -> UserStore:
         """Return this view for the runs of agent `agent` (its public name): the sessions

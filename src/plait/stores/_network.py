@@ -9,14 +9,7 @@ from urllib.parse import urlsplit
 from plait.errors import StoreError, UsageError
 
 __all__ = [
-    "CLAIM_CHECKPOINT",
     "DEFAULT_TIMEOUT",
-    "DELETE_CHECKPOINT",
-    "DELETE_SESSION",
-    "READ_CHECKPOINT",
-    "READ_SESSION",
-    "WRITE_CHECKPOINT",
-    "WRITE_SESSION",
     "check_timeout",
     "failed",
     "timed_out",
@@ -25,15 +18,6 @@ __all__ = [
 
 #: Seconds a store operation may take, unless the store is given another `timeout`.
 DEFAULT_TIMEOUT = 10.0
-
-# what each operation is called in errors (as `plait.stores.base.GuardedStore` calls them)
-READ_CHECKPOINT = "reading a checkpoint"
-WRITE_CHECKPOINT = "writing a checkpoint"
-CLAIM_CHECKPOINT = "claiming a checkpoint"
-DELETE_CHECKPOINT = "deleting a checkpoint"
-READ_SESSION = "reading a session"
-WRITE_SESSION = "writing a session"
-DELETE_SESSION = "deleting a session"
 
 
 def check_timeout(store: str, timeout: float) -> float:

@@ -36,6 +36,7 @@ Error messages quote at most 200 characters of a bad value, with its size.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Awaitable, Sequence, Sized
 from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
@@ -55,6 +56,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_RUN_ID_LENGTH",
     "MAX_TTL",
+    "Operation",
     "SessionRecord",
     "SessionStore",
     "StoreView",
@@ -67,6 +69,18 @@ __all__ = [
 ]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
+
+
+class Operation:
+    """What each store operation is called in errors: the `operation` of a `StoreError`."""
+
+    READ_CHECKPOINT = "reading a checkpoint"
+    WRITE_CHECKPOINT = "writing a checkpoint"
+    CLAIM_CHECKPOINT = "claiming a checkpoint"
+    DELETE_CHECKPOINT = "deleting a checkpoint"
+    READ_SESSION = "reading a session"
+    WRITE_SESSION = "writing a session"
+    DELETE_SESSION = "deleting a session"
 
 
 @record
@@ -398,13 +412,13 @@ class Store(CheckpointStore, SessionStore, Protocol):
         ...
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class StoreView:
     """A store seen through another: each id goes through `_checkpoint_key` or
     `_session_key` on its way to `store`, and each operation through `_call`; records and
     conflicts come back under the ids they were asked for."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     def _checkpoint_key(self, checkpoint_id: str) -> str:
         return checkpoint_id
@@ -420,7 +434,7 @@ class StoreView:
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Read a checkpoint."""
         get = self.store.get_checkpoint(self._checkpoint_key(checkpoint_id))
-        found = await self._call("reading a checkpoint", get)
+        found = await self._call(Operation.READ_CHECKPOINT, get)
         if found is None or found.checkpoint_id == checkpoint_id:
             return found
         return CheckpointRecord(
@@ -438,28 +452,28 @@ class StoreView:
         """Write a checkpoint."""
         key = self._checkpoint_key(checkpoint_id)
         return await self._call(
-            "writing a checkpoint", self.store.put_checkpoint(key, data, status=status, ttl=ttl)
+            Operation.WRITE_CHECKPOINT, self.store.put_checkpoint(key, data, status=status, ttl=ttl)
         )
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Claim a checkpoint (compare-and-set from pending at `version`)."""
         claim = self.store.claim_checkpoint(self._checkpoint_key(checkpoint_id), version)
-        return await self._call("claiming a checkpoint", claim)
+        return await self._call(Operation.CLAIM_CHECKPOINT, claim)
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete a checkpoint."""
         delete = self.store.delete_checkpoint(self._checkpoint_key(checkpoint_id))
-        await self._call("deleting a checkpoint", delete)
+        await self._call(Operation.DELETE_CHECKPOINT, delete)
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Read a session."""
         get = self.store.get_session(self._session_key(session_id))
-        return await self._call("reading a session", get)
+        return await self._call(Operation.READ_SESSION, get)
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Read a session with its version."""
         get = self.store.get_session_record(self._session_key(session_id))
-        found = await self._call("reading a session", get)
+        found = await self._call(Operation.READ_SESSION, get)
         if found is None or found.session_id == session_id:
             return found
         return SessionRecord(session_id=session_id, data=found.data, version=found.version)
@@ -477,7 +491,7 @@ class StoreView:
         key = self._session_key(session_id)
         put = self.store.put_session(key, data, ttl=ttl, expected_version=expected_version)
         try:
-            return await self._call("writing a session", put)
+            return await self._call(Operation.WRITE_SESSION, put)
         except SessionConflict as conflict:
             if key == session_id:
                 raise
@@ -490,7 +504,7 @@ class StoreView:
     async def delete_session(self, session_id: str) -> None:
         """Delete a session."""
         delete = self.store.delete_session(self._session_key(session_id))
-        await self._call("deleting a session", delete)
+        await self._call(Operation.DELETE_SESSION, delete)
 
     async def close(self) -> None:
         """Close the store seen through."""

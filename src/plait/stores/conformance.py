@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from plait._util.expect import raised
 from plait.core.agent_context import AgentContext
 from plait.errors import SessionConflict, StoreError, UsageError
 from plait.messages import Message
@@ -36,18 +37,9 @@ def _id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-async def _refused(error: type[_E], write: Awaitable[int]) -> _E:
-    """Return the `error` that `write` raises; fail if it writes."""
-    try:
-        version = await write
-    except error as exc:
-        return exc
-    raise AssertionError(f"the write succeeded (version {version}); expected {error.__name__}")
-
-
 async def _conflict(write: Awaitable[int]) -> SessionConflict:
     """Return the `SessionConflict` that `write` raises; fail if it writes."""
-    return await _refused(SessionConflict, write)
+    return await raised(SessionConflict, write)
 
 
 async def missing_records_are_none(store: Store) -> None:
@@ -188,7 +180,7 @@ async def stale_session_writes_are_refused(store: Store) -> None:
     gone = await _conflict(store.put_session(s, b"late", expected_version=v2))
     assert (gone.version, gone.expected_version) == (0, v2)
     assert await store.get_session(s) is None
-    bad = await _refused(UsageError, store.put_session(s, b"x", expected_version=-1))
+    bad = await raised(UsageError, store.put_session(s, b"x", expected_version=-1))
     assert "expected_version" in str(bad)
 
 
@@ -220,15 +212,6 @@ async def ids_are_independent(store: Store) -> None:
     assert await store.get_session(shared) == b"session"
 
 
-async def _usage_error(call: Callable[[], Awaitable[object]]) -> UsageError:
-    """Return the `UsageError` that awaiting `call()` raises; fail if it returns."""
-    try:
-        result = await call()
-    except UsageError as exc:
-        return exc
-    raise AssertionError(f"the call returned {result!r}; expected UsageError")
-
-
 #: ttls every store refuses: zero, negative, not finite, above `MAX_TTL`, not numbers.
 _BAD_TTLS: tuple[Any, ...] = (
     -1,
@@ -256,11 +239,11 @@ async def bad_ttls_are_refused_before_writing(store: Store) -> None:
     for ttl in _BAD_TTLS:
         fresh_cp, fresh_s = _id("cp"), _id("s")
         for put_cp in (cp, fresh_cp):
-            err = await _refused(UsageError, store.put_checkpoint(put_cp, b"new", ttl=ttl))
+            err = await raised(UsageError, store.put_checkpoint(put_cp, b"new", ttl=ttl))
             assert "ttl" in str(err) and "None for no expiry" in str(err), err
         for put_s in (s, fresh_s):
-            await _refused(UsageError, store.put_session(put_s, b"new", ttl=ttl))
-            await _refused(UsageError, store.put_session(put_s, b"x", ttl=ttl, expected_version=0))
+            await raised(UsageError, store.put_session(put_s, b"new", ttl=ttl))
+            await raised(UsageError, store.put_session(put_s, b"x", ttl=ttl, expected_version=0))
         assert await store.get_checkpoint(fresh_cp) is None
         assert await store.get_session_record(fresh_s) is None
     record = await store.get_checkpoint(cp)
@@ -335,7 +318,7 @@ async def bad_ids_are_refused_by_every_method(store: Store) -> None:
     allowed and quotes at most ~200 characters of the id."""
     for bad in _bad_ids():
         for call in _calls_with_id(store, bad):
-            err = await _usage_error(call)
+            err = await raised(UsageError, call)
             assert f"1 to {MAX_ID_LENGTH} characters" in str(err), err
             assert len(str(err)) < 600, len(str(err))
 

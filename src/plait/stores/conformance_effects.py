@@ -14,10 +14,10 @@ import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from plait._util.expect import raised
 from plait.core.agent_context import AgentContext
 from plait.core.run_state import IdSource
 from plait.errors import CheckpointAlreadyResumed, CheckpointCorrupt, ResumeError, RunCancelled
@@ -93,15 +93,6 @@ def _id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-async def _refused(resume: Callable[[], Awaitable[Any]]) -> ResumeError:
-    """Return the `ResumeError` a resume raises; fail if it is accepted."""
-    try:
-        result = await resume()
-    except ResumeError as exc:
-        return exc
-    raise AssertionError(f"the resume was accepted: {result!r}")
-
-
 async def _resume(runner: Any, checkpoint_id: str, value: Any) -> Any:
     return await runner.resume(checkpoint_id, value=value).collect()
 
@@ -146,8 +137,9 @@ async def once_calls_stopped_in_flight_never_run_twice(store: Store) -> None:
     assert [(i["kind"], i["interrupt_id"]) for i in inbox] == [
         ("unknown_outcome", asked.interrupts[0].id)
     ]
-    bad = await _refused(
-        lambda: runner.resume(asked.checkpoint_id, value={"outcome": "maybe"}).collect()
+    bad = await raised(
+        ResumeError,
+        lambda: runner.resume(asked.checkpoint_id, value={"outcome": "maybe"}).collect(),
     )
     assert "outcome" in str(bad)
     done = await runner.resume(
@@ -270,14 +262,16 @@ async def approvals_are_bound_to_their_arguments(store: Store) -> None:
     other = hashlib.sha256(altered.encode()).hexdigest()
     wrongs: list[Any] = [{"approved": True}, {"approved": True, "fingerprint": other}, True]
     for wrong in wrongs:
-        await _refused(functools.partial(_resume, runner, paused.checkpoint_id, wrong))
+        await raised(ResumeError, functools.partial(_resume, runner, paused.checkpoint_id, wrong))
         record = await store.get_checkpoint(paused.checkpoint_id)
         assert record is not None and record.status == "pending"
     assert payments.charges == []
     approve = {"approved": True, "fingerprint": question["fingerprint"], "comment": None}
     done = await runner.resume(paused.checkpoint_id, value=approve, approver="ann").collect()
     assert done.final_output == "result: charged 500" and len(payments.charges) == 1
-    replay = await _refused(lambda: runner.resume(paused.checkpoint_id, value=approve).collect())
+    replay = await raised(
+        ResumeError, lambda: runner.resume(paused.checkpoint_id, value=approve).collect()
+    )
     assert isinstance(replay, CheckpointAlreadyResumed)
     again = await runner.query("pay").collect()
     digest = again.interrupts[0].info["approval"]["fingerprint"]

@@ -24,21 +24,13 @@ import time
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.errors import UsageError
-from plait.stores._network import (
-    CLAIM_CHECKPOINT,
-    DEFAULT_TIMEOUT,
-    DELETE_CHECKPOINT,
-    DELETE_SESSION,
-    READ_CHECKPOINT,
-    READ_SESSION,
-    WRITE_CHECKPOINT,
-    WRITE_SESSION,
-)
+from plait.stores._network import DEFAULT_TIMEOUT
 from plait.stores._pgclient import PostgresClient
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
     ClosingStore,
+    Operation,
     SessionRecord,
     checkpoint_from_rows,
     session_from_rows,
@@ -168,7 +160,7 @@ class PostgresStore(PostgresClient, ClosingStore):
     _migrations = tuple(_statements(script) for script in MIGRATIONS)
     _version_table = "schema_version"
     _lock_name = "plait.migrate"
-    _reads = frozenset({READ_CHECKPOINT, READ_SESSION})
+    _reads = frozenset({Operation.READ_CHECKPOINT, Operation.READ_SESSION})
 
     def __init__(
         self,
@@ -205,7 +197,9 @@ class PostgresStore(PostgresClient, ClosingStore):
 
     async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
-        rows = await self._query(READ_CHECKPOINT, self._sql.get_checkpoint, (checkpoint_id,))
+        rows = await self._query(
+            Operation.READ_CHECKPOINT, self._sql.get_checkpoint, (checkpoint_id,)
+        )
         return checkpoint_from_rows(checkpoint_id, rows)
 
     async def _put_checkpoint(
@@ -213,23 +207,27 @@ class PostgresStore(PostgresClient, ClosingStore):
     ) -> int:
         """Write the checkpoint; return its new version."""
         params = (checkpoint_id, data, status, ttl)
-        rows = await self._query(WRITE_CHECKPOINT, self._sql.put_checkpoint, params, sweep=True)
+        rows = await self._query(
+            Operation.WRITE_CHECKPOINT, self._sql.put_checkpoint, params, sweep=True
+        )
         return int(rows[0][0])
 
     async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
         rows = await self._query(
-            CLAIM_CHECKPOINT, self._sql.claim_checkpoint, (checkpoint_id, version)
+            Operation.CLAIM_CHECKPOINT, self._sql.claim_checkpoint, (checkpoint_id, version)
         )
         return len(rows) == 1
 
     async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
-        await self._query(DELETE_CHECKPOINT, self._sql.delete_checkpoint, (checkpoint_id,))
+        await self._query(
+            Operation.DELETE_CHECKPOINT, self._sql.delete_checkpoint, (checkpoint_id,)
+        )
 
     async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        rows = await self._query(READ_SESSION, self._sql.get_session, (session_id,))
+        rows = await self._query(Operation.READ_SESSION, self._sql.get_session, (session_id,))
         return session_from_rows(session_id, rows)
 
     async def _put_session(
@@ -243,9 +241,9 @@ class PostgresStore(PostgresClient, ClosingStore):
             sql, params = self._sql.create_session, (session_id, data, ttl)
         else:
             sql, params = self._sql.replace_session, (data, ttl, session_id, expected_version)
-        rows = await self._query(WRITE_SESSION, sql, params, sweep=True)
+        rows = await self._query(Operation.WRITE_SESSION, sql, params, sweep=True)
         return await self._written(session_id, expected_version, rows)
 
     async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
-        await self._query(DELETE_SESSION, self._sql.delete_session, (session_id,))
+        await self._query(Operation.DELETE_SESSION, self._sql.delete_session, (session_id,))

@@ -20,14 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from plait._util.quote import quote
 from plait.errors import SessionConflict, UsageError
 from plait.stores._network import (
-    CLAIM_CHECKPOINT,
     DEFAULT_TIMEOUT,
-    DELETE_CHECKPOINT,
-    DELETE_SESSION,
-    READ_CHECKPOINT,
-    READ_SESSION,
-    WRITE_CHECKPOINT,
-    WRITE_SESSION,
     check_timeout,
     failed,
     timed_out,
@@ -37,6 +30,7 @@ from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
     ClosingStore,
+    Operation,
     SessionRecord,
 )
 
@@ -264,7 +258,9 @@ class RedisStore(ClosingStore):
     async def _get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Return the checkpoint, or None."""
         key = self._checkpoint_key(checkpoint_id)
-        found = await self._call(READ_CHECKPOINT, lambda c: c.client.hgetall(key), write=False)
+        found = await self._call(
+            Operation.READ_CHECKPOINT, lambda c: c.client.hgetall(key), write=False
+        )
         fields = cast("dict[bytes, bytes]", found)
         if b"data" not in fields or b"version" not in fields or b"status" not in fields:
             return None
@@ -284,7 +280,7 @@ class RedisStore(ClosingStore):
         keys = [self._checkpoint_key(checkpoint_id)]
         args: list[bytes | str] = [data, status, expiry]
         version: Any = await self._call(
-            WRITE_CHECKPOINT, lambda c: c.put(keys=keys, args=args), write=True
+            Operation.WRITE_CHECKPOINT, lambda c: c.put(keys=keys, args=args), write=True
         )
         return int(version)
 
@@ -292,19 +288,21 @@ class RedisStore(ClosingStore):
         """Move pending@version to claimed; False if another resume won."""
         keys, args = [self._checkpoint_key(checkpoint_id)], [str(version)]
         won: Any = await self._call(
-            CLAIM_CHECKPOINT, lambda c: c.claim(keys=keys, args=args), write=True
+            Operation.CLAIM_CHECKPOINT, lambda c: c.claim(keys=keys, args=args), write=True
         )
         return int(won) == 1
 
     async def _delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint."""
         key = self._checkpoint_key(checkpoint_id)
-        await self._call(DELETE_CHECKPOINT, lambda c: c.client.delete(key), write=True)
+        await self._call(Operation.DELETE_CHECKPOINT, lambda c: c.client.delete(key), write=True)
 
     async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
         keys = [self._session_key(session_id)]
-        found: Any = await self._call(READ_SESSION, lambda c: c.get_session(keys=keys), write=False)
+        found: Any = await self._call(
+            Operation.READ_SESSION, lambda c: c.get_session(keys=keys), write=False
+        )
         if found is None or found[0] is None or found[1] is None:
             return None
         data, version = found
@@ -319,7 +317,7 @@ class RedisStore(ClosingStore):
         keys = [self._session_key(session_id)]
         args: list[bytes | str] = [data, expiry, expected]
         result: Any = await self._call(
-            WRITE_SESSION, lambda c: c.put_session(keys=keys, args=args), write=True
+            Operation.WRITE_SESSION, lambda c: c.put_session(keys=keys, args=args), write=True
         )
         written, version = int(result[0]), int(result[1])
         if written or expected_version is None:
@@ -331,7 +329,7 @@ class RedisStore(ClosingStore):
     async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
         key = self._session_key(session_id)
-        await self._call(DELETE_SESSION, lambda c: c.client.delete(key), write=True)
+        await self._call(Operation.DELETE_SESSION, lambda c: c.client.delete(key), write=True)
 
     async def close(self) -> None:
         """Close the client; the next use opens a new one.

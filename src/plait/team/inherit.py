@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from plait.agents.flow import rewrite_message
@@ -10,7 +11,7 @@ from plait.messages import Message
 from plait.models.base import ChatModel
 from plait.models.spec import resolve_model
 
-__all__ = ["History", "Inherit", "InheritPolicy"]
+__all__ = ["History", "Inherit", "InheritPolicy", "Summarizer"]
 
 SUMMARY_PROMPT = (
     "Summarise the conversation below for a colleague who takes it over: the user's request, "
@@ -53,6 +54,17 @@ class History(list[Message]):
 InheritFn = Callable[[History, str, str], Sequence[Message]]
 
 
+@dataclass(frozen=True)
+class Summarizer:
+    """How a summary is written when a policy asks for one: by `model` when the policy names
+    none (the source member's; None: no summary, the history is kept whole), each reply
+    passed to `record` (its usage counts), each model routed through `route` when given."""
+
+    model: ChatModel | None
+    record: Callable[[Message], None]
+    route: Callable[[ChatModel], ChatModel] | None = None
+
+
 class InheritPolicy:
     """How the history is handed to the next member (the handoff message comes after it)."""
 
@@ -68,32 +80,24 @@ class InheritPolicy:
             f"Inherit.{self.kind.upper()}" if self.kind in ("all", "none") else "Inherit.summary()"
         )
 
-    async def apply(
-        self,
-        history: History,
-        from_agent: str,
-        to_agent: str,
-        fallback_model: ChatModel | None,
-        record: Callable[[Message], None],
-        route: Callable[[ChatModel], ChatModel] | None = None,
-    ) -> list[Message]:
-        """Return the messages of `history` the target keeps, or new ones in their place
-        (`route` gives the model a summary is written by, in place of the policy's)."""
+    async def apply(self, history: History, to_agent: str, summarizer: Summarizer) -> list[Message]:
+        """Return the messages of `history` agent `to_agent` keeps, or new ones in their
+        place (a summary, written as `summarizer` says)."""
         if self.kind == "all":
             return list(history)
         if self.kind == "none":
             return []
         if self.kind == "last_n":
             return history[-self.n :] if self.n else []
-        model = self.model or fallback_model
+        model = self.model or summarizer.model
         if model is None:
             return list(history)
-        if route is not None:
-            model = route(model)
+        if summarizer.route is not None:
+            model = summarizer.route(model)
         seen = history.seen_by(to_agent, history)
         text = "\n".join(f"{m.role}: {m.content}" for m in seen if m.content)
         reply = await model.generate([Message.system(SUMMARY_PROMPT), Message.user(text)], tools=())
-        record(reply)
+        summarizer.record(reply)
         return [Message.user(f"Summary of the conversation so far: {reply.content}")]
 
 
@@ -130,13 +134,11 @@ async def inherit(
     history: History,
     from_agent: str,
     to_agent: str,
-    fallback_model: ChatModel | None,
-    record: Callable[[Message], None],
-    route: Callable[[ChatModel], ChatModel] | None = None,
+    summarizer: Summarizer,
 ) -> list[Message]:
     """Apply an inheritance policy or callable; return what `to_agent` sees."""
     if isinstance(policy, InheritPolicy):
-        kept = await policy.apply(history, from_agent, to_agent, fallback_model, record, route)
+        kept = await policy.apply(history, to_agent, summarizer)
         return history.seen_by(to_agent, kept)
     result: Any = policy(history, from_agent, to_agent)
     if hasattr(result, "__await__"):

@@ -44,7 +44,7 @@ from plait.events import (
     TransferToAgentAction,
 )
 from plait.messages import Message
-from plait.team.inherit import History, InheritFn, InheritPolicy, inherit
+from plait.team.inherit import History, InheritFn, InheritPolicy, Summarizer, inherit
 from plait.tools.base import ToolInfo, ToolResult
 
 
@@ -137,15 +137,15 @@ class SwarmTransfer:
 
 def roster(team: Team, owner: str) -> str:
     """Return the instruction telling member `owner` who else is in the team."""
-    lines = [f"You are part of the team '{team.name}'. The other members:"]
-    for m in team.members:
-        if m.name != owner:
-            lines.append(f"- {m.name}: {m.description or m.name}")
-    lines.append(
-        f"When another member is better suited, call '{TRANSFER_TOOL}' with its name and a "
-        "message saying what it should do."
+    others = [f"- {m.name}: {m.description or m.name}" for m in team.members if m.name != owner]
+    return "\n".join(
+        [
+            f"You are part of the team '{team.name}'. The other members:",
+            *others,
+            f"When another member is better suited, call '{TRANSFER_TOOL}' with its name and "
+            "a message saying what it should do.",
+        ]
     )
-    return "\n".join(lines)
 
 
 def reachable(team: Team) -> dict[str, Agent]:
@@ -336,15 +336,12 @@ class Swarm(HandoffLoop):
         run_input = [(None if a == USER else a, m) for a, m in ctx.root_records]
         history = History([*run_input, *records])
         model = source.model if isinstance(source, ChatModelAgent) else None
-        kept = await inherit(
-            self.team.inherit,
-            history,
-            source.name,
-            target.name,
+        summarizer = Summarizer(
             model,
             lambda reply: ctx.record_model_call(reply.usage),
             ctx.side_model,
         )
+        kept = await inherit(self.team.inherit, history, source.name, target.name, summarizer)
         if transfer.message:
             return [*kept, Message.user(transfer.message)]
         if not kept:  # nothing inherited and no message: the user's request
