@@ -12,7 +12,6 @@ store (`--store`), to be resumed with `plait resume`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -25,12 +24,10 @@ from plait.errors import UsageError
 from plait.protocols.mcp import http_app, server
 
 if TYPE_CHECKING:
-    import socket
 
     import uvicorn
 
     from plait.core.agent import Agent
-    from plait.stores import Store
 
 __all__ = ["mcp_command"]
 
@@ -79,7 +76,14 @@ def _serve_http(
     allowed_hosts: Sequence[str] | None,
 ) -> int:
     """Serve the agents over streamable HTTP (the listening of `plait serve`)."""
-    from plait.cli.serve import GRACEFUL_SECONDS, _listen, _signals_kept, _stoppable, _url
+    from plait.cli.serve import (
+        GRACEFUL_SECONDS,
+        _listen,
+        _signals_kept,
+        _stoppable,
+        _url,
+        serve_on,
+    )
     from plait.stores import from_url
 
     try:
@@ -98,31 +102,11 @@ def _serve_http(
     running = _stoppable(config, stop_seconds())
     url = f"{_url(sock, host)}/mcp"
     with _signals_kept(running):
-        asyncio.run(_serve(running, sock, store, url, store_url, host))
+        asyncio.run(serve_on(running, sock, store, _announce(running, url, store_url, host)))
     if getattr(running, "interrupted", False):
         say_stopped()
         return EXIT_STOPPED
     return 0
-
-
-async def _serve(
-    running: uvicorn.Server,
-    sock: socket.socket,
-    store: Store,
-    url: str,
-    store_url: str,
-    host: str,
-) -> None:
-    """Run the server on `sock`; say where once it is up; close the store at the end."""
-    announce = asyncio.ensure_future(_announce(running, url, store_url, host))
-    try:
-        await running.serve(sockets=[sock])
-    finally:
-        announce.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await announce
-        with contextlib.suppress(Exception):
-            await store.close()
 
 
 async def _announce(running: uvicorn.Server, url: str, store_url: str, host: str) -> None:

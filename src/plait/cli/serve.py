@@ -21,11 +21,11 @@ import socket
 import sys
 import threading
 import webbrowser
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -223,13 +223,24 @@ class _Start:
 
 async def _serve(server: uvicorn.Server, sock: socket.socket, store: Store, start: _Start) -> None:
     """Run the server on `sock`; say where once it is up; close the store at the end."""
-    announce = asyncio.ensure_future(_announce(server, start))
+    await serve_on(server, sock, store, _announce(server, start))
+
+
+async def serve_on(
+    server: uvicorn.Server,
+    sock: socket.socket,
+    store: Store,
+    announce: Coroutine[Any, Any, None],
+) -> None:
+    """Run `server` on `sock` with `announce` (what says where, once it is up) alongside;
+    close the store at the end."""
+    saying = asyncio.ensure_future(announce)
     try:
         await server.serve(sockets=[sock])
     finally:
-        announce.cancel()
+        saying.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await announce
+            await saying
         with contextlib.suppress(Exception):
             await store.close()
 

@@ -7,7 +7,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from plait.messages import Message, ToolCall
-from plait.protocols._openai_common import AnswerRelay, answer_text, data, run_error
+from plait.protocols._openai_common import (
+    AnswerRelay,
+    answer_text,
+    data,
+    only_kinds,
+    plait_role_and_text,
+    run_error,
+)
 from plait.server.bodies import RunSummary
 from plait.server.runs import LiveRun
 from plait.server.sse import encode
@@ -67,12 +74,7 @@ class ChatMessage(BaseModel):
     @field_validator("content", mode="before")
     @classmethod
     def _text_parts_only(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            for part in value:
-                kind = part.get("type") if isinstance(part, dict) else None
-                if kind != "text":
-                    raise ValueError(f"only text parts are supported, got a {kind!r} part")
-        return value
+        return only_kinds(value, ("text",), "part")
 
     @model_validator(mode="after")
     def _fits_role(self) -> ChatMessage:
@@ -84,16 +86,14 @@ class ChatMessage(BaseModel):
 
     def to_message(self) -> Message:
         """Return the plait `Message` this chat message describes."""
-        content = self.content
-        if isinstance(content, list):
-            content = "\n".join(part.text for part in content)
+        role, content = plait_role_and_text(self.role, self.content)
         calls = tuple(
             ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
             for c in self.tool_calls or ()
         )
         return Message(
-            role="system" if self.role == "developer" else self.role,
-            content=content or "",
+            role=role,
+            content=content,
             tool_calls=calls,
             tool_call_id=self.tool_call_id,
             name=self.name,

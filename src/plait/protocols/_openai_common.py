@@ -91,6 +91,25 @@ def answer_text(summary: RunSummary) -> str:
     return "\n".join(lines)
 
 
+def plait_role_and_text(role: str, content: Any) -> tuple[Any, str]:
+    """Return an OpenAI message's role and text as plait's: a "developer" message is a system
+    one, a list of text parts is their texts (a line each), no content is no text."""
+    if isinstance(content, list):
+        content = "\n".join(part.text for part in content)
+    return ("system" if role == "developer" else role), content or ""
+
+
+def only_kinds(value: Any, kinds: tuple[str, ...], noun: str, default: str | None = None) -> Any:
+    """Return `value`; when it is a list, each item's `type` (`default` when it has none) must
+    be one of `kinds`, else a `ValueError` names the first that is not (`noun`: "part")."""
+    if isinstance(value, list):
+        for item in value:
+            kind = item.get("type", default) if isinstance(item, dict) else None
+            if kind not in kinds:
+                raise ValueError(f"only {kinds[0]} {noun}s are supported, got a {kind!r} {noun}")
+    return value
+
+
 def run_error(summary: RunSummary) -> dict[str, Any]:
     """Return the error of a failed run in OpenAI's shape (`code`: "run_failed"; the message
     starts with the plait error's class)."""

@@ -26,7 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, 
 
 from plait.errors import CheckpointNotFound
 from plait.messages import Message
-from plait.protocols._openai_common import AnswerRelay, answer_text, data
+from plait.protocols._openai_common import (
+    AnswerRelay,
+    answer_text,
+    data,
+    only_kinds,
+    plait_role_and_text,
+)
 from plait.server.bodies import RunSummary
 from plait.server.limits import ApiError
 from plait.server.runs import LiveRun, Runs
@@ -67,19 +73,11 @@ class InputMessage(BaseModel):
     @field_validator("content", mode="before")
     @classmethod
     def _text_parts_only(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            for part in value:
-                kind = part.get("type") if isinstance(part, dict) else None
-                if kind not in ("input_text", "output_text", "text"):
-                    raise ValueError(f"only text parts are supported, got a {kind!r} part")
-        return value
+        return only_kinds(value, ("text", "input_text", "output_text"), "part")
 
     def to_message(self) -> Message:
         """Return the plait `Message` this input message describes."""
-        content = self.content
-        if isinstance(content, list):
-            content = "\n".join(part.text for part in content)
-        role = "system" if self.role == "developer" else self.role
+        role, content = plait_role_and_text(self.role, self.content)
         return Message(role=role, content=content)
 
 
@@ -118,12 +116,7 @@ class ResponseRequest(BaseModel):
     @field_validator("input", mode="before")
     @classmethod
     def _messages_only(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            for item in value:
-                kind = item.get("type", "message") if isinstance(item, dict) else None
-                if kind != "message":
-                    raise ValueError(f"only message items are supported, got a {kind!r} item")
-        return value
+        return only_kinds(value, ("message",), "item", default="message")
 
     @model_validator(mode="after")
     def _nothing_unserved(self) -> ResponseRequest:

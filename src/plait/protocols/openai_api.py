@@ -55,8 +55,9 @@ from plait.protocols._openai_responses import (
     conversation_of,
     response_object,
 )
+from plait.server.bodies import RunSummary
 from plait.server.limits import ApiError
-from plait.server.runs import Runs
+from plait.server.runs import LiveRun, Runs
 from plait.server.sse import EventStream
 from plait.server.users import UserStore, id_problem
 
@@ -284,14 +285,7 @@ async def _complete(who: Caller, body: ChatCompletionRequest, session_id: str | 
         relay=relay,
         options=options,
     )
-    headers = {CHECKPOINT_HEADER: run.checkpoint_id}
-    if relay is not None:
-        return EventStream(run, headers)
-    summary, _ = await run.outcome()
-    if summary.status == "failed":
-        return JSONResponse(run_error(summary), status_code=424, headers=headers)
-    answer = completion(summary, run, stamp)
-    return JSONResponse(answer.model_dump(mode="json"), headers=headers)
+    return await _answer(run, relay is not None, lambda summary: completion(summary, run, stamp))
 
 
 async def _respond(who: Caller, body: ResponseRequest) -> Response:
@@ -319,11 +313,20 @@ async def _respond(who: Caller, body: ResponseRequest) -> Response:
         _log.warning(
             "could not record response %s as its conversation's latest: %s", run.checkpoint_id, exc
         )
+    return await _answer(
+        run, relay is not None, lambda summary: response_object(body, run, summary)
+    )
+
+
+async def _answer(
+    run: LiveRun, streamed: bool, answer: Callable[[RunSummary], BaseModel]
+) -> Response:
+    """Answer with the run's events as they come (`streamed`), or, once it ends, with the
+    body `answer` makes of its summary, or with its error."""
     headers = {CHECKPOINT_HEADER: run.checkpoint_id}
-    if relay is not None:
+    if streamed:
         return EventStream(run, headers)
     summary, _ = await run.outcome()
     if summary.status == "failed":
         return JSONResponse(run_error(summary), status_code=424, headers=headers)
-    answer = response_object(body, run, summary)
-    return JSONResponse(answer.model_dump(mode="json"), headers=headers)
+    return JSONResponse(answer(summary).model_dump(mode="json"), headers=headers)
