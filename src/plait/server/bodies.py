@@ -69,6 +69,15 @@ RunStatus = Literal["running", "completed", "paused", "failed", "cancelled"]
 _Stream = Annotated[
     StrictBool, Field(description="true: an event stream (SSE); false: one JSON summary.")
 ]
+#: The `deltas` field of the bodies that start or resume a run.
+_Deltas = Annotated[
+    StrictBool,
+    Field(
+        description="With `stream`: the models stream, and each chunk of text is also sent "
+        "as it comes, as an `agent_delta` event (on a resume: when the run was started "
+        "with `deltas`)."
+    ),
+]
 
 
 class _Strict(BaseModel):
@@ -116,11 +125,7 @@ class RunRequest(_Strict):
         default=None, description="Values for the run's session (instruction placeholders)."
     )
     stream: _Stream = True
-    deltas: StrictBool = Field(
-        default=False,
-        description="With `stream`: the models stream, and each chunk of text is also sent "
-        "as it comes, as an `agent_delta` event.",
-    )
+    deltas: _Deltas = False
 
     def messages(self) -> list[Message]:
         """Return the run's input messages."""
@@ -140,11 +145,7 @@ class ResumeRequest(_Strict):
         default=None, description="The answer when exactly one interrupt is pending."
     )
     stream: _Stream = True
-    deltas: StrictBool = Field(
-        default=False,
-        description="With `stream`: each chunk of streamed text is also sent as it comes, "
-        "as an `agent_delta` event (when the run was started with `deltas`).",
-    )
+    deltas: _Deltas = False
 
     @model_validator(mode="after")
     def _one_of(self) -> ResumeRequest:
