@@ -24,7 +24,6 @@ from plait.errors import UsageError
 from plait.protocols.mcp import http_app, server
 
 if TYPE_CHECKING:
-
     import uvicorn
 
     from plait.core.agent import Agent
