@@ -3,7 +3,9 @@ users' keys, and the official `langgraph_sdk` client of each user."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,14 +13,17 @@ from pathlib import Path
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from plait import ChatModelAgent, Team, interrupt, tool
+from plait import ChatModelAgent, Team, interrupt, run_context, tool
 from plait.core.agent import Agent
+from plait.events import AgentEvent, AgentOutput
 from plait.server import create_app
 from plait.stores.sqlite import SqliteStore
 from plait.testing import ScriptedModel, call, reply
 from tests.server.support import ServerThread
 
 KEYS = {"key-ann": "ann", "key-bob": "bob"}
+#: The public names of the served agents.
+SERVED = {"echo", "asker", "desk", "worker", "reporter"}
 
 
 @tool
@@ -30,6 +35,32 @@ def approve(action: str) -> str:
     """
     answer = interrupt({"question": f"approve {action}?"})
     return f"{action}={answer}"
+
+
+#: Set once the `worker` agent's tool is working (it works until its run is cancelled).
+WORKING = threading.Event()
+
+
+@tool
+async def work() -> str:
+    """Work until the run is asked to stop."""
+    ctx = run_context()
+    WORKING.set()
+    while not ctx.cancelled:  # noqa: ASYNC110 - a run's cancel is a flag
+        await asyncio.sleep(0.01)
+    return "stopped"
+
+
+@tool
+def report() -> str:
+    """Report progress as a custom event."""
+    ctx = run_context()
+    progress = AgentOutput(custom={"progress": 100})
+    ctx.emit(AgentEvent(agent_name=ctx.agent_name, run_path=ctx.run_path, output=progress))
+    return "reported"
+
+
+report.emits_events = True  # its events reach the run's stream (`plait.tools.base.EmitsEvents`)
 
 
 def make_agents() -> dict[str, Agent]:
@@ -53,7 +84,17 @@ def make_agents() -> dict[str, Agent]:
     )
     billing = ChatModelAgent("billing", ScriptedModel([reply("your bill is 10")], per_run=True))
     desk = Team.swarm(triage, [triage, billing], name="desk", description="A desk.")
-    return {"echo": echo, "asker": asker, "desk": desk}
+    worker = ChatModelAgent(
+        "worker",
+        ScriptedModel([call("work", {}), reply("worked")], per_run=True),
+        tools=[work],
+    )
+    reporter = ChatModelAgent(
+        "reporter",
+        ScriptedModel([call("report", {}), reply("reported")], per_run=True),
+        tools=[report],
+    )
+    return {"echo": echo, "asker": asker, "desk": desk, "worker": worker, "reporter": reporter}
 
 
 @dataclass

@@ -7,12 +7,12 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import AuthenticationError
 
-from tests.protocols.agent_protocol.support import Served
+from tests.protocols.agent_protocol.support import SERVED, Served
 
 
 async def test_the_sdk_key_header_is_accepted(served: Served) -> None:
     agents = await served.ann.http.get("/v1/agents")
-    assert {agent["name"] for agent in agents} == {"echo", "asker", "desk"}
+    assert {agent["name"] for agent in agents} == SERVED
 
 
 async def test_a_wrong_sdk_key_is_refused(served: Served) -> None:

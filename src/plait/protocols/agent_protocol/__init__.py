@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from plait.protocols.agent_protocol.assistants import assistants_router
+from plait.protocols.agent_protocol.runs import runs_router
 from plait.protocols.agent_protocol.threads import threads_router
 
 __all__ = ["agent_protocol_router"]
@@ -31,6 +32,6 @@ def agent_protocol_router(caller: Callable[..., Any]) -> APIRouter:
     """Return every Agent Protocol route; `caller` is the app's dependency that checks the
     API key."""
     router = APIRouter()
-    for part in (assistants_router, threads_router):
+    for part in (assistants_router, threads_router, runs_router):
         router.include_router(part(caller))
     return router

@@ -30,7 +30,14 @@ from plait.server.caller import Caller
 from plait.server.limits import ApiError
 from plait.server.topology import describe
 
-__all__ = ["CONFIG_KEYS", "Assistant", "assistants_router", "find_assistant", "served_id"]
+__all__ = [
+    "CONFIG_KEYS",
+    "Assistant",
+    "assistants_router",
+    "check_fields",
+    "find_assistant",
+    "served_id",
+]
 
 #: The `configurable` keys an assistant takes: `RunOption` fields by name.
 CONFIG_KEYS = ("model", "instruction", "max_iterations", "model_options")
@@ -167,7 +174,7 @@ def _version(
 ) -> dict[str, Any]:
     configurable = config.get("configurable")
     for fields in (configurable or {}, context):
-        _check_fields(fields)
+        check_fields(fields)
     return {
         "version": number,
         "config": config,
@@ -179,7 +186,7 @@ def _version(
     }
 
 
-def _check_fields(fields: object) -> None:
+def check_fields(fields: object) -> None:
     """Refuse `configurable` or `context` keys that are not `RunOption` fields (`422`)."""
     if not isinstance(fields, dict):
         raise ApiError(422, "config.configurable and context must be objects")
