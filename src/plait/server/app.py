@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from plait.core.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
+from plait.protocols.agent_protocol import agent_protocol_router
 from plait.protocols.openai_api import OPENAI_PATHS, openai_error, openai_router
 from plait.run.time_travel import read_history
 from plait.server.approvals_api import approvals_router
@@ -324,6 +325,7 @@ def create_app(
     cancel_poll: float = 0.2,
     allowed_hosts: Sequence[str] | None = None,
     a2a: bool = False,
+    agent_protocol: bool = True,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
@@ -345,6 +347,9 @@ def create_app(
             server with keys answers any host.
         a2a: Also serve every agent over A2A 1.0 and 0.3 at `/a2a/{agent}` (its card
             under it), behind the same checks and keys (needs the `a2a` extra).
+        agent_protocol: Also serve the Agent Protocol (LangGraph Server's API, what the
+            `langgraph-sdk` client speaks): `/assistants`, `/threads`, `/runs`, `/store`
+            (`plait.protocols.agent_protocol`), behind the same checks and keys.
 
     Raises:
         UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts;
@@ -368,17 +373,22 @@ def create_app(
         redoc_url=None,
     )
     app.state.plait = server
-    _equip(app, ui, server if a2a else None, max_request_bytes, rule)
+    _equip(app, ui, server if a2a else None, max_request_bytes, rule, agent_protocol)
     return app
 
 
 def _equip(
-    app: FastAPI, ui: bool, a2a: Server | None, max_request_bytes: int, rule: HostRule | None
+    app: FastAPI,
+    ui: bool,
+    a2a: Server | None,
+    max_request_bytes: int,
+    rule: HostRule | None,
+    agent_protocol: bool,
 ) -> None:
     """Give `app` its error handlers, routes and the checks every request passes."""
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
-    _include_routes(app, ui, a2a)
+    _include_routes(app, ui, a2a, agent_protocol)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
@@ -388,9 +398,10 @@ def _equip(
 _BUILDING = threading.Lock()
 
 
-def _include_routes(app: FastAPI, ui: bool, a2a: Server | None) -> None:
+def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: bool) -> None:
     """Add the API's routes to `app` (with the dev page's when `ui`, and the A2A routes of
-    the agents of `a2a` when given), and build FastAPI's table of them now.
+    the agents of `a2a` when given, the Agent Protocol's when `agent_protocol`), and build
+    FastAPI's table of them now.
 
     FastAPI builds the table at the first request otherwise, and the warning filters it
     sets while it makes a route's fields are process-wide: two apps in one process
@@ -409,6 +420,8 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None) -> None:
         )
         for routes in (*groups, approvals_router(find_caller)):
             app.include_router(routes)
+        if agent_protocol:
+            app.include_router(agent_protocol_router(find_caller))
         _mount_agui(app)
         if a2a is not None:
             _mount_a2a(app, a2a)

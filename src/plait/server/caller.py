@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from plait.core.agent import Agent
 from plait.run.sessions import Sessions
@@ -57,22 +57,31 @@ _bearer = HTTPBearer(
     auto_error=False,
     description="`Authorization: Bearer <key>`, required when the server has API keys.",
 )
+_api_key = APIKeyHeader(
+    name="x-api-key",
+    auto_error=False,
+    description="The API key as `x-api-key: <key>` (what the langgraph-sdk client sends), "
+    "instead of `Authorization: Bearer`.",
+)
 
 
 async def find_caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header_key: Annotated[str | None, Depends(_api_key)],
 ) -> Caller:
-    """Return who is calling: the user of the bearer key, or "local" without keys."""
+    """Return who is calling: the user of the key (`Authorization: Bearer` or `x-api-key`),
+    or "local" without keys."""
     server: Server = request.app.state.plait
     keys = server.api_keys
     user = LOCAL_USER
     if keys is not None:
-        found = None if credentials is None else find_user(keys, credentials.credentials)
+        given = header_key if credentials is None else credentials.credentials
+        found = None if given is None else find_user(keys, given)
         if found is None:
             raise ApiError(
                 401,
-                "send a valid API key: Authorization: Bearer <key>",
+                "send a valid API key: Authorization: Bearer <key> (or x-api-key: <key>)",
                 headers={"www-authenticate": "Bearer"},
             )
         user = found

@@ -1,0 +1,37 @@
+"""The Agent Protocol (LangGraph Server's API) on plait's app, so the official
+`langgraph-sdk` client drives any served agent, team or graph unchanged.
+
+The routes are mounted by `create_app(..., agent_protocol=True)` (the default), behind
+the app's own door: its Host guard, API keys (`Authorization: Bearer` or `x-api-key`),
+body limit, per-user view of the store and runs. What maps to what:
+
+- an assistant is a served agent (`graph_id` = its public name) or a stored configuration
+  of one (`assistants`);
+- a thread is a plait session (`thread_id` = session id; `threads`);
+- a thread's run is a run of the server (`plait.server.runs`; `runs`);
+- a store item is a record of the user's (`store`).
+
+Messages cross in the SDK's shape, through one converter (`messages`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter
+
+from plait.protocols.agent_protocol.assistants import assistants_router
+from plait.protocols.agent_protocol.runs import runs_router
+from plait.protocols.agent_protocol.threads import threads_router
+
+__all__ = ["agent_protocol_router"]
+
+
+def agent_protocol_router(caller: Callable[..., Any]) -> APIRouter:
+    """Return every Agent Protocol route; `caller` is the app's dependency that checks the
+    API key."""
+    router = APIRouter()
+    for part in (assistants_router, threads_router, runs_router):
+        router.include_router(part(caller))
+    return router

@@ -1,0 +1,68 @@
+"""The Agent Protocol's own records: one JSON document per user and kind, in the server's
+store, changed by compare-and-set.
+
+A store cannot list its records, so what the protocol lists (assistants, threads, runs,
+store items) is kept in documents a user reads whole: `<user>/ap/<kind>` session records
+of the server's store, beside the user's runs and sessions (`plait.server.caller`). Each
+change reads the document, edits it and writes it back only if nobody wrote it in between
+(else it reads it again), so processes sharing the store keep one document.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from plait.errors import SessionConflict
+from plait.server.caller import Caller
+from plait.stores.base import GuardedStore
+
+__all__ = ["Document", "now"]
+
+_T = TypeVar("_T")
+_ATTEMPTS = 20  # writes tried when other requests keep changing the same document first
+
+
+def now() -> str:
+    """Return this moment as the protocol writes times: ISO 8601, UTC."""
+    return datetime.now(UTC).isoformat()
+
+
+class Document:
+    """The document `kind` of the caller's user (a JSON object; `{}` before any write)."""
+
+    def __init__(self, who: Caller, kind: str) -> None:
+        self._store = GuardedStore(who.server.store)
+        self._key = f"{who.user}/ap/{kind}"
+
+    async def read(self) -> dict[str, Any]:
+        """Return the document as stored."""
+        found = await self._store.get_session(self._key)
+        return {} if found is None else dict(json.loads(found))
+
+    async def change(self, edit: Callable[[dict[str, Any]], _T]) -> _T:
+        """Apply `edit` to the document (in place) and write it; return what `edit` returns.
+
+        An `edit` that raises leaves the document as it was.
+
+        Raises:
+            SessionConflict: Others kept changing the document first, every time.
+        """
+        last: SessionConflict | None = None
+        for _ in range(_ATTEMPTS):
+            record = await self._store.get_session_record(self._key)
+            data: dict[str, Any] = {} if record is None else dict(json.loads(record.data))
+            result = edit(data)
+            try:
+                await self._store.put_session(
+                    self._key,
+                    json.dumps(data).encode(),
+                    expected_version=0 if record is None else record.version,
+                )
+                return result
+            except SessionConflict as conflict:
+                last = conflict
+        assert last is not None
+        raise last

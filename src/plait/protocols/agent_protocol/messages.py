@@ -1,0 +1,121 @@
+"""The one converter of messages between plait and the Agent Protocol, both ways.
+
+The SDK's shape: `{"type": "human" | "ai" | "tool" | "system", "content", "id",
+"tool_calls": [{"name", "args", "id", "type": "tool_call"}], "tool_call_id", "name"}`. On
+input `role` ("user", "assistant", "tool", "system", or the SDK's types) is taken instead
+of `type`, content may be a list of parts (their text is joined), and tool call arguments
+may come as an object (`args`) or as JSON text (`arguments`, OpenAI's way). An `ai`
+message's `name` is the agent that wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from plait.messages import Message, Role, ToolCall
+from plait.server.limits import ApiError
+
+__all__ = ["from_sdk", "input_messages", "message_id", "to_sdk"]
+
+_TYPES: dict[str, str] = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system"}
+_ROLES: dict[str, Role] = {
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "tool": "tool",
+    "system": "system",
+    "developer": "system",
+}
+
+
+def message_id(thread_id: str, position: int) -> str:
+    """Return the id of the message at `position` of a thread (the same at every read)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"plait:{thread_id}/{position}"))
+
+
+def to_sdk(message: Message, id: str, author: str | None = None) -> dict[str, Any]:
+    """Return `message` in the SDK's shape, with id `id` (`author`: who wrote it)."""
+    calls = [
+        {"name": call.name, "args": _arguments(call.arguments), "id": call.id, "type": "tool_call"}
+        for call in message.tool_calls
+    ]
+    name = message.name if message.role == "tool" else author
+    return {
+        "type": _TYPES[message.role],
+        "content": message.content,
+        "id": id,
+        "tool_calls": calls,
+        "tool_call_id": message.tool_call_id,
+        "name": None if name == "user" else name,
+    }
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return {"__arguments__": text}
+
+
+def from_sdk(data: object) -> Message:
+    """Return the plait message of an SDK message object.
+
+    Raises:
+        ApiError: `422`, not a message (no known `type` or `role`, content not text).
+    """
+    if not isinstance(data, Mapping):
+        raise ApiError(422, f"a message is an object, not {type(data).__name__}")
+    kind = data.get("type", data.get("role"))
+    role = _ROLES.get(kind) if isinstance(kind, str) else None
+    if role is None:
+        raise ApiError(422, f"a message's type is one of {sorted(_TYPES.values())}, not {kind!r}")
+    calls = tuple(_tool_call(call) for call in data.get("tool_calls") or ())
+    name = data.get("name") if role == "tool" else None
+    call_id = data.get("tool_call_id") if role == "tool" else None
+    return Message(
+        role=role,
+        content=_text(data.get("content", "")),
+        tool_calls=calls if role == "assistant" else (),
+        tool_call_id=call_id if isinstance(call_id, str) else None,
+        name=name if isinstance(name, str) else None,
+    )
+
+
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p if isinstance(p, str) else p.get("text") for p in content if p]
+        if all(isinstance(part, str) for part in parts):
+            return "".join(str(part) for part in parts)
+    raise ApiError(422, "a message's content is text, or a list of text parts")
+
+
+def _tool_call(call: object) -> ToolCall:
+    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+        raise ApiError(422, "a tool call is an object with a name")
+    arguments = call.get("args", call.get("arguments", {}))
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCall(id=str(call.get("id") or uuid.uuid4().hex), name=call["name"], arguments=text)
+
+
+def input_messages(value: object) -> list[Message]:
+    """Return the messages of a run's `input`: `{"messages": [...]}`, a list of messages,
+    or one text.
+
+    Raises:
+        ApiError: `422`, an input that holds no messages.
+    """
+    if isinstance(value, Mapping):
+        value = value.get("messages", [])
+    if isinstance(value, str):
+        return [Message.user(value)]
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, list):
+        raise ApiError(422, 'input is {"messages": [...]}')
+    return [Message.user(m) if isinstance(m, str) else from_sdk(m) for m in value]

@@ -1,0 +1,137 @@
+"""A thread run's events as the SDK streams them (`stream_mode`), and its end recorded.
+
+`ProtocolRelay` is the run's relay (`plait.server.runs.Relay`): the server's run sends its
+events through it, so the SSE writer, the queue and the run itself are the server's. It
+sends `metadata` first (`{"run_id", "attempt"}`), then per mode asked:
+- `values`: the thread's values (`{"messages": [...], **session values}`) at the start
+  and after each message of the root agent;
+- `updates`: `{agent name: {"messages": [message]}}` per message of any agent;
+- `messages-tuple` (and `messages`): `[chunk, {"langgraph_node": agent, ...}]` per chunk
+  of text a model streams, then the whole message;
+- `custom`: the `custom` value of each event a tool or agent passes up with `ctx.emit`;
+- `debug`: each event's own JSON, as `{"type": "event", "payload": ...}`.
+A pause adds `{"__interrupt__": [{"value", "id"}]}` to `values` and `updates`. The stream
+ends with `end`, or with `error` (`{"error": <plait error class>, "message"}`) when the
+run failed. When the run ends its status is written to the protocol's run record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from plait.core.agent_context import HookContext
+from plait.events import AgentEvent, RunResult
+from plait.protocols.agent_protocol.messages import message_id, to_sdk
+from plait.server.bodies import RunSummary
+from plait.server.runs import LiveRun, Relay
+from plait.server.sse import encode
+from plait.server.summary import summarize
+
+__all__ = ["MODES", "ProtocolRelay", "run_status"]
+
+_log = logging.getLogger("plait.server")
+
+#: The stream modes served.
+MODES = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "debug"})
+#: A server run's status -> the protocol's run status.
+_STATUS = {
+    "running": "running",
+    "completed": "success",
+    "paused": "interrupted",
+    "cancelled": "interrupted",
+    "failed": "error",
+}
+
+
+def run_status(summary: RunSummary) -> str:
+    """Return the protocol's status of a run whose server summary is `summary`."""
+    return _STATUS[summary.status]
+
+
+def _event(name: str, data: object) -> bytes:
+    return encode(f"event: {name}\r\n".encode(), json.dumps(data, default=str))
+
+
+class ProtocolRelay(Relay):
+    """Send a thread run's events in the SDK's stream modes; record its end."""
+
+    def __init__(
+        self,
+        run_id: str,
+        thread_id: str,
+        modes: frozenset[str],
+        state: tuple[list[dict[str, Any]], dict[str, Any]],
+        ended: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.modes = modes
+        self.messages, self.values = state
+        self._ended = ended
+
+    def attach(self, run: LiveRun) -> None:
+        """Serve `run`: queue the `metadata` event (and the thread's values) first."""
+        super().attach(run)
+        self.put(_event("metadata", {"run_id": self.run_id, "attempt": 1}))
+        self._send_values()
+
+    def _send_values(self, extra: dict[str, Any] | None = None) -> None:
+        if "values" in self.modes:
+            self.put(_event("values", {**self.values, "messages": self.messages, **(extra or {})}))
+
+    async def relay(self, event: AgentEvent) -> None:
+        """Queue what each stream mode asked sends for `event`."""
+        if "debug" in self.modes:
+            self.put(_event("debug", {"type": "event", "payload": json.loads(event.to_json())}))
+        output = event.output
+        if output is not None and output.custom is not None and "custom" in self.modes:
+            self.put(_event("custom", output.custom))
+        if output is not None and output.message is not None:
+            await self._message(event)
+        paused = event.action.interrupted if event.action is not None else None
+        if paused is not None:
+            pending = {"__interrupt__": [{"value": c.info, "id": c.id} for c in paused.contexts]}
+            if "updates" in self.modes:
+                self.put(_event("updates", pending))
+            self._send_values(pending)
+
+    async def _message(self, event: AgentEvent) -> None:
+        assert event.output is not None and event.output.message is not None
+        variant = event.output.message
+        position = len(self.messages)
+        key = message_id(self.thread_id, position)
+        tuples = bool({"messages-tuple", "messages"} & self.modes)
+        if variant.stream is not None and tuples:
+            meta = {"langgraph_node": event.agent_name, "run_path": list(event.run_path)}
+            with contextlib.suppress(Exception):  # the stream's error is the run's to report
+                async for chunk in variant.stream:
+                    if chunk.content:
+                        part = {"type": "AIMessageChunk", "content": chunk.content, "id": key}
+                        self.put(_event("messages", [part, meta]))
+        message = to_sdk(await variant.get_message(), key, event.agent_name)
+        if tuples and variant.stream is None:
+            self.put(_event("messages", [message, {"langgraph_node": event.agent_name}]))
+        if "updates" in self.modes:
+            self.put(_event("updates", {event.agent_name: {"messages": [message]}}))
+        if event.depth == 0:
+            self.messages.append(message)
+            self._send_values()
+
+    async def after_run(self, ctx: HookContext, result: RunResult) -> None:
+        """Record the run's status in its protocol record (a failure here is logged)."""
+        status = run_status(summarize(result, agent=ctx.agent_name, session_id=None))
+        try:
+            await self._ended(status)
+        except Exception:
+            _log.exception("could not record the end of run %s", self.run_id)
+
+    def closing(self, summary: RunSummary) -> bytes | None:
+        """Return `error` for a failed run, else `end`."""
+        if summary.status == "failed" and summary.error is not None:
+            error = {"error": summary.error.type, "message": summary.error.message}
+            return _event("error", error)
+        return _event("end", None)

@@ -1,0 +1,118 @@
+"""What the Agent Protocol tests share: agents on scripted models, a real server with two
+users' keys, and the official `langgraph_sdk` client of each user."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from plait import ChatModelAgent, Team, interrupt, run_context, tool
+from plait.core.agent import Agent
+from plait.events import AgentEvent, AgentOutput
+from plait.server import create_app
+from plait.stores.sqlite import SqliteStore
+from plait.testing import ScriptedModel, call, reply
+from tests.server.support import ServerThread
+
+KEYS = {"key-ann": "ann", "key-bob": "bob"}
+#: The public names of the served agents.
+SERVED = {"echo", "asker", "desk", "worker", "reporter"}
+
+
+@tool
+def approve(action: str) -> str:
+    """Ask a person to approve an action.
+
+    Args:
+        action: What to approve.
+    """
+    answer = interrupt({"question": f"approve {action}?"})
+    return f"{action}={answer}"
+
+
+#: Set once the `worker` agent's tool is working (it works until its run is cancelled).
+WORKING = threading.Event()
+
+
+@tool
+async def work() -> str:
+    """Work until the run is asked to stop."""
+    ctx = run_context()
+    WORKING.set()
+    while not ctx.cancelled:  # noqa: ASYNC110 - a run's cancel is a flag
+        await asyncio.sleep(0.01)
+    return "stopped"
+
+
+@tool
+def report() -> str:
+    """Report progress as a custom event."""
+    ctx = run_context()
+    progress = AgentOutput(custom={"progress": 100})
+    ctx.emit(AgentEvent(agent_name=ctx.agent_name, run_path=ctx.run_path, output=progress))
+    return "reported"
+
+
+report.emits_events = True  # its events reach the run's stream (`plait.tools.base.EmitsEvents`)
+
+
+def make_agents() -> dict[str, Agent]:
+    """Return the served agents: an echo, one that asks for approval, and a team."""
+    echo = ChatModelAgent(
+        "echo",
+        ScriptedModel([lambda m, t: reply(f"echo: {m[-1].content}")], per_run=True),
+        description="Echoes the last message.",
+    )
+    asker = ChatModelAgent(
+        "asker",
+        ScriptedModel([call("approve", {"action": "pay"}), reply("paid")], per_run=True),
+        description="Asks before it pays.",
+        tools=[approve],
+    )
+    triage = ChatModelAgent(
+        "triage",
+        ScriptedModel(
+            [call("transfer_to_agent", {"agent_name": "billing"}), reply("sent")], per_run=True
+        ),
+    )
+    billing = ChatModelAgent("billing", ScriptedModel([reply("your bill is 10")], per_run=True))
+    desk = Team.swarm(triage, [triage, billing], name="desk", description="A desk.")
+    worker = ChatModelAgent(
+        "worker",
+        ScriptedModel([call("work", {}), reply("worked")], per_run=True),
+        tools=[work],
+    )
+    reporter = ChatModelAgent(
+        "reporter",
+        ScriptedModel([call("report", {}), reply("reported")], per_run=True),
+        tools=[report],
+    )
+    return {"echo": echo, "asker": asker, "desk": desk, "worker": worker, "reporter": reporter}
+
+
+@dataclass
+class Served:
+    """A running server and the clients of its two users."""
+
+    url: str
+    ann: LangGraphClient
+    bob: LangGraphClient
+
+
+@contextlib.asynccontextmanager
+async def serve(tmp_path: Path) -> AsyncIterator[Served]:
+    """Serve the test agents on a SQLite store in `tmp_path`, with two users' keys."""
+    app = create_app(make_agents(), store=SqliteStore(tmp_path / "ap.db"), api_keys=KEYS)
+    with ServerThread(app) as server:
+        async with (
+            get_client(url=server.url, api_key="key-ann") as ann,
+            get_client(url=server.url, api_key="key-bob") as bob,
+        ):
+            yield Served(server.url, ann, bob)
