@@ -184,6 +184,22 @@ async def test_cancel_interrupts_and_the_thread_goes_on(served: Served) -> None:
     assert _texts(values)[-1] == ("ai", "echo: next")
 
 
+async def test_of_two_runs_started_at_once_on_a_thread_one_is_refused(served: Served) -> None:
+    WORKING.clear()
+    key = (await served.ann.threads.create())["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "go"}]}
+    results = await asyncio.gather(
+        *(served.ann.runs.create(key, "worker", input=ask) for _ in range(2)),
+        return_exceptions=True,
+    )
+    started = [r for r in results if isinstance(r, dict)]
+    refused = [r for r in results if isinstance(r, ConflictError)]
+    assert (len(started), len(refused)) == (1, 1), results
+    assert await asyncio.to_thread(WORKING.wait, 10)
+    await served.ann.runs.cancel(key, started[0]["run_id"], wait=True)
+    assert [r["status"] for r in await served.ann.runs.list(key)] == ["interrupted"]
+
+
 async def test_custom_events_stream(served: Served) -> None:
     thread = await served.ann.threads.create()
     parts = [

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Response
@@ -141,7 +142,7 @@ async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> 
         "status": "pending",
         "checkpoint": None,
     }
-    await document.change(lambda stored: stored.__setitem__(run_id, record))
+    await document.change(lambda stored: _reserve(stored, thread_id, run_id, record))
 
     async def ended(final: str) -> None:
         await document.change(lambda stored: _set(stored, run_id, status=final))
@@ -173,6 +174,22 @@ async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> 
     started = {"checkpoint": live.checkpoint_id, "status": "running"}
     await document.change(lambda stored: _set(stored, run_id, started_only=True, **started))
     return _Started(run_id, thread_id, live, record)
+
+
+#: How long a run's record alone keeps its thread busy: past it, the thread's real run says
+#: (a record left by a process that died while starting a run does not block the thread).
+_RESERVED_SECONDS = 60.0
+
+
+def _reserve(stored: dict[str, Any], thread_id: str, run_id: str, record: dict[str, Any]) -> None:
+    """Add `record` as the thread's new run, in the same write that checks no other run of
+    the thread is starting or running: of two runs started at once, one is refused."""
+    for other in stored.values():
+        if other.get("thread_id") == thread_id and other.get("status") in ("pending", "running"):
+            age = datetime.now(UTC) - datetime.fromisoformat(other["created_at"])
+            if age.total_seconds() < _RESERVED_SECONDS:
+                raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
+    stored[run_id] = record
 
 
 def _input(value: Any) -> tuple[list[Message], dict[str, Any]]:
