@@ -14,7 +14,7 @@ checkpoint id it runs under and, once it ended, its status.
 
 Not served yet (`501`, saying so): the `enqueue`, `interrupt` and `rollback` strategies,
 `action="rollback"`, webhooks, `after_seconds`, `interrupt_before`/`interrupt_after`,
-`join_stream`, stateless runs (`/runs…`), crons and the store (`/store…`).
+`join_stream`, stateless runs (`/runs…`) and crons.
 """
 
 from __future__ import annotations
@@ -439,11 +439,6 @@ def _not_yet_routes(router: APIRouter, who_dep: Any) -> None:
         ("POST", "/runs/crons/search", "a cron"),
         ("POST", "/runs/crons/count", "a cron"),
         ("POST", "/threads/{thread_id}/runs/crons", "a cron"),
-        ("PUT", "/store/items", "the store"),
-        ("GET", "/store/items", "the store"),
-        ("DELETE", "/store/items", "the store"),
-        ("POST", "/store/items/search", "the store"),
-        ("POST", "/store/namespaces", "the store"),
     ):
         router.add_api_route(
             path,
