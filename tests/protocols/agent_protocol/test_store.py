@@ -42,6 +42,13 @@ async def test_another_users_items_are_invisible(served: Served) -> None:
     assert (await served.ann.store.get_item(["notes"], "a"))["value"] == {"text": "ann's"}
 
 
+async def test_items_written_at_once_are_all_kept(served: Served) -> None:
+    store = served.ann.store
+    await asyncio.gather(*(store.put_item(["many"], f"k{n}", {"n": n}) for n in range(8)))
+    found = await store.search_items(["many"], limit=100)
+    assert sorted(i["value"]["n"] for i in found["items"]) == list(range(8))
+
+
 async def test_search_by_prefix_filter_and_page(served: Served) -> None:
     store = served.ann.store
     for n in range(4):
