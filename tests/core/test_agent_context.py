@@ -153,3 +153,39 @@ def test_both_names_are_the_public_protocol(name: str) -> None:
     import plait
 
     assert getattr(plait, name) is AgentContext
+
+
+async def test_emit_passes_a_custom_value_up_as_the_agents_event() -> None:
+    took: list[bool] = []
+
+    @tool
+    async def report(ctx: AgentContext) -> str:
+        """Report progress while working."""
+        took.append(ctx.emit({"progress": 50}))
+        took.append(ctx.emit(ctx.event(message=Message.assistant("half way"))))
+        return "done"
+
+    report.emits_events = True  # its caller takes the events it passes up
+    model = ScriptedModel([call("report", {}), reply("reported")])
+    events = [e async for e in Runner(ChatModelAgent("worker", model, tools=[report])).query("go")]
+    custom = [e for e in events if e.output is not None and e.output.custom is not None]
+    assert [(e.agent_name, e.run_path, e.output.custom) for e in custom if e.output] == [
+        ("worker", ("worker",), {"progress": 50})
+    ]
+    said = [e.message.message for e in events if e.message is not None and e.message.message]
+    assert "half way" in [m.content for m in said]
+    assert took == [True, True]
+
+
+def test_emit_says_when_nobody_takes_the_value() -> None:
+    took: list[bool] = []
+
+    @tool
+    def quiet(ctx: AgentContext) -> str:
+        """Try to report progress."""
+        took.append(ctx.emit({"progress": 1}))
+        return "done"
+
+    model = ScriptedModel([call("quiet", {}), reply("ok")])
+    assert Runner(ChatModelAgent("worker", model, tools=[quiet])).query_sync("go").error is None
+    assert took == [False]  # a tool that does not say it emits has no caller for its events

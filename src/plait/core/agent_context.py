@@ -30,7 +30,8 @@ class AgentContext(Protocol):
     kept across its turns), `usage` (tokens so far), `metadata` (the runner's, read-only),
     `history` (the messages this agent runs on). Control: `cancelled` (stop long work),
     `resume_info`, `idempotency_key` (inside a tool call). Acting: `event(...)` builds an
-    event of this agent, `send_action` attaches an action to the tool call's event,
+    event of this agent, `emit(value)` passes an event or a custom value up from a tool
+    call, `send_action` attaches an action to the tool call's event,
     `save_state`/`load_state` keep JSON-able values across pauses.
     """
 
@@ -111,6 +112,13 @@ class AgentContext(Protocol):
         """Build an event of this agent (name, run path and depth stamped)."""
         ...
 
+    def emit(self, value: Any) -> bool:
+        """Pass an event up from a tool call while it runs: an `AgentEvent` as it is, any
+        other value as this agent's event with `AgentOutput(custom=value)` (what the Agent
+        Protocol's `custom` stream mode sends). Return False when the tool's caller takes
+        no events from it (a tool says it emits with `emits_events`)."""
+        ...
+
     def send_action(self, action: AgentAction) -> None:
         """Attach `action` to the event of the tool call this context belongs to."""
         ...
@@ -143,10 +151,11 @@ class HookContext(AgentContext, Protocol):
     this run), `tool` and `tool_error` (inside a tool call: the tool, and what it raised).
     The run: `checkpoint_id`, `requests` and `tool_calls` (counted across pauses),
     `paused`. Acting: `record_model_call(usage)` counts a call the hook makes itself in the
-    run's usage and budgets, `side_model(model)` is what such a call goes to, `emit(event)`
-    passes an event up, `interrupt(info)` pauses the run here (or returns the answer once
-    resumed). Keeping: `extras` while the run lives (never saved), `keep_run_value` /
-    `run_value` for the whole run, saved with it (`save_state` keeps values at a place).
+    run's usage and budgets, `side_model(model)` is what such a call goes to, `emit(value)`
+    (of `AgentContext`) also passes up what a `before_model` hook emits, `interrupt(info)`
+    pauses the run here (or returns the answer once resumed). Keeping: `extras` while the
+    run lives (never saved), `keep_run_value` / `run_value` for the whole run, saved with it
+    (`save_state` keeps values at a place).
     """
 
     @property
@@ -212,10 +221,6 @@ class HookContext(AgentContext, Protocol):
         """Return what a model call the hook makes itself (a summary) goes to: `model`
         behind the run's `wrap_model` hooks (a cassette records it) and wherever the run
         sends its model calls."""
-        ...
-
-    def emit(self, event: AgentEvent) -> bool:
-        """Pass an event up from a tool call; False when its caller takes none."""
         ...
 
     def interrupt(self, info: Any = None, *, state: Any = None) -> Any:

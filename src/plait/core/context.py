@@ -36,7 +36,7 @@ from plait.core.run_state import (
 )
 from plait.core.wrapped import WrappedModel
 from plait.errors import MaxDepthExceeded, UsageError
-from plait.events import AgentAction, AgentEvent, BreakLoopAction
+from plait.events import AgentAction, AgentEvent, AgentOutput, BreakLoopAction
 from plait.messages import Message
 
 __all__ = [
@@ -445,14 +445,17 @@ class Frame(RunValues, PauseAndSave):
         """Let tools called from this context pass events up through `emit`."""
         self._emit = emit
 
-    def emit(self, event: AgentEvent) -> bool:
-        """Pass an event up from inside a tool (an agent run as a tool forwards its events).
+    def emit(self, value: Any) -> bool:
+        """Pass an event up from inside a tool (an agent run as a tool forwards its events);
+        a value that is not an `AgentEvent` goes up as this agent's custom output.
 
         Return False when the caller does not take events from this tool.
         """
         if self._emit is None:
             return False
-        self._emit(event)
+        if not isinstance(value, AgentEvent):
+            value = self.event(output=AgentOutput(custom=value))
+        self._emit(value)
         return True
 
     def __repr__(self) -> str:

@@ -15,7 +15,6 @@ from langgraph_sdk.client import LangGraphClient
 
 from plait import ChatModelAgent, Team, interrupt, run_context, tool
 from plait.core.agent import Agent
-from plait.events import AgentEvent, AgentOutput
 from plait.server import create_app
 from plait.stores.sqlite import SqliteStore
 from plait.testing import ScriptedModel, call, reply
@@ -54,9 +53,7 @@ async def work() -> str:
 @tool
 def report() -> str:
     """Report progress as a custom event."""
-    ctx = run_context()
-    progress = AgentOutput(custom={"progress": 100})
-    ctx.emit(AgentEvent(agent_name=ctx.agent_name, run_path=ctx.run_path, output=progress))
+    run_context().emit({"progress": 100})  # the `custom` stream mode's value
     return "reported"
 
 

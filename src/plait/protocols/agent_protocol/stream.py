@@ -8,7 +8,7 @@ sends `metadata` first (`{"run_id", "attempt"}`), then per mode asked:
 - `updates`: `{agent name: {"messages": [message]}}` per message of any agent;
 - `messages-tuple` (and `messages`): `[chunk, {"langgraph_node": agent, ...}]` per chunk
   of text a model streams, then the whole message;
-- `custom`: the `custom` value of each event a tool or agent passes up with `ctx.emit`;
+- `custom`: what a tool sends with `ctx.emit(value)` (the `custom` value of its event);
 - `debug`: each event's own JSON, as `{"type": "event", "payload": ...}`.
 A pause adds `{"__interrupt__": [{"value", "id"}]}` to `values` and `updates`. The stream
 ends with `end`, or with `error` (`{"error": <plait error class>, "message"}`) when the
