@@ -20,16 +20,17 @@ import json
 import re
 import signal
 from collections.abc import Mapping
+from typing import Protocol
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from plait.events import AgentEvent
 from plait.server.bodies import RunSummary
-from plait.server.runs import LiveRun, Nudge, Relay
+from plait.server.runs import Item, Nudge, Relay
 from plait.server.summary import encode_event
 
-__all__ = ["PING_INTERVAL", "DeltaRelay", "EventStream", "encode", "server_exiting"]
+__all__ = ["PING_INTERVAL", "DeltaRelay", "EventStream", "Feed", "encode", "server_exiting"]
 
 #: Seconds between two comment lines of a stream.
 PING_INTERVAL = 15.0
@@ -81,12 +82,23 @@ class DeltaRelay(Relay):
         self.put(await encode_event(event))
 
 
+class Feed(Protocol):
+    """What a stream reads: a live run (`LiveRun`), or another source of its queue's items
+    (a client re-attached to a run's kept events)."""
+
+    queue: asyncio.Queue[Item]
+    relay: Relay
+
+    def nudge(self, nudge: Nudge) -> None:
+        """Wake the reader of the queue with `nudge`."""
+
+
 class EventStream(Response):
     """The `text/event-stream` answer of a live run (see the module's docstring)."""
 
     media_type = "text/event-stream"
 
-    def __init__(self, run: LiveRun, headers: Mapping[str, str]) -> None:
+    def __init__(self, run: Feed, headers: Mapping[str, str]) -> None:
         self.run = run
         self.status_code = 200
         self.background = None
@@ -132,7 +144,7 @@ class EventStream(Response):
             listener.cancel()
 
 
-async def _listen(receive: Receive, run: LiveRun) -> None:
+async def _listen(receive: Receive, run: Feed) -> None:
     """Wait for the client to leave; then wake the stream so that it stops."""
     while True:
         message = await receive()

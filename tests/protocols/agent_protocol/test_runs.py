@@ -219,7 +219,7 @@ async def test_what_is_not_served_answers_501(served: Served) -> None:
     thread = await served.ann.threads.create()
     with pytest.raises(APIStatusError) as refused:
         await served.ann.runs.create(
-            thread["thread_id"], "echo", input={"messages": []}, multitask_strategy="enqueue"
+            thread["thread_id"], "echo", input={"messages": []}, interrupt_before=["echo"]
         )
     assert refused.value.status_code == 501
     with pytest.raises(APIStatusError) as refused:

@@ -6,53 +6,63 @@ assistant's agent with the assistant's options (and the run's own `config.config
 `context`, the same `RunOption` fields), on `input` (`{"messages": [...]}`; any other key
 is a session value). `command={"resume": value}` resumes the thread's pending interrupt
 instead (`{interrupt id: value}` answers several), exactly once: a second resume of the
-same pause is `409`. A busy thread refuses a new run (`409`, the `reject` strategy).
-`cancel` with `action="interrupt"` stops the run at its next safe point, keeping a
-resumable checkpoint; the thread goes on with the next run's input. Each run has a record
-in the user's `runs` document: its thread, assistant, metadata, times, the server's
-checkpoint id it runs under and, once it ended, its status.
+same pause is `409`. A run on a busy thread does what its `multitask_strategy` says
+(`plait.protocols.agent_protocol.multitask`: `reject`, the default, is `409`). `cancel`
+with `action="interrupt"` stops the run at its next safe point, keeping a resumable
+checkpoint; the thread goes on with the next run's input; `action="rollback"` then also
+removes the run's turn from the thread. `join_stream` re-attaches to a run's stream
+(`plait.protocols.agent_protocol.replay`); `on_disconnect="cancel"` cancels a streamed run
+whose client leaves before it ends. Each run has a record in the user's `runs` document:
+its thread, assistant, metadata, times, the server's checkpoint id it runs under and,
+once it ended, its status.
 
-Not served yet (`501`, saying so): the `enqueue`, `interrupt` and `rollback` strategies,
-`action="rollback"`, webhooks, `after_seconds`, `interrupt_before`/`interrupt_after`,
-`join_stream`, stateless runs (`/runs…`) and crons.
+Not served yet (`501`, saying so): webhooks, `after_seconds`,
+`interrupt_before`/`interrupt_after`, stateless runs (`/runs…`) and crons.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from plait.agents.options import RunOption
-from plait.errors import CheckpointNotFound
 from plait.messages import Message
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import input_messages, message_id, to_sdk
+from plait.protocols.agent_protocol.multitask import (
+    alive_runs,
+    finish,
+    mark_stop,
+    reserve,
+    rewind,
+    start_next,
+    stop_runs,
+)
+from plait.protocols.agent_protocol.records import FINAL, find_run, run_json, thread_values
+from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs
 from plait.protocols.agent_protocol.shapes import errors
-from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, run_status
+from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
 from plait.protocols.agent_protocol.threads import (
     find_thread,
     make_thread,
     note_run,
     thread_status,
 )
-from plait.run.sessions import SessionDocument
+from plait.run.sessions import SessionDocument, decode_session
 from plait.server.caller import CHECKPOINT_HEADER, Caller
 from plait.server.limits import ApiError
 from plait.server.runs import LiveRun
-from plait.server.sse import EventStream
 
 __all__ = ["runs_router"]
 
 _DOC = "runs"
-_FINAL = ("success", "error", "interrupted", "timeout")
 _NOT_YET = "is not served by plait yet"
 
 
@@ -70,6 +80,7 @@ class RunCreate(BaseModel):
     context: dict[str, Any] | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
     if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
     webhook: str | None = None
     after_seconds: float | None = None
     interrupt_before: Any = None
@@ -77,8 +88,6 @@ class RunCreate(BaseModel):
 
 
 def _refuse_what_is_not_served(body: RunCreate) -> None:
-    if body.multitask_strategy not in (None, "reject"):
-        raise ApiError(501, f"multitask_strategy '{body.multitask_strategy}' {_NOT_YET}")
     for name in ("webhook", "after_seconds", "interrupt_before", "interrupt_after"):
         if getattr(body, name) is not None:
             raise ApiError(501, f"{name} {_NOT_YET}")
@@ -109,87 +118,124 @@ async def _thread(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any
 
 
 class _Started:
-    """A run just started: its protocol id, thread, server run and record."""
+    """A run just started: its protocol id, thread, server run and its log of events."""
 
-    def __init__(self, run_id: str, thread_id: str, live: LiveRun, record: dict[str, Any]):
+    def __init__(self, run_id: str, thread_id: str, live: LiveRun, log: RunLog):
         self.run_id = run_id
         self.thread_id = thread_id
         self.live = live
-        self.record = record
+        self.log = log
 
 
-async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> _Started:
-    """Start (or resume) a run of the thread as `body` asks; return once it has started."""
+async def _begin(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> _Started | str:
+    """Start (or resume) a run of the thread as `body` asks and return it once it has
+    started, or queue it on a busy thread (`multitask_strategy`) and return its id."""
     _refuse_what_is_not_served(body)
-    modes = _modes(body) if stream else frozenset()
+    _modes(body)
     thread = await _thread(who, thread_id, body)
     assistant = await find_assistant(who, body.assistant_id)
     if assistant.graph_id not in who.server.agents:
         raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
-    options = _options(body, assistant.options())
-    status, pending = await thread_status(who, thread)
-    if status == "busy":
+    _options(body, assistant.options())
+    strategy = body.multitask_strategy or "reject"
+    if strategy == "reject" and (await thread_status(who, thread))[0] == "busy":
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
     run_id = str(uuid.uuid4())
-    document = Document(who, _DOC)
     record = {
         "thread_id": thread_id,
         "assistant_id": assistant.assistant_id,
         "created_at": now(),
         "updated_at": now(),
         "metadata": body.metadata or {},
-        "multitask_strategy": "reject",
+        "multitask_strategy": strategy,
         "status": "pending",
         "checkpoint": None,
+        "request": body.model_dump(mode="json"),
     }
-    await document.change(lambda stored: _reserve(stored, thread_id, run_id, record))
+    alive = await alive_runs(who, thread_id)
+    stop = await Document(who, _DOC).change(
+        lambda stored: reserve(stored, thread_id, run_id, record, strategy, alive)
+    )
+    if stop is None:
+        return await _launch(who, thread_id, run_id, body, logs)
+    await stop_runs(who, stop)
+    await start_next(who, thread_id, _launcher(who, thread_id, logs))  # it may be free now
+    return run_id
+
+
+def _launcher(
+    who: Caller, thread_id: str, logs: RunLogs
+) -> Callable[[str, dict[str, Any]], Awaitable[object]]:
+    """Return how a queued run of the thread is started, from its stored request."""
+
+    async def launch(run_id: str, request: dict[str, Any]) -> object:
+        return await _launch(who, thread_id, run_id, RunCreate.model_validate(request), logs)
+
+    return launch
+
+
+async def _launch(
+    who: Caller, thread_id: str, run_id: str, body: RunCreate, logs: RunLogs
+) -> _Started:
+    """Start the run `run_id` reserved on the thread; when it ends, its record says so
+    (a rolled-back run's turn is removed) and the thread's next queued run starts."""
+    document = Document(who, _DOC)
+    before = await who.store.get_session(thread_id)
 
     async def ended(final: str) -> None:
-        await document.change(lambda stored: _set(stored, run_id, status=final))
+        found = await document.change(lambda stored: finish(stored, run_id, final))
+        if found is not None and found.get("stop") == "rollback":
+            await rewind(who, thread_id, before)
+
+    async def then() -> None:
+        await start_next(who, thread_id, _launcher(who, thread_id, logs))
 
     resume = body.command is not None and "resume" in body.command
     given, extra = ([], {}) if resume else _input(body.input)
-    state = await _state_at_start(who, thread_id, given, extra)
-    relay = ProtocolRelay(run_id, thread_id, modes, state, ended)
-    streaming = bool({"messages-tuple", "messages"} & modes)
+    state = _state_at_start(thread_id, decode_session(thread_id, before), given, extra)
+    log = logs.open(run_id)
+    relay = ProtocolRelay(run_id, thread_id, _modes(body), state, ended, log, then)
     try:
-        if resume:
-            assert body.command is not None
-            live = await _resume(who, thread, pending, body.command["resume"], relay, options)
-        else:
-            live = await who.server.runs.start(
-                who.store,
-                assistant.graph_id,
-                given,
-                session_id=thread_id,
-                session_values=extra or None,
-                streaming=streaming,
-                relay=relay,
-                options=options,
-            )
+        live = await _start(who, thread_id, body, relay, (given, extra))
     except BaseException:
         await document.change(lambda stored: stored.pop(run_id, None))
+        log.end()
         raise
-    await note_run(who, thread_id, live.run_id, assistant.graph_id)
     started = {"checkpoint": live.checkpoint_id, "status": "running"}
-    await document.change(lambda stored: _set(stored, run_id, started_only=True, **started))
-    return _Started(run_id, thread_id, live, record)
+    stop = await document.change(lambda stored: _set(stored, run_id, started_only=True, **started))
+    if stop is not None:  # a double text or a cancel came while it started
+        await who.server.runs.cancel(who.store, live.checkpoint_id)
+    return _Started(run_id, thread_id, live, log)
 
 
-#: How long a run's record alone keeps its thread busy: past it, the thread's real run says
-#: (a record left by a process that died while starting a run does not block the thread).
-_RESERVED_SECONDS = 60.0
-
-
-def _reserve(stored: dict[str, Any], thread_id: str, run_id: str, record: dict[str, Any]) -> None:
-    """Add `record` as the thread's new run, in the same write that checks no other run of
-    the thread is starting or running: of two runs started at once, one is refused."""
-    for other in stored.values():
-        if other.get("thread_id") == thread_id and other.get("status") in ("pending", "running"):
-            age = datetime.now(UTC) - datetime.fromisoformat(other["created_at"])
-            if age.total_seconds() < _RESERVED_SECONDS:
-                raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
-    stored[run_id] = record
+async def _start(
+    who: Caller,
+    thread_id: str,
+    body: RunCreate,
+    relay: ProtocolRelay,
+    given: tuple[list[Message], dict[str, Any]],
+) -> LiveRun:
+    """Start the server's run of `body` on the thread (or resume its pause)."""
+    thread = await find_thread(who, thread_id)
+    assistant = await find_assistant(who, body.assistant_id)
+    options = _options(body, assistant.options())
+    if body.command is not None and "resume" in body.command:
+        _, pending = await thread_status(who, thread)
+        live = await _resume(who, thread, pending, body.command["resume"], relay, options)
+    else:
+        messages, extra = given
+        live = await who.server.runs.start(
+            who.store,
+            assistant.graph_id,
+            messages,
+            session_id=thread_id,
+            session_values=extra or None,
+            streaming=bool({"messages-tuple", "messages"} & relay.modes),
+            relay=relay,
+            options=options,
+        )
+    await note_run(who, thread_id, live.run_id, assistant.graph_id)
+    return live
 
 
 def _input(value: Any) -> tuple[list[Message], dict[str, Any]]:
@@ -200,24 +246,27 @@ def _input(value: Any) -> tuple[list[Message], dict[str, Any]]:
     return input_messages(value), extra
 
 
-async def _state_at_start(
-    who: Caller, thread_id: str, given: list[Message], extra: dict[str, Any]
+def _state_at_start(
+    thread_id: str, session: SessionDocument, given: list[Message], extra: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Return the thread's messages (in the SDK's shape) and values as a run starts."""
-    session = await who.sessions.read(thread_id) or SessionDocument()
     kept = [*session.messages, *(("user", m) for m in given)]
     messages = [to_sdk(m, message_id(thread_id, i), a) for i, (a, m) in enumerate(kept)]
     return messages, {**session.values, **extra}
 
 
-def _set(stored: dict[str, Any], run_id: str, *, started_only: bool = False, **fields: Any) -> None:
-    """Change the record of run `run_id` (`started_only`: unless it has ended already)."""
+def _set(
+    stored: dict[str, Any], run_id: str, *, started_only: bool = False, **fields: Any
+) -> str | None:
+    """Change the record of run `run_id` (`started_only`: unless it has ended already);
+    return how it is to be stopped, if a double text or a cancel asked."""
     found = stored.get(run_id)
-    if found is None or (started_only and found["status"] in _FINAL):
+    if found is None or (started_only and found["status"] in FINAL):
         if found is not None and started_only:
             stored[run_id] = {**found, "checkpoint": fields.get("checkpoint")}
-        return
+        return None
     stored[run_id] = {**found, **fields, "updated_at": now()}
+    return found.get("stop")  # type: ignore[no-any-return]
 
 
 async def _resume(
@@ -245,58 +294,91 @@ async def _resume(
     )
 
 
-async def _find_run(who: Caller, thread_id: str, run_id: str) -> dict[str, Any]:
-    """Return the caller's run `run_id` of thread `thread_id`, its status up to date.
-
-    Raises:
-        ApiError: `404`, no such run of this user's thread.
-    """
-    found = (await Document(who, _DOC).read()).get(run_id)
-    if found is None or found["thread_id"] != thread_id:
-        raise ApiError(404, f"no run '{run_id[:128]}' of thread '{thread_id[:128]}'")
-    if found["status"] not in _FINAL and found["checkpoint"] is not None:
-        try:
-            summary = await who.server.runs.summary(who.store, found["checkpoint"])
-            found = {**found, "status": run_status(summary)}
-        except CheckpointNotFound:
-            pass
-    return {"run_id": run_id, **found}
+async def _join(who: Caller, thread_id: str, run_id: str, logs: RunLogs) -> dict[str, Any]:
+    """Wait for the run to end (whichever process runs it; a queued one is started when
+    its thread is free); return the thread's values."""
+    while True:
+        run = await find_run(who, thread_id, run_id)
+        if run["status"] not in ("pending", "running"):
+            return await thread_values(who, thread_id)
+        if run.get("queued"):
+            await start_next(who, thread_id, _launcher(who, thread_id, logs))
+        log = logs.get(run_id)
+        if log is not None and not log.ended:
+            await log.wait_end()
+        else:  # the run may be another process's: its end is seen in the store
+            await asyncio.sleep(who.server.runs.cancel_poll)
 
 
-def _run_json(run: dict[str, Any]) -> dict[str, Any]:
-    """Return a run record as the SDK reads it."""
-    shown = {k: v for k, v in run.items() if k != "checkpoint"}
-    return {**shown, "kwargs": {}}
+async def _follow(
+    who: Caller,
+    thread_id: str,
+    run_id: str,
+    logs: RunLogs,
+    after: int | None,
+    modes: frozenset[str],
+    on_leave: Callable[[], Awaitable[None]] | None,
+) -> Response:
+    """Stream the run's events after event id `after` in `modes` (all: empty) and as they
+    come, once it has started; a run this process does not hold is waited for, and its
+    stream is `metadata`, the thread's final values and `end`."""
+    headers = {"content-location": f"/threads/{thread_id}/runs/{run_id}"}
+    while True:
+        log = await logs.wait(run_id, who.server.runs.cancel_poll)
+        if log is not None:
+            return ResumableStream(log.follow(after, modes), headers, log, on_leave)
+        run = await find_run(who, thread_id, run_id)
+        if run["status"] != "pending":
+            break
+        if run.get("queued"):
+            await start_next(who, thread_id, _launcher(who, thread_id, logs))
+    log = final_log(run_id, await _join(who, thread_id, run_id, logs))
+    return ResumableStream(log.follow(None, frozenset()), headers, log, None)
 
 
-async def _thread_values(who: Caller, thread_id: str) -> dict[str, Any]:
-    """Return the thread's values, with `__interrupt__` while it waits for an answer."""
-    thread = await find_thread(who, thread_id)
-    session = await who.sessions.read(thread_id) or SessionDocument()
-    messages = [to_sdk(m, message_id(thread_id, i), a) for i, (a, m) in enumerate(session.messages)]
-    values: dict[str, Any] = {**session.values, "messages": messages}
-    status, pending = await thread_status(who, thread)
-    if status == "interrupted":
-        values["__interrupt__"] = pending
-    return values
+async def _cancel(who: Caller, thread_id: str, run_id: str, action: str) -> None:
+    """Stop the run at its next safe point (`rollback`: then remove its turn from the
+    thread); a queued run leaves the queue."""
+    await find_run(who, thread_id, run_id)
+    checkpoint = await Document(who, _DOC).change(lambda stored: mark_stop(stored, run_id, action))
+    if checkpoint is not None:
+        await stop_runs(who, [(run_id, checkpoint)])
 
 
-async def _join(who: Caller, thread_id: str, run_id: str) -> dict[str, Any]:
-    """Wait for the run to end (whichever process runs it); return the thread's values."""
-    # the run may be another process's: its end is seen in the store
-    while (await _find_run(who, thread_id, run_id))["status"] in ("pending", "running"):  # noqa: ASYNC110
-        await asyncio.sleep(who.server.runs.cancel_poll)
-    return await _thread_values(who, thread_id)
+def _leaving(
+    who: Caller, thread_id: str, run_id: str, cancel: bool
+) -> Callable[[], Awaitable[None]] | None:
+    """Return what a stream's client leaving before the run ends does (`cancel`: cancel
+    the run, as `on_disconnect="cancel"` asks)."""
+    if not cancel:
+        return None
+
+    async def leave() -> None:
+        await _cancel(who, thread_id, run_id, "interrupt")
+
+    return leave
 
 
-async def _wait(who: Caller, thread_id: str, body: RunCreate) -> Response:
-    started = await _begin(who, thread_id, body, stream=False)
+async def _stream(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
+    begun = await _begin(who, thread_id, body, logs)
+    run_id = begun if isinstance(begun, str) else begun.run_id
+    leave = _leaving(who, thread_id, run_id, body.on_disconnect == "cancel")
+    if isinstance(begun, str):
+        return await _follow(who, thread_id, begun, logs, None, frozenset(), leave)
+    return ResumableStream(begun.live, _headers(begun), begun.log, leave)
+
+
+async def _wait(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
+    started = await _begin(who, thread_id, body, logs)
+    if isinstance(started, str):
+        headers = {"content-location": f"/threads/{thread_id}/runs/{started}"}
+        return JSONResponse(await _join(who, thread_id, started, logs), headers=headers)
     summary, _ = await started.live.outcome()
     headers = _headers(started)
     if summary.status == "failed" and summary.error is not None:
         error = {"error": summary.error.type, "message": summary.error.message}
         return JSONResponse({"__error__": error}, headers=headers)
-    return JSONResponse(await _thread_values(who, thread_id), headers=headers)
+    return JSONResponse(await thread_values(who, thread_id), headers=headers)
 
 
 def _headers(started: _Started) -> dict[str, str]:
@@ -306,14 +388,25 @@ def _headers(started: _Started) -> dict[str, str]:
     }
 
 
+def _event_id(given: str | None) -> int | None:
+    """Return the event id of a `Last-Event-ID` header (None: none given)."""
+    if not given:
+        return None
+    try:
+        return int(given)
+    except ValueError:
+        raise ApiError(422, f"Last-Event-ID '{given[:32]}' is not an event id") from None
+
+
 def runs_router(caller: Callable[..., Any]) -> APIRouter:
     """Return a thread's run routes (and the `501`s of what is not served yet); `caller`
     is the app's dependency that checks the API key."""
     router = APIRouter(tags=["agent protocol: runs"])
     who_dep: Any = Depends(caller)
-    _starting_routes(router, who_dep)
-    _run_routes(router, who_dep)
-    _ending_routes(router, who_dep)
+    logs = RunLogs()  # the events of this process's runs, for clients that re-attach
+    _starting_routes(router, who_dep, logs)
+    _run_routes(router, who_dep, logs)
+    _ending_routes(router, who_dep, logs)
     _not_yet_routes(router, who_dep)
     return router
 
@@ -321,29 +414,32 @@ def runs_router(caller: Callable[..., Any]) -> APIRouter:
 _STARTING = errors(401, 404, 409, 422, 501)
 
 
-def _starting_routes(router: APIRouter, who_dep: Any) -> None:
+def _starting_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     """Add the routes that start (or resume) a thread's run."""
 
     @router.post("/threads/{thread_id}/runs/stream", summary="Stream a run", responses=_STARTING)
     async def stream(thread_id: str, body: RunCreate, who: Caller = who_dep) -> Response:
         """Run the assistant on the thread; answer with its events in `stream_mode`."""
-        started = await _begin(who, thread_id, body, stream=True)
-        return EventStream(started.live, _headers(started))
+        return await _stream(who, thread_id, body, logs)
 
     @router.post("/threads/{thread_id}/runs/wait", summary="Run and wait", responses=_STARTING)
     async def wait(thread_id: str, body: RunCreate, who: Caller = who_dep) -> Response:
         """Run the assistant on the thread; answer with the thread's values at its end."""
-        return await _wait(who, thread_id, body)
+        return await _wait(who, thread_id, body, logs)
 
     @router.post("/threads/{thread_id}/runs", summary="Start a run", responses=_STARTING)
     async def create(thread_id: str, body: RunCreate, who: Caller = who_dep) -> JSONResponse:
         """Start a background run of the assistant on the thread; answer at once."""
-        started = await _begin(who, thread_id, body, stream=False)
-        run = await _find_run(who, thread_id, started.run_id)
-        return JSONResponse(_run_json(run), headers=_headers(started))
+        begun = await _begin(who, thread_id, body, logs)
+        run_id = begun if isinstance(begun, str) else begun.run_id
+        run = await find_run(who, thread_id, run_id)
+        headers = {"content-location": f"/threads/{thread_id}/runs/{run_id}"}
+        if isinstance(begun, _Started):
+            headers = _headers(begun)
+        return JSONResponse(run_json(run), headers=headers)
 
 
-def _run_routes(router: APIRouter, who_dep: Any) -> None:
+def _run_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     """Add the routes that list, read, join, cancel and delete a thread's runs."""
 
     @router.get("/threads/{thread_id}/runs", summary="List runs", responses=errors(401, 404))
@@ -358,16 +454,16 @@ def _run_routes(router: APIRouter, who_dep: Any) -> None:
         await find_thread(who, thread_id)
         stored = await Document(who, _DOC).read()
         keys = [key for key, run in stored.items() if run["thread_id"] == thread_id]
-        runs = [await _find_run(who, thread_id, key) for key in reversed(keys)]
+        runs = [await find_run(who, thread_id, key) for key in reversed(keys)]
         runs = [run for run in runs if status is None or run["status"] == status]
-        return [_run_json(run) for run in runs[offset : offset + limit]]
+        return [run_json(run) for run in runs[offset : offset + limit]]
 
     @router.get(
         "/threads/{thread_id}/runs/{run_id}", summary="Read a run", responses=errors(401, 404)
     )
     async def get(thread_id: str, run_id: str, who: Caller = who_dep) -> dict[str, Any]:
         """Return the run with its status."""
-        return _run_json(await _find_run(who, thread_id, run_id))
+        return run_json(await find_run(who, thread_id, run_id))
 
     @router.get(
         "/threads/{thread_id}/runs/{run_id}/join",
@@ -376,10 +472,31 @@ def _run_routes(router: APIRouter, who_dep: Any) -> None:
     )
     async def join(thread_id: str, run_id: str, who: Caller = who_dep) -> dict[str, Any]:
         """Wait for the run to end; return the thread's values."""
-        return await _join(who, thread_id, run_id)
+        return await _join(who, thread_id, run_id, logs)
+
+    @router.get(
+        "/threads/{thread_id}/runs/{run_id}/stream",
+        summary="Re-attach to a run's stream",
+        responses=errors(401, 404, 422),
+    )
+    async def join_stream(
+        thread_id: str,
+        run_id: str,
+        request: Request,
+        who: Caller = who_dep,
+        cancel_on_disconnect: bool = False,
+        stream_mode: list[str] | None = Query(None),  # noqa: B008 - FastAPI's way
+    ) -> Response:
+        """Stream the run's events after `Last-Event-ID` (all without it), then as they
+        come, to its end."""
+        await find_run(who, thread_id, run_id)
+        after = _event_id(request.headers.get("last-event-id"))
+        modes = frozenset(mode for mode in stream_mode or () if mode)
+        leave = _leaving(who, thread_id, run_id, cancel_on_disconnect)
+        return await _follow(who, thread_id, run_id, logs, after, modes, leave)
 
 
-def _ending_routes(router: APIRouter, who_dep: Any) -> None:
+def _ending_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     """Add the routes that cancel and delete a thread's runs."""
 
     @router.post(
@@ -394,15 +511,12 @@ def _ending_routes(router: APIRouter, who_dep: Any) -> None:
         wait: int = 0,
         action: Literal["interrupt", "rollback"] = "interrupt",
     ) -> Any:
-        """Stop the run at its next safe point, keeping a resumable checkpoint."""
-        if action == "rollback":
-            raise ApiError(501, f"cancel with action 'rollback' {_NOT_YET}")
-        run = await _find_run(who, thread_id, run_id)
-        if run["status"] in ("pending", "running") and run["checkpoint"] is not None:
-            await who.server.runs.cancel(who.store, run["checkpoint"])
+        """Stop the run at its next safe point, keeping a resumable checkpoint
+        (`rollback`: its turn is then removed from the thread)."""
+        await _cancel(who, thread_id, run_id, action)
         if wait:
-            await _join(who, thread_id, run_id)
-        return _run_json(await _find_run(who, thread_id, run_id))
+            await _join(who, thread_id, run_id, logs)
+        return run_json(await find_run(who, thread_id, run_id))
 
     @router.delete(
         "/threads/{thread_id}/runs/{run_id}",
@@ -412,7 +526,7 @@ def _ending_routes(router: APIRouter, who_dep: Any) -> None:
     )
     async def delete(thread_id: str, run_id: str, who: Caller = who_dep) -> Response:
         """Delete the record of an ended run."""
-        run = await _find_run(who, thread_id, run_id)
+        run = await find_run(who, thread_id, run_id)
         if run["status"] in ("pending", "running"):
             raise ApiError(409, f"run '{run_id}' is running; cancel it first")
         await Document(who, _DOC).change(lambda stored: stored.pop(run_id, None))
@@ -430,7 +544,6 @@ def _not_yet_routes(router: APIRouter, who_dep: Any) -> None:
         return not_yet
 
     for method, path, what in (
-        ("GET", "/threads/{thread_id}/runs/{run_id}/stream", "join_stream"),
         ("POST", "/runs", "a stateless run"),
         ("POST", "/runs/stream", "a stateless run"),
         ("POST", "/runs/wait", "a stateless run"),

@@ -12,7 +12,10 @@ sends `metadata` first (`{"run_id", "attempt"}`), then per mode asked:
 - `debug`: each event's own JSON, as `{"type": "event", "payload": ...}`.
 A pause adds `{"__interrupt__": [{"value", "id"}]}` to `values` and `updates`. The stream
 ends with `end`, or with `error` (`{"error": <plait error class>, "message"}`) when the
-run failed. When the run ends its status is written to the protocol's run record.
+run failed. Each event has an `id:` (its place in the run's stream, from 0) and is kept in
+the run's log (`plait.protocols.agent_protocol.replay`) for clients that re-attach. When
+the run ends its status is written to the protocol's run record, then its last event is
+kept, then `then` (if any) runs: the thread's next queued run starts there.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ from typing import Any
 from plait.core.agent_context import HookContext
 from plait.events import AgentEvent, RunResult
 from plait.protocols.agent_protocol.messages import message_id, to_sdk
+from plait.protocols.agent_protocol.replay import RunLog
 from plait.server.bodies import RunSummary
 from plait.server.runs import LiveRun, Relay
 from plait.server.sse import encode
 from plait.server.summary import summarize
 
-__all__ = ["MODES", "ProtocolRelay", "run_status"]
+__all__ = ["MODES", "ProtocolRelay", "final_log", "run_status"]
 
 _log = logging.getLogger("plait.server")
 
@@ -52,8 +56,27 @@ def run_status(summary: RunSummary) -> str:
     return _STATUS[summary.status]
 
 
-def _event(name: str, data: object) -> bytes:
-    return encode(f"event: {name}\r\n".encode(), json.dumps(data, default=str))
+def _event(name: str, data: object, event_id: int) -> bytes:
+    head = f"id: {event_id}\r\nevent: {name}\r\n".encode()
+    return encode(head, json.dumps(data, default=str))
+
+
+def _closing_event(summary: RunSummary) -> tuple[str, object]:
+    """Return the last event of a run that ended as `summary` says: `error` or `end`."""
+    if summary.status == "failed" and summary.error is not None:
+        return "error", {"error": summary.error.type, "message": summary.error.message}
+    return "end", None
+
+
+def final_log(run_id: str, values: dict[str, Any]) -> RunLog:
+    """Return an ended log of a run held by another process: `metadata`, the thread's
+    `values` at the run's end, then `end`."""
+    log = RunLog(run_id)
+    for name, data in (("metadata", {"run_id": run_id, "attempt": 1}), ("values", values)):
+        log.add(name, _event(name, data, len(log.events)))
+    log.add("end", _event("end", None, len(log.events)))
+    log.end()
+    return log
 
 
 class ProtocolRelay(Relay):
@@ -66,37 +89,57 @@ class ProtocolRelay(Relay):
         modes: frozenset[str],
         state: tuple[list[dict[str, Any]], dict[str, Any]],
         ended: Callable[[str], Awaitable[None]],
+        log: RunLog,
+        then: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.run_id = run_id
         self.thread_id = thread_id
         self.modes = modes
         self.messages, self.values = state
+        self.log = log
         self._ended = ended
+        self._then = then
+        self._last = b""
+
+    def _send(self, name: str, data: object) -> None:
+        """Queue the event `name` with the next id, and keep it in the run's log."""
+        framed = _event(name, data, len(self.log.events))
+        self.log.add(name, framed)
+        self.put(framed)
+
+    def _keep_last(self, summary: RunSummary) -> None:
+        """Keep the run's last event (`end` or `error`) in its log, once, and end the log."""
+        if self.log.ended:
+            return
+        name, data = _closing_event(summary)
+        self._last = _event(name, data, len(self.log.events))
+        self.log.add(name, self._last)
+        self.log.end()
 
     def attach(self, run: LiveRun) -> None:
         """Serve `run`: queue the `metadata` event (and the thread's values) first."""
         super().attach(run)
-        self.put(_event("metadata", {"run_id": self.run_id, "attempt": 1}))
+        self._send("metadata", {"run_id": self.run_id, "attempt": 1})
         self._send_values()
 
     def _send_values(self, extra: dict[str, Any] | None = None) -> None:
         if "values" in self.modes:
-            self.put(_event("values", {**self.values, "messages": self.messages, **(extra or {})}))
+            self._send("values", {**self.values, "messages": self.messages, **(extra or {})})
 
     async def relay(self, event: AgentEvent) -> None:
         """Queue what each stream mode asked sends for `event`."""
         if "debug" in self.modes:
-            self.put(_event("debug", {"type": "event", "payload": json.loads(event.to_json())}))
+            self._send("debug", {"type": "event", "payload": json.loads(event.to_json())})
         output = event.output
         if output is not None and output.custom is not None and "custom" in self.modes:
-            self.put(_event("custom", output.custom))
+            self._send("custom", output.custom)
         if output is not None and output.message is not None:
             await self._message(event)
         paused = event.action.interrupted if event.action is not None else None
         if paused is not None:
             pending = {"__interrupt__": [{"value": c.info, "id": c.id} for c in paused.contexts]}
             if "updates" in self.modes:
-                self.put(_event("updates", pending))
+                self._send("updates", pending)
             self._send_values(pending)
 
     async def _message(self, event: AgentEvent) -> None:
@@ -111,27 +154,32 @@ class ProtocolRelay(Relay):
                 async for chunk in variant.stream:
                     if chunk.content:
                         part = {"type": "AIMessageChunk", "content": chunk.content, "id": key}
-                        self.put(_event("messages", [part, meta]))
+                        self._send("messages", [part, meta])
         message = to_sdk(await variant.get_message(), key, event.agent_name)
         if tuples and variant.stream is None:
-            self.put(_event("messages", [message, {"langgraph_node": event.agent_name}]))
+            self._send("messages", [message, {"langgraph_node": event.agent_name}])
         if "updates" in self.modes:
-            self.put(_event("updates", {event.agent_name: {"messages": [message]}}))
+            self._send("updates", {event.agent_name: {"messages": [message]}})
         if event.depth == 0:
             self.messages.append(message)
             self._send_values()
 
     async def after_run(self, ctx: HookContext, result: RunResult) -> None:
-        """Record the run's status in its protocol record (a failure here is logged)."""
-        status = run_status(summarize(result, agent=ctx.agent_name, session_id=None))
+        """Record the run's status in its protocol record, keep its last event, then run
+        `then` (a failure of either is logged)."""
+        summary = summarize(result, agent=ctx.agent_name, session_id=None)
         try:
-            await self._ended(status)
+            await self._ended(run_status(summary))
         except Exception:
             _log.exception("could not record the end of run %s", self.run_id)
+        self._keep_last(summary)
+        if self._then is not None:
+            try:
+                await self._then()
+            except Exception:
+                _log.exception("could not go on after run %s", self.run_id)
 
     def closing(self, summary: RunSummary) -> bytes | None:
-        """Return `error` for a failed run, else `end`."""
-        if summary.status == "failed" and summary.error is not None:
-            error = {"error": summary.error.type, "message": summary.error.message}
-            return _event("error", error)
-        return _event("end", None)
+        """Return `error` for a failed run, else `end` (as kept in the run's log)."""
+        self._keep_last(summary)
+        return self._last

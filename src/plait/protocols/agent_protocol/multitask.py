@@ -1,0 +1,195 @@
+"""Double texting: what a new run on a busy thread does (`multitask_strategy`), with the
+thread's queue of runs kept in the user's `runs` document.
+
+A run *holds* its thread from its reservation to its end (its record is `pending` or
+`running`, not queued; a record older than `RESERVED_SECONDS` holds it only while the
+server's run says it runs, so a process that died does not block the thread). Every
+change below is one compare-and-set of the document, so runs started at once, by any
+processes sharing the store, see each other:
+- `reject`: a run on a held thread (or one with queued runs) is refused (`409`);
+- `enqueue`: the run's record joins the queue (`pending`, with its request) and starts
+  when the thread is free, in the order the runs were queued;
+- `interrupt`: queued too, and each run holding the thread is marked `stop` and
+  cancelled: it stops at its next safe point keeping its work (status `interrupted`);
+- `rollback`: as `interrupt`, and when the stopped run ends the thread's session is put
+  back as it was before the run started (its turn, messages and values, goes).
+A queued run is started by whichever process claims it first: the one whose run frees
+the thread (as that run ends), or one that polls the queued run (its `stream`, `wait`,
+`join` or `join_stream`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from plait.errors import CheckpointNotFound
+from plait.protocols.agent_protocol.documents import Document, now
+from plait.server.caller import Caller
+from plait.server.limits import ApiError
+
+__all__ = [
+    "RESERVED_SECONDS",
+    "Stop",
+    "alive_runs",
+    "finish",
+    "mark_stop",
+    "reserve",
+    "rewind",
+    "start_next",
+    "stop_runs",
+]
+
+_log = logging.getLogger("plait.server")
+_DOC = "runs"
+_ACTIVE = ("pending", "running")
+#: How long a run's record alone holds its thread: past it, the server's run says.
+RESERVED_SECONDS = 60.0
+#: A run to stop: its protocol id and the server's checkpoint id it runs under (None: not
+#: started yet; it is stopped as it starts).
+Stop = tuple[str, str | None]
+
+
+def _age(record: dict[str, Any]) -> float:
+    since = datetime.fromisoformat(record.get("reserved_at") or record["created_at"])
+    return (datetime.now(UTC) - since).total_seconds()
+
+
+def _of(record: dict[str, Any], thread_id: str) -> bool:
+    return record.get("thread_id") == thread_id and record.get("status") in _ACTIVE
+
+
+def _holds(key: str, record: dict[str, Any], thread_id: str, alive: set[str]) -> bool:
+    """Whether run `key` holds the thread: reserved or running, and recent or alive."""
+    if not _of(record, thread_id) or record.get("queued"):
+        return False
+    return key in alive or _age(record) < RESERVED_SECONDS
+
+
+async def alive_runs(who: Caller, thread_id: str) -> set[str]:
+    """Return the thread's runs reserved longer ago than `RESERVED_SECONDS` whose server
+    run still runs."""
+    found = set()
+    for key, record in (await Document(who, _DOC).read()).items():
+        checkpoint = record.get("checkpoint")
+        if not _of(record, thread_id) or checkpoint is None or _age(record) < RESERVED_SECONDS:
+            continue
+        try:
+            summary = await who.server.runs.summary(who.store, checkpoint)
+        except CheckpointNotFound:
+            continue
+        if summary.status == "running":
+            found.add(key)
+    return found
+
+
+def reserve(
+    stored: dict[str, Any],
+    thread_id: str,
+    run_id: str,
+    record: dict[str, Any],
+    strategy: str,
+    alive: set[str],
+) -> list[Stop] | None:
+    """Add `record` as the thread's run `run_id`: reserved to start now (None) when the
+    thread is free, else queued, marking what `strategy` stops (returned).
+
+    Raises:
+        ApiError: `409`, the thread is busy and the strategy is `reject`.
+    """
+    held = [key for key, other in stored.items() if _holds(key, other, thread_id, alive)]
+    waiting = [o for o in stored.values() if _of(o, thread_id) and o.get("queued")]
+    if not held and not waiting:
+        stored[run_id] = {k: v for k, v in record.items() if k != "request"}
+        return None
+    if strategy == "reject":
+        raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
+    stored[run_id] = {**record, "queued": True}
+    if strategy not in ("interrupt", "rollback"):
+        return []
+    for key in held:
+        stored[key] = {**stored[key], "stop": strategy, "updated_at": now()}
+    return [(key, stored[key].get("checkpoint")) for key in held]
+
+
+def _claim_next(
+    stored: dict[str, Any], thread_id: str, alive: set[str]
+) -> tuple[str, dict[str, Any]] | None:
+    """Reserve the thread's first queued run if the thread is free; return it and its
+    request."""
+    if any(_holds(key, other, thread_id, alive) for key, other in stored.items()):
+        return None
+    for key, record in stored.items():
+        if _of(record, thread_id) and record.get("queued"):
+            request = record["request"]
+            kept = {k: v for k, v in record.items() if k not in ("queued", "request")}
+            stored[key] = {**kept, "reserved_at": now(), "updated_at": now()}
+            return key, request
+    return None
+
+
+async def start_next(
+    who: Caller,
+    thread_id: str,
+    launch: Callable[[str, dict[str, Any]], Awaitable[object]],
+) -> None:
+    """Start the thread's next queued run if the thread is free (`launch(run id,
+    request)`); a run that cannot start ends as `error` and the next one is tried."""
+    document = Document(who, _DOC)
+    while True:
+        alive = await alive_runs(who, thread_id)
+        claimed = await document.change(partial(_claim_next, thread_id=thread_id, alive=alive))
+        if claimed is None:
+            return
+        run_id, request = claimed
+        try:
+            await launch(run_id, request)
+            return
+        except Exception as exc:
+            _log.warning("queued run %s of thread %s did not start: %s", run_id, thread_id, exc)
+            await document.change(partial(finish, run_id=run_id, status="error"))
+
+
+async def stop_runs(who: Caller, runs: list[Stop]) -> None:
+    """Cancel the started ones of `runs` (the others are stopped as they start)."""
+    for _, checkpoint in runs:
+        if checkpoint is not None:
+            with contextlib.suppress(CheckpointNotFound):  # it ended meanwhile
+                await who.server.runs.cancel(who.store, checkpoint)
+
+
+def mark_stop(stored: dict[str, Any], run_id: str, action: str) -> str | None:
+    """Mark run `run_id` to be stopped with `action` ("interrupt" or "rollback"); a queued
+    one leaves the queue as `interrupted`. Return the checkpoint to cancel, if any."""
+    found = stored.get(run_id)
+    if found is None or found.get("status") not in _ACTIVE:
+        return None
+    if found.get("queued"):
+        kept = {k: v for k, v in found.items() if k not in ("queued", "request")}
+        stored[run_id] = {**kept, "status": "interrupted", "updated_at": now()}
+        return None
+    stored[run_id] = {**found, "stop": action, "updated_at": now()}
+    return found.get("checkpoint")  # type: ignore[no-any-return]
+
+
+def finish(stored: dict[str, Any], run_id: str, status: str) -> dict[str, Any] | None:
+    """Record that run `run_id` ended with `status` (`interrupted` when rolled back);
+    return its record."""
+    found = stored.get(run_id)
+    if found is None:
+        return None
+    final = "interrupted" if found.get("stop") == "rollback" else status
+    stored[run_id] = {**found, "status": final, "updated_at": now()}
+    return dict(stored[run_id])
+
+
+async def rewind(who: Caller, thread_id: str, before: bytes | None) -> None:
+    """Put the thread's session back as it was (`before`: its stored bytes; None: none)."""
+    if before is None:
+        await who.sessions.delete(thread_id)
+    else:
+        await who.store.put_session(thread_id, before)
