@@ -52,6 +52,7 @@ from plait.server.spans import RunSpans, run_spans
 from plait.server.sse import DeltaRelay, EventStream, server_exiting
 from plait.server.summary import session_detail
 from plait.server.users import check_api_keys, is_safe_id
+from plait.server.webhooks import Webhooks
 from plait.stores.base import GuardedStore, Store
 
 __all__ = ["create_app"]
@@ -326,6 +327,8 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     a2a: bool = False,
     agent_protocol: bool = True,
+    webhook_secret: str | None = None,
+    webhook_allow: Sequence[str] | None = None,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
@@ -350,18 +353,28 @@ def create_app(
         agent_protocol: Also serve the Agent Protocol (LangGraph Server's API, what the
             `langgraph-sdk` client speaks): `/assistants`, `/threads`, `/runs`, `/store`
             (`plait.protocols.agent_protocol`), behind the same checks and keys.
+        webhook_secret: Signs each webhook body (`x-plait-signature: sha256=<hex HMAC>`,
+            `plait.server.webhooks`); None: bodies go unsigned.
+        webhook_allow: Hosts a webhook may name although they are not public (a private
+            or loopback address) or not `https`; every other host must be both.
 
     Raises:
         UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts;
             `a2a` without the a2a-sdk.
     """
-    from plait import __version__
-
-    named = _named_agents(agents)
     keys = check_api_keys(api_keys)
     _check_limits(max_request_bytes, cancel_poll)
     rule = host_rule(allowed_hosts, keyed=keys is not None)
-    server = _server(named, store, keys, cancel_poll)
+    hooks = Webhooks(webhook_secret, webhook_allow)
+    server = _server(_named_agents(agents), store, keys, cancel_poll, hooks)
+    app = _new_app(server)
+    _equip(app, ui, server if a2a else None, max_request_bytes, rule, agent_protocol)
+    return app
+
+
+def _new_app(server: Server) -> FastAPI:
+    """Return a FastAPI app of `server`, with its lifespan and no routes yet."""
+    from plait import __version__
 
     app = FastAPI(
         title="plait",
@@ -373,7 +386,6 @@ def create_app(
         redoc_url=None,
     )
     app.state.plait = server
-    _equip(app, ui, server if a2a else None, max_request_bytes, rule, agent_protocol)
     return app
 
 
@@ -448,6 +460,7 @@ def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager
         yield
         watcher.cancel()
         await server.runs.shutdown(SHUTDOWN_GRACE)
+        await server.webhooks.aclose()
         for close in server.closing:
             await close()
         if server.owns_store:
@@ -465,7 +478,11 @@ async def _stop_runs_on_exit(server: Server) -> None:
 
 
 def _server(
-    agents: dict[str, Agent], store: Store | None, keys: dict[str, str] | None, poll: float
+    agents: dict[str, Agent],
+    store: Store | None,
+    keys: dict[str, str] | None,
+    poll: float,
+    webhooks: Webhooks,
 ) -> Server:
     owns = store is None
     if store is None:
@@ -474,7 +491,7 @@ def _server(
         store = SqliteStore("plait.db")
     elif not isinstance(store, Store):
         raise UsageError(f"store must be a plait Store, got {type(store).__name__}")
-    return Server(agents, store, keys, Runs(agents, cancel_poll=poll), owns)
+    return Server(agents, store, keys, Runs(agents, cancel_poll=poll), owns, webhooks=webhooks)
 
 
 def _named_agents(agents: Any) -> dict[str, Agent]:

@@ -10,10 +10,12 @@ same pause is `409`. A busy thread refuses a new run (`409`, the `reject` strate
 `cancel` with `action="interrupt"` stops the run at its next safe point, keeping a
 resumable checkpoint; the thread goes on with the next run's input. Each run has a record
 in the user's `runs` document: its thread, assistant, metadata, times, the server's
-checkpoint id it runs under and, once it ended, its status.
+checkpoint id it runs under and, once it ended, its status. A run that names a `webhook`
+has that record POSTed there when it ends (`plait.server.webhooks`: checked when the run
+starts, signed, retried, beside the run).
 
 Not served yet (`501`, saying so): the `enqueue`, `interrupt` and `rollback` strategies,
-`action="rollback"`, webhooks, `after_seconds`, `interrupt_before`/`interrupt_after`,
+`action="rollback"`, `after_seconds`, `interrupt_before`/`interrupt_after`,
 `join_stream`, stateless runs (`/runs…`), crons and the store (`/store…`).
 """
 
@@ -79,7 +81,7 @@ class RunCreate(BaseModel):
 def _refuse_what_is_not_served(body: RunCreate) -> None:
     if body.multitask_strategy not in (None, "reject"):
         raise ApiError(501, f"multitask_strategy '{body.multitask_strategy}' {_NOT_YET}")
-    for name in ("webhook", "after_seconds", "interrupt_before", "interrupt_after"):
+    for name in ("after_seconds", "interrupt_before", "interrupt_after"):
         if getattr(body, name) is not None:
             raise ApiError(501, f"{name} {_NOT_YET}")
 
@@ -127,6 +129,7 @@ async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> 
     if assistant.graph_id not in who.server.agents:
         raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
     options = _options(body, assistant.options())
+    await _check_webhook(who, body.webhook)
     status, pending = await thread_status(who, thread)
     if status == "busy":
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
@@ -146,6 +149,7 @@ async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> 
 
     async def ended(final: str) -> None:
         await document.change(lambda stored: _set(stored, run_id, status=final))
+        await _run_ended(who, thread_id, run_id, body.webhook)
 
     resume = body.command is not None and "resume" in body.command
     given, extra = ([], {}) if resume else _input(body.input)
@@ -174,6 +178,19 @@ async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> 
     started = {"checkpoint": live.checkpoint_id, "status": "running"}
     await document.change(lambda stored: _set(stored, run_id, started_only=True, **started))
     return _Started(run_id, thread_id, live, record)
+
+
+async def _check_webhook(who: Caller, webhook: str | None) -> None:
+    """Refuse (`422`) a webhook plait does not send to (`plait.server.webhooks`)."""
+    if webhook is not None:
+        await who.server.webhooks.check(webhook)
+
+
+async def _run_ended(who: Caller, thread_id: str, run_id: str, webhook: str | None) -> None:
+    """Do what a run's end calls for once its status is recorded: send its record, as
+    `get` answers it, to its webhook."""
+    if webhook is not None:
+        who.server.webhooks.send(webhook, _run_json(await _find_run(who, thread_id, run_id)))
 
 
 #: How long a run's record alone keeps its thread busy: past it, the thread's real run says
