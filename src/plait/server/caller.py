@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -40,6 +41,10 @@ class Server:
     index: SessionIndex = field(default_factory=SessionIndex)
     closing: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     webhooks: Webhooks = field(default_factory=Webhooks)
+    #: The time the app's schedules go by (crons): a function that returns this moment.
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    #: What runs beside the app while it serves (the cron scheduler), cancelled at its end.
+    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -223,8 +223,5 @@ async def test_what_is_not_served_answers_501(served: Served) -> None:
         )
     assert refused.value.status_code == 501
     with pytest.raises(APIStatusError) as refused:
-        await served.ann.crons.create("echo", schedule="* * * * *")
-    assert refused.value.status_code == 501
-    with pytest.raises(APIStatusError) as refused:
         await served.ann.store.put_item(["notes"], "a", {"text": "hi"})
     assert refused.value.status_code == 501

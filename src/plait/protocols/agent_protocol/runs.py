@@ -16,7 +16,7 @@ starts, signed, retried, beside the run).
 
 Not served yet (`501`, saying so): the `enqueue`, `interrupt` and `rollback` strategies,
 `action="rollback"`, `after_seconds`, `interrupt_before`/`interrupt_after`,
-`join_stream`, stateless runs (`/runs…`), crons and the store (`/store…`).
+`join_stream`, stateless runs (`/runs…`) and the store (`/store…`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from plait.server.limits import ApiError
 from plait.server.runs import LiveRun
 from plait.server.sse import EventStream
 
-__all__ = ["runs_router"]
+__all__ = ["RunCreate", "runs_router", "start_run"]
 
 _DOC = "runs"
 _FINAL = ("success", "error", "interrupted", "timeout")
@@ -191,6 +191,12 @@ async def _run_ended(who: Caller, thread_id: str, run_id: str, webhook: str | No
     `get` answers it, to its webhook."""
     if webhook is not None:
         who.server.webhooks.send(webhook, _run_json(await _find_run(who, thread_id, run_id)))
+
+
+async def start_run(who: Caller, thread_id: str, body: RunCreate) -> str:
+    """Start a background run of the thread as `body` asks (a cron's firing); return its
+    run id. Raises what `runs.create` answers with (`ApiError`)."""
+    return (await _begin(who, thread_id, body, stream=False)).run_id
 
 
 #: How long a run's record alone keeps its thread busy: past it, the thread's real run says
@@ -452,10 +458,6 @@ def _not_yet_routes(router: APIRouter, who_dep: Any) -> None:
         ("POST", "/runs/stream", "a stateless run"),
         ("POST", "/runs/wait", "a stateless run"),
         ("POST", "/runs/batch", "a batch of stateless runs"),
-        ("POST", "/runs/crons", "a cron"),
-        ("POST", "/runs/crons/search", "a cron"),
-        ("POST", "/runs/crons/count", "a cron"),
-        ("POST", "/threads/{thread_id}/runs/crons", "a cron"),
         ("PUT", "/store/items", "the store"),
         ("GET", "/store/items", "the store"),
         ("DELETE", "/store/items", "the store"),
