@@ -14,7 +14,8 @@ compare-and-set: of several workers looking at once, one claims each firing, so 
 exactly once. The next date is the schedule's first after *now*, so firings missed while
 no worker ran are run once, not once per missed tick. A cron whose next date is past its
 `end_time` fires no more (`next_run_date` None). A firing that cannot start (the thread is
-busy, the assistant is gone) is logged and skipped.
+busy, the assistant is gone) is logged and skipped. The scheduler also starts the delayed
+runs (`after_seconds`, `delayed`) that are due.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict
 
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
+from plait.protocols.agent_protocol.delayed import aware, claim_delayed, clock_now
 from plait.protocols.agent_protocol.documents import SharedDocument, now
 from plait.protocols.agent_protocol.runs import RunCreate, start_run
 from plait.protocols.agent_protocol.shapes import errors
@@ -110,10 +112,6 @@ def _check_schedule(schedule: str) -> None:
         raise ApiError(422, f"schedule '{schedule[:128]}' is not a five-field cron schedule")
 
 
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def next_date(record: dict[str, Any], after: datetime) -> str | None:
     """Return when cron `record` fires next after `after` (ISO 8601, UTC), or None when
     that is past its end time."""
@@ -130,11 +128,6 @@ def _cron_json(cron_id: str, record: dict[str, Any]) -> dict[str, Any]:
     """Return a cron record as the SDK reads it."""
     shown = {k: v for k, v in record.items() if k != "user"}
     return {"cron_id": cron_id, **shown, "user_id": record["user"]}
-
-
-def _now(server: Server) -> datetime:
-    """Return this moment by the app's clock (aware, in UTC)."""
-    return _aware(server.clock()).astimezone(UTC)
 
 
 class Scheduler:
@@ -160,23 +153,34 @@ class Scheduler:
             await asyncio.sleep(self._poll)
 
     async def tick(self) -> None:
-        """Claim the crons due now and start a run of each."""
-        moment = _now(self._server)
+        """Claim the crons and delayed runs due now and start a run of each."""
+        moment = clock_now(self._server)
         due = await SharedDocument(self._server.store, _DOC).change(
             lambda stored: _claim(stored, moment)
         )
-        for cron_id, record in due:
+        delayed = await claim_delayed(self._server.store, moment)
+        starts = [(f"cron {k}", self._fire(k, record)) for k, record in due]
+        starts += [(f"delayed run {k}", self._start(k, start)) for k, start in delayed]
+        for what, start in starts:
             try:
-                await self._fire(cron_id, record)
+                await start
             except ApiError as refused:
-                _log.warning("cron %s did not start a run: %s", cron_id, refused)
+                _log.warning("%s did not start: %s", what, refused)
             except Exception:
-                _log.exception("cron %s did not start a run", cron_id)
+                _log.exception("%s did not start", what)
+
+    async def _start(self, run_id: str, start: dict[str, Any]) -> None:
+        """Start delayed run `run_id`, now due, as its user."""
+        who = self._caller(start["user"])
+        await start_run(who, start["thread_id"], RunCreate(**start["body"]), run_id=run_id)
+
+    def _caller(self, user: str) -> Caller:
+        server = self._server
+        return Caller(server, user, UserStore(server.store, user, server.index))
 
     async def _fire(self, cron_id: str, record: dict[str, Any]) -> None:
         """Start the run of one firing of the cron, as its user."""
-        server = self._server
-        who = Caller(server, record["user"], UserStore(server.store, record["user"], server.index))
+        who = self._caller(record["user"])
         thread_id = record["thread_id"]
         if thread_id is None:
             made = await make_thread(who, None, {"cron_id": cron_id}, None)
@@ -219,7 +223,7 @@ async def _create(
         "on_run_completed": None if thread_id else "keep",
         "schedule": body.schedule,
         "timezone": body.timezone,
-        "end_time": None if body.end_time is None else _aware(body.end_time).isoformat(),
+        "end_time": None if body.end_time is None else aware(body.end_time).isoformat(),
         "enabled": body.enabled is not False,
         "payload": {k: getattr(body, k) for k in _PAYLOAD if getattr(body, k) is not None},
         "metadata": body.metadata or {},
@@ -245,7 +249,7 @@ def _patch(record: dict[str, Any], body: CronPatch, moment: datetime) -> dict[st
             changed[key] = given[key]
     if "end_time" in given:
         end = given["end_time"]
-        changed["end_time"] = None if end is None else _aware(end).isoformat()
+        changed["end_time"] = None if end is None else aware(end).isoformat()
     payload = dict(record["payload"])
     for key in ("input", "metadata", "config", "context", "webhook"):
         if given.get(key) is not None:
@@ -299,7 +303,7 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
     @router.post("/runs/crons", summary="Create a cron", responses=errors(401, 404, 422))
     async def create(body: CronCreate, who: Caller = who_dep) -> dict[str, Any]:
         """Run the assistant on `schedule`, each time on a new thread."""
-        return await _create(who, body, None, _now(who.server))
+        return await _create(who, body, None, clock_now(who.server))
 
     @router.post(
         "/threads/{thread_id}/runs/crons",
@@ -311,7 +315,7 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
     ) -> dict[str, Any]:
         """Run the assistant on the thread on `schedule`."""
         await find_thread(who, thread_id)
-        return await _create(who, body, thread_id, _now(who.server))
+        return await _create(who, body, thread_id, clock_now(who.server))
 
     _reading_routes(router, who_dep)
     _changing_routes(router, who_dep)
@@ -343,7 +347,7 @@ def _changing_routes(router: APIRouter, who_dep: Any) -> None:
         _zone(body.timezone)
         if body.webhook is not None:
             await who.server.webhooks.check(body.webhook)
-        moment = _now(who.server)
+        moment = clock_now(who.server)
 
         def edit(stored: dict[str, Any]) -> dict[str, Any]:
             stored[cron_id] = _patch(_mine(who, stored, cron_id), body, moment)

@@ -15,7 +15,7 @@ has that record POSTed there when it ends (`plait.server.webhooks`: checked when
 starts, signed, retried, beside the run).
 
 Not served yet (`501`, saying so): the `enqueue`, `interrupt` and `rollback` strategies,
-`action="rollback"`, `after_seconds`, `interrupt_before`/`interrupt_after`,
+`action="rollback"`, `after_seconds` on a streamed run, `interrupt_before`/`interrupt_after`,
 `join_stream`, stateless runs (`/runs…`) and the store (`/store…`).
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Response
@@ -35,6 +35,7 @@ from plait.agents.options import RunOption
 from plait.errors import CheckpointNotFound
 from plait.messages import Message
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
+from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import input_messages, message_id, to_sdk
 from plait.protocols.agent_protocol.shapes import errors
@@ -81,7 +82,7 @@ class RunCreate(BaseModel):
 def _refuse_what_is_not_served(body: RunCreate) -> None:
     if body.multitask_strategy not in (None, "reject"):
         raise ApiError(501, f"multitask_strategy '{body.multitask_strategy}' {_NOT_YET}")
-    for name in ("after_seconds", "interrupt_before", "interrupt_after"):
+    for name in ("interrupt_before", "interrupt_after"):
         if getattr(body, name) is not None:
             raise ApiError(501, f"{name} {_NOT_YET}")
 
@@ -120,8 +121,11 @@ class _Started:
         self.record = record
 
 
-async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> _Started:
-    """Start (or resume) a run of the thread as `body` asks; return once it has started."""
+async def _begin(
+    who: Caller, thread_id: str, body: RunCreate, stream: bool, run_id: str | None = None
+) -> _Started:
+    """Start (or resume) a run of the thread as `body` asks (as run `run_id`, a delayed
+    run's, or a new one); return once it has started."""
     _refuse_what_is_not_served(body)
     modes = _modes(body) if stream else frozenset()
     thread = await _thread(who, thread_id, body)
@@ -133,18 +137,9 @@ async def _begin(who: Caller, thread_id: str, body: RunCreate, stream: bool) -> 
     status, pending = await thread_status(who, thread)
     if status == "busy":
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
-    run_id = str(uuid.uuid4())
+    run_id = run_id or str(uuid.uuid4())
     document = Document(who, _DOC)
-    record = {
-        "thread_id": thread_id,
-        "assistant_id": assistant.assistant_id,
-        "created_at": now(),
-        "updated_at": now(),
-        "metadata": body.metadata or {},
-        "multitask_strategy": "reject",
-        "status": "pending",
-        "checkpoint": None,
-    }
+    record = _record(thread_id, assistant.assistant_id, body)
     await document.change(lambda stored: _reserve(stored, thread_id, run_id, record))
 
     async def ended(final: str) -> None:
@@ -193,10 +188,46 @@ async def _run_ended(who: Caller, thread_id: str, run_id: str, webhook: str | No
         who.server.webhooks.send(webhook, _run_json(await _find_run(who, thread_id, run_id)))
 
 
-async def start_run(who: Caller, thread_id: str, body: RunCreate) -> str:
-    """Start a background run of the thread as `body` asks (a cron's firing); return its
-    run id. Raises what `runs.create` answers with (`ApiError`)."""
-    return (await _begin(who, thread_id, body, stream=False)).run_id
+def _record(thread_id: str, assistant_id: str, body: RunCreate) -> dict[str, Any]:
+    """Return the record of a new run, `pending`."""
+    return {
+        "thread_id": thread_id,
+        "assistant_id": assistant_id,
+        "created_at": now(),
+        "updated_at": now(),
+        "metadata": body.metadata or {},
+        "multitask_strategy": "reject",
+        "status": "pending",
+        "checkpoint": None,
+    }
+
+
+async def start_run(who: Caller, thread_id: str, body: RunCreate, run_id: str | None = None) -> str:
+    """Start a background run of the thread as `body` asks (a cron's firing, or delayed
+    run `run_id` now due); return its run id. Raises what `runs.create` answers with
+    (`ApiError`); a delayed run that cannot start ends `error`."""
+    try:
+        return (await _begin(who, thread_id, body, stream=False, run_id=run_id)).run_id
+    except ApiError:
+        if run_id is not None:
+            await Document(who, _DOC).change(lambda stored: _set(stored, run_id, status="error"))
+        raise
+
+
+async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]:
+    """Check a run with `after_seconds` and keep it, `pending`, until it is due
+    (`delayed`); return its record."""
+    await _thread(who, thread_id, body)
+    assistant = await find_assistant(who, body.assistant_id)
+    _options(body, assistant.options())
+    await _check_webhook(who, body.webhook)
+    run_id = str(uuid.uuid4())
+    record = {**_record(thread_id, assistant.assistant_id, body)}
+    await Document(who, _DOC).change(lambda stored: stored.update({run_id: record}))
+    at = clock_now(who.server) + timedelta(seconds=body.after_seconds or 0)
+    given = body.model_dump(mode="json", exclude={"after_seconds"}, exclude_none=True)
+    await delay_run(who.server.store, run_id, who.user, thread_id, given, at)
+    return {"run_id": run_id, **record}
 
 
 #: How long a run's record alone keeps its thread busy: past it, the thread's real run says
@@ -207,8 +238,12 @@ _RESERVED_SECONDS = 60.0
 def _reserve(stored: dict[str, Any], thread_id: str, run_id: str, record: dict[str, Any]) -> None:
     """Add `record` as the thread's new run, in the same write that checks no other run of
     the thread is starting or running: of two runs started at once, one is refused."""
-    for other in stored.values():
-        if other.get("thread_id") == thread_id and other.get("status") in ("pending", "running"):
+    for key, other in stored.items():
+        if (
+            key != run_id
+            and other.get("thread_id") == thread_id
+            and other.get("status") in ("pending", "running")
+        ):
             age = datetime.now(UTC) - datetime.fromisoformat(other["created_at"])
             if age.total_seconds() < _RESERVED_SECONDS:
                 raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
@@ -313,6 +348,9 @@ async def _join(who: Caller, thread_id: str, run_id: str) -> dict[str, Any]:
 
 
 async def _wait(who: Caller, thread_id: str, body: RunCreate) -> Response:
+    if body.after_seconds:  # whichever worker starts it, its end is seen in the store
+        delayed = await _delay(who, thread_id, body)
+        return JSONResponse(await _join(who, thread_id, delayed["run_id"]))
     started = await _begin(who, thread_id, body, stream=False)
     summary, _ = await started.live.outcome()
     headers = _headers(started)
@@ -350,6 +388,8 @@ def _starting_routes(router: APIRouter, who_dep: Any) -> None:
     @router.post("/threads/{thread_id}/runs/stream", summary="Stream a run", responses=_STARTING)
     async def stream(thread_id: str, body: RunCreate, who: Caller = who_dep) -> Response:
         """Run the assistant on the thread; answer with its events in `stream_mode`."""
+        if body.after_seconds:
+            raise ApiError(501, f"after_seconds on a streamed run {_NOT_YET}")
         started = await _begin(who, thread_id, body, stream=True)
         return EventStream(started.live, _headers(started))
 
@@ -360,7 +400,10 @@ def _starting_routes(router: APIRouter, who_dep: Any) -> None:
 
     @router.post("/threads/{thread_id}/runs", summary="Start a run", responses=_STARTING)
     async def create(thread_id: str, body: RunCreate, who: Caller = who_dep) -> JSONResponse:
-        """Start a background run of the assistant on the thread; answer at once."""
+        """Start a background run of the assistant on the thread (after `after_seconds`);
+        answer at once."""
+        if body.after_seconds:
+            return JSONResponse(_run_json(await _delay(who, thread_id, body)))
         started = await _begin(who, thread_id, body, stream=False)
         run = await _find_run(who, thread_id, started.run_id)
         return JSONResponse(_run_json(run), headers=_headers(started))
@@ -423,6 +466,8 @@ def _ending_routes(router: APIRouter, who_dep: Any) -> None:
         run = await _find_run(who, thread_id, run_id)
         if run["status"] in ("pending", "running") and run["checkpoint"] is not None:
             await who.server.runs.cancel(who.store, run["checkpoint"])
+        elif await drop_delayed(who.server.store, run_id, who.user):  # it never starts
+            await Document(who, _DOC).change(lambda s: _set(s, run_id, status="interrupted"))
         if wait:
             await _join(who, thread_id, run_id)
         return _run_json(await _find_run(who, thread_id, run_id))
