@@ -15,6 +15,7 @@ from langgraph_sdk.errors import APIStatusError, NotFoundError
 
 from plait.errors import UsageError
 from plait.server import create_app
+from tests.protocols.agent_protocol.receiver import receiving
 from tests.protocols.agent_protocol.support import Served, make_agents, serve
 from tests.server.support import WAIT
 
@@ -77,6 +78,11 @@ async def test_crons_are_created_searched_changed_and_deleted(tmp_path: Path) ->
         assert [c["cron_id"] for c in await served.ann.crons.search()] == [other["cron_id"]]
         with pytest.raises(NotFoundError):
             await served.ann.crons.update(cron["cron_id"], enabled=True)
+        with pytest.raises(APIStatusError) as refused:
+            await served.ann.crons.update(other["cron_id"], schedule="soon")
+        assert refused.value.response.status_code == 422
+        moved = await served.ann.crons.update(other["cron_id"], schedule="30 * * * *")
+        assert moved["next_run_date"] == _at(12, 30)
 
 
 @pytest.mark.parametrize(
@@ -180,6 +186,21 @@ async def test_each_firing_runs_once_across_workers_sharing_a_store(tmp_path: Pa
 async def _answered(served: Served, thread_id: str) -> list[str] | None:
     messages = (await served.ann.threads.get_state(thread_id))["values"]["messages"]
     return [m["content"] for m in messages] if len(messages) == 2 else None
+
+
+async def test_a_cron_run_posts_its_end_to_the_cron_webhook(tmp_path: Path) -> None:
+    clock = Clock()
+    with receiving() as receiver:
+        options = {"clock": clock, "cron_poll": 0.02, "webhook_allow": ["127.0.0.1"]}
+        async with serve(tmp_path, **options) as served:
+            cron = await served.ann.crons.create(
+                "echo", schedule="* * * * *", input=HI, webhook=receiver.url
+            )
+            clock.set(12, 1, 1)
+            [got] = await asyncio.to_thread(receiver.wait_for, 1)
+            [thread] = await served.ann.threads.search(metadata={"cron_id": cron["cron_id"]})
+    assert got.json["thread_id"] == thread["thread_id"]
+    assert got.json["status"] == "success"
 
 
 def test_cron_poll_must_be_positive() -> None:
