@@ -7,11 +7,11 @@ answer, or a status other than 2xx) is tried again after a backoff that doubles,
 owns them: they are cancelled when it stops.
 
 Targets are checked when a run names one and again before each delivery: the URL must be
-`https`, and its host must resolve only to public addresses (no private, loopback,
-link-local, multicast, reserved or unspecified one); the request then goes to an address
-so checked (the name still verifies the certificate), so a name that resolves anew to a
-private address between the check and the request is not followed. A host named in
-`create_app(webhook_allow=[...])` is taken as it is, `http` too.
+`https`, and its host must resolve only to public addresses (global ones: no private,
+loopback, link-local, shared, multicast, reserved or unspecified one); the request then
+goes to an address so checked (the name still verifies the certificate), so a name that
+resolves anew to a private address between the check and the request is not followed. A
+host named in `create_app(webhook_allow=[...])` is taken as it is, `http` too.
 """
 
 from __future__ import annotations
@@ -51,14 +51,8 @@ def _public(address: str) -> bool:
     found = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(found, ipaddress.IPv6Address) and found.ipv4_mapped is not None:
         found = found.ipv4_mapped
-    return not (
-        found.is_private
-        or found.is_loopback
-        or found.is_link_local
-        or found.is_multicast
-        or found.is_reserved
-        or found.is_unspecified
-    )
+    # not global: private, loopback, link-local, shared (carrier NAT), reserved, unspecified
+    return found.is_global and not found.is_multicast
 
 
 class Webhooks:

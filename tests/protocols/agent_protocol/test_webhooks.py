@@ -73,6 +73,8 @@ async def test_a_slow_receiver_does_not_hold_the_run_up(hooked: tuple[Served, Re
         "https://127.0.0.1/hook",  # loopback
         "https://10.1.2.3/hook",  # private
         "https://169.254.169.254/latest",  # link-local
+        "https://100.64.0.1/hook",  # shared (carrier NAT)
+        "https://[::ffff:127.0.0.1]/hook",  # loopback, mapped
         "https://[::1]/hook",  # loopback
         "https://localhost/hook",  # resolves to loopback
         "not a url",
