@@ -60,7 +60,7 @@ def receiving() -> Iterator[Receiver]:
                 failing = len(receiver.got) <= receiver.fail
                 receiver.arrived.notify_all()
             if receiver.hold:
-                receiver.release.wait(WAIT)
+                receiver.release.wait(WAIT * 3)  # longer than a test waits
             self.send_response(500 if failing else 204)
             self.end_headers()
 

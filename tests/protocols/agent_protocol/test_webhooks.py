@@ -17,6 +17,7 @@ from plait.errors import UsageError
 from plait.server import create_app
 from tests.protocols.agent_protocol.receiver import Receiver, receiving
 from tests.protocols.agent_protocol.support import Served, make_agents, serve
+from tests.server.support import WAIT
 
 SECRET = "webhook-secret"
 HI = {"messages": [{"role": "user", "content": "hi"}]}
@@ -59,7 +60,8 @@ async def test_a_slow_receiver_does_not_hold_the_run_up(hooked: tuple[Served, Re
     served, receiver = hooked
     receiver.hold = True
     thread = await served.ann.threads.create()
-    values = await served.ann.runs.wait(thread["thread_id"], "echo", input=HI, webhook=receiver.url)
+    waiting = served.ann.runs.wait(thread["thread_id"], "echo", input=HI, webhook=receiver.url)
+    values = await asyncio.wait_for(waiting, WAIT)  # the receiver holds on longer than that
     assert values["messages"][-1]["content"] == "echo: hi"
     await asyncio.to_thread(receiver.wait_for, 1)
     assert (await served.ann.threads.get(thread["thread_id"]))["status"] == "idle"
