@@ -16,6 +16,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, Response
@@ -24,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from plait.core.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
-from plait.protocols.agent_protocol import agent_protocol_router
+from plait.protocols.agent_protocol import Scheduler, agent_protocol_router
 from plait.protocols.openai_api import OPENAI_PATHS, openai_error, openai_router
 from plait.run.time_travel import read_history
 from plait.server.approvals_api import approvals_router
@@ -52,6 +53,7 @@ from plait.server.spans import RunSpans, run_spans
 from plait.server.sse import DeltaRelay, EventStream, server_exiting
 from plait.server.summary import session_detail
 from plait.server.users import check_api_keys, is_safe_id
+from plait.server.webhooks import Webhooks
 from plait.stores.base import GuardedStore, Store
 
 __all__ = ["create_app"]
@@ -326,6 +328,10 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     a2a: bool = False,
     agent_protocol: bool = True,
+    webhook_secret: str | None = None,
+    webhook_allow: Sequence[str] | None = None,
+    cron_poll: float = 1.0,
+    clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
@@ -350,18 +356,32 @@ def create_app(
         agent_protocol: Also serve the Agent Protocol (LangGraph Server's API, what the
             `langgraph-sdk` client speaks): `/assistants`, `/threads`, `/runs`, `/store`
             (`plait.protocols.agent_protocol`), behind the same checks and keys.
+        webhook_secret: Signs each webhook body (`x-plait-signature: sha256=<hex HMAC>`,
+            `plait.server.webhooks`); None: bodies go unsigned.
+        webhook_allow: Hosts a webhook may name although they are not public (a private
+            or loopback address) or not `https`; every other host must be both.
+        cron_poll: Seconds between two looks for due crons (`agent_protocol`).
+        clock: What returns this moment for the crons (default: the system's clock).
 
     Raises:
         UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts;
             `a2a` without the a2a-sdk.
     """
-    from plait import __version__
-
-    named = _named_agents(agents)
     keys = check_api_keys(api_keys)
-    _check_limits(max_request_bytes, cancel_poll)
+    _check_limits(max_request_bytes, cancel_poll, cron_poll)
     rule = host_rule(allowed_hosts, keyed=keys is not None)
-    server = _server(named, store, keys, cancel_poll)
+    hooks = Webhooks(webhook_secret, webhook_allow)
+    server = _server(_named_agents(agents), store, keys, cancel_poll, hooks, clock)
+    if agent_protocol:
+        server.background.append(Scheduler(server, cron_poll).run)
+    app = _new_app(server)
+    _equip(app, ui, server if a2a else None, max_request_bytes, rule, agent_protocol)
+    return app
+
+
+def _new_app(server: Server) -> FastAPI:
+    """Return a FastAPI app of `server`, with its lifespan and no routes yet."""
+    from plait import __version__
 
     app = FastAPI(
         title="plait",
@@ -373,7 +393,6 @@ def create_app(
         redoc_url=None,
     )
     app.state.plait = server
-    _equip(app, ui, server if a2a else None, max_request_bytes, rule, agent_protocol)
     return app
 
 
@@ -431,11 +450,11 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: 
             route.matches(nowhere)  # a path no route matches: every route is looked at
 
 
-def _check_limits(max_request_bytes: object, cancel_poll: float) -> None:
+def _check_limits(max_request_bytes: object, cancel_poll: float, cron_poll: float) -> None:
     if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
         raise UsageError("max_request_bytes must be an int")
-    if max_request_bytes < 1 or not cancel_poll > 0:
-        raise UsageError("max_request_bytes and cancel_poll must be positive")
+    if max_request_bytes < 1 or not cancel_poll > 0 or not cron_poll > 0:
+        raise UsageError("max_request_bytes, cancel_poll and cron_poll must be positive")
 
 
 def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -445,9 +464,13 @@ def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         watcher = asyncio.ensure_future(_stop_runs_on_exit(server))
+        beside = [asyncio.ensure_future(work()) for work in server.background]
         yield
-        watcher.cancel()
+        for task in (watcher, *beside):
+            task.cancel()
+        await asyncio.gather(*beside, return_exceptions=True)
         await server.runs.shutdown(SHUTDOWN_GRACE)
+        await server.webhooks.aclose()
         for close in server.closing:
             await close()
         if server.owns_store:
@@ -465,7 +488,12 @@ async def _stop_runs_on_exit(server: Server) -> None:
 
 
 def _server(
-    agents: dict[str, Agent], store: Store | None, keys: dict[str, str] | None, poll: float
+    agents: dict[str, Agent],
+    store: Store | None,
+    keys: dict[str, str] | None,
+    poll: float,
+    webhooks: Webhooks,
+    clock: Callable[[], datetime] | None,
 ) -> Server:
     owns = store is None
     if store is None:
@@ -474,7 +502,9 @@ def _server(
         store = SqliteStore("plait.db")
     elif not isinstance(store, Store):
         raise UsageError(f"store must be a plait Store, got {type(store).__name__}")
-    return Server(agents, store, keys, Runs(agents, cancel_poll=poll), owns)
+    server = Server(agents, store, keys, Runs(agents, cancel_poll=poll), owns, webhooks=webhooks)
+    server.clock = clock or server.clock
+    return server
 
 
 def _named_agents(agents: Any) -> dict[str, Agent]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -16,6 +17,7 @@ from plait.run.sessions import Sessions
 from plait.server.limits import ApiError
 from plait.server.runs import Runs
 from plait.server.users import LOCAL_USER, UserStore, find_user
+from plait.server.webhooks import Webhooks
 from plait.stores.base import Store
 from plait.stores.session_index import SessionIndex
 
@@ -27,8 +29,9 @@ CHECKPOINT_HEADER = "x-plait-checkpoint-id"
 
 @dataclass(slots=True)
 class Server:
-    """What the routes of one app share: its agents, store, keys and runs (and what to
-    close when the app stops, before its store: the A2A services' running tasks)."""
+    """What the routes of one app share: its agents, store, keys, runs and webhook
+    deliveries (and what to close when the app stops, before its store: the A2A services'
+    running tasks)."""
 
     agents: dict[str, Agent]
     store: Store
@@ -37,6 +40,11 @@ class Server:
     owns_store: bool
     index: SessionIndex = field(default_factory=SessionIndex)
     closing: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    webhooks: Webhooks = field(default_factory=Webhooks)
+    #: The time the app's schedules go by (crons): a function that returns this moment.
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    #: What runs beside the app while it serves (the cron scheduler), cancelled at its end.
+    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

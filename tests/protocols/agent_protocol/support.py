@@ -9,6 +9,7 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
@@ -104,9 +105,11 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serve(tmp_path: Path) -> AsyncIterator[Served]:
-    """Serve the test agents on a SQLite store in `tmp_path`, with two users' keys."""
-    app = create_app(make_agents(), store=SqliteStore(tmp_path / "ap.db"), api_keys=KEYS)
+async def serve(tmp_path: Path, **options: Any) -> AsyncIterator[Served]:
+    """Serve the test agents on a SQLite store in `tmp_path`, with two users' keys (and
+    `options` for `create_app`)."""
+    store = SqliteStore(tmp_path / "ap.db")
+    app = create_app(make_agents(), store=store, api_keys=KEYS, **options)
     with ServerThread(app) as server:
         async with (
             get_client(url=server.url, api_key="key-ann") as ann,

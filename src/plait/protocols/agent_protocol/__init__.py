@@ -9,7 +9,8 @@ body limit, per-user view of the store and runs. What maps to what:
   of one (`assistants`);
 - a thread is a plait session (`thread_id` = session id; `threads`);
 - a thread's run is a run of the server (`plait.server.runs`; `runs`);
-- a store item is an entry of the user's `store` document in the server's store (`store`).
+- a store item is an entry of the user's `store` document in the server's store (`store`);
+- a cron is a record of the server's, fired by each worker's `Scheduler` (`crons`).
 
 Messages cross in the SDK's shape, through one converter (`messages`).
 """
@@ -22,17 +23,18 @@ from typing import Any
 from fastapi import APIRouter
 
 from plait.protocols.agent_protocol.assistants import assistants_router
+from plait.protocols.agent_protocol.crons import Scheduler, crons_router
 from plait.protocols.agent_protocol.runs import runs_router
 from plait.protocols.agent_protocol.store import store_router
 from plait.protocols.agent_protocol.threads import threads_router
 
-__all__ = ["agent_protocol_router"]
+__all__ = ["Scheduler", "agent_protocol_router"]
 
 
 def agent_protocol_router(caller: Callable[..., Any]) -> APIRouter:
     """Return every Agent Protocol route; `caller` is the app's dependency that checks the
     API key."""
     router = APIRouter()
-    for part in (assistants_router, threads_router, runs_router, store_router):
+    for part in (assistants_router, threads_router, crons_router, runs_router, store_router):
         router.include_router(part(caller))
     return router

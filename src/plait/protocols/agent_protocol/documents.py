@@ -5,7 +5,9 @@ A store cannot list its records, so what the protocol lists (assistants, threads
 store items) is kept in documents a user reads whole: `<user>/ap/<kind>` session records
 of the server's store, beside the user's runs and sessions (`plait.server.caller`). Each
 change reads the document, edits it and writes it back only if nobody wrote it in between
-(else it reads it again), so processes sharing the store keep one document.
+(else it reads it again), so processes sharing the store keep one document. What the
+server's workers share whatever the user (the crons they fire) is a `SharedDocument`, whose
+key no user's can be (a user id has no `#`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Any, TypeVar
 
 from plait.errors import SessionConflict
 from plait.server.caller import Caller
-from plait.stores.base import GuardedStore
+from plait.stores.base import GuardedStore, Store
 
-__all__ = ["Document", "now"]
+__all__ = ["Document", "SharedDocument", "now"]
 
 _T = TypeVar("_T")
 _ATTEMPTS = 20  # writes tried when other requests keep changing the same document first
@@ -66,3 +68,11 @@ class Document:
                 last = conflict
         assert last is not None
         raise last
+
+
+class SharedDocument(Document):
+    """The server-wide document `kind` (`#ap/<kind>`) of `store`, changed as a `Document`."""
+
+    def __init__(self, store: Store, kind: str) -> None:
+        self._store = GuardedStore(store)
+        self._key = f"#ap/{kind}"

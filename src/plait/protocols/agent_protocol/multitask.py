@@ -101,8 +101,9 @@ def reserve(
     Raises:
         ApiError: `409`, the thread is busy and the strategy is `reject`.
     """
-    held = [key for key, other in stored.items() if _holds(key, other, thread_id, alive)]
-    waiting = [o for o in stored.values() if _of(o, thread_id) and o.get("queued")]
+    others = {key: other for key, other in stored.items() if key != run_id}  # not a delayed
+    held = [key for key, other in others.items() if _holds(key, other, thread_id, alive)]
+    waiting = [o for o in others.values() if _of(o, thread_id) and o.get("queued")]
     if not held and not waiting:
         stored[run_id] = {k: v for k, v in record.items() if k != "request"}
         return None

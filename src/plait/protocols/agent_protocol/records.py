@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from plait.errors import CheckpointNotFound
-from plait.protocols.agent_protocol.documents import Document
+from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import message_id, to_sdk
 from plait.protocols.agent_protocol.stream import run_status
 from plait.protocols.agent_protocol.threads import find_thread, thread_status
@@ -17,7 +17,15 @@ from plait.run.sessions import SessionDocument
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 
-__all__ = ["FINAL", "find_run", "run_json", "thread_values"]
+__all__ = [
+    "FINAL",
+    "check_webhook",
+    "find_run",
+    "new_record",
+    "run_ended",
+    "run_json",
+    "thread_values",
+]
 
 _DOC = "runs"
 #: The statuses of a run that has ended.
@@ -62,3 +70,31 @@ async def thread_values(who: Caller, thread_id: str) -> dict[str, Any]:
     if status == "interrupted":
         values["__interrupt__"] = pending
     return values
+
+
+async def check_webhook(who: Caller, webhook: str | None) -> None:
+    """Refuse (`422`) a webhook plait does not send to (`plait.server.webhooks`)."""
+    if webhook is not None:
+        await who.server.webhooks.check(webhook)
+
+
+async def run_ended(who: Caller, thread_id: str, run_id: str, webhook: str | None) -> None:
+    """Do what a run's end calls for once its status is recorded: send its record, as
+    `get` answers it, to its webhook."""
+    if webhook is not None:
+        who.server.webhooks.send(webhook, run_json(await find_run(who, thread_id, run_id)))
+
+
+def new_record(thread_id: str, assistant_id: str, body: Any) -> dict[str, Any]:
+    """Return the record of a new run, `pending`."""
+    return {
+        "thread_id": thread_id,
+        "assistant_id": assistant_id,
+        "created_at": now(),
+        "updated_at": now(),
+        "metadata": body.metadata or {},
+        "multitask_strategy": body.multitask_strategy or "reject",
+        "status": "pending",
+        "checkpoint": None,
+        "request": body.model_dump(mode="json"),
+    }

@@ -14,10 +14,13 @@ removes the run's turn from the thread. `join_stream` re-attaches to a run's str
 (`plait.protocols.agent_protocol.replay`); `on_disconnect="cancel"` cancels a streamed run
 whose client leaves before it ends. Each run has a record in the user's `runs` document:
 its thread, assistant, metadata, times, the server's checkpoint id it runs under and,
-once it ended, its status.
+once it ended, its status. A run that names a `webhook` has that record POSTed there when
+it ends (`plait.server.webhooks`: checked when the run starts, signed, retried, beside the
+run); one with `after_seconds` waits, `pending`, until a worker's scheduler starts it
+(`plait.protocols.agent_protocol.delayed`).
 
-Not served yet (`501`, saying so): webhooks, `after_seconds`,
-`interrupt_before`/`interrupt_after`, stateless runs (`/runs…`) and crons.
+Not served yet (`501`, saying so): `after_seconds` on a streamed run,
+`interrupt_before`/`interrupt_after` and stateless runs (`/runs…`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -34,6 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from plait.agents.options import RunOption
 from plait.messages import Message
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
+from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import input_messages, message_id, to_sdk
 from plait.protocols.agent_protocol.multitask import (
@@ -45,7 +50,16 @@ from plait.protocols.agent_protocol.multitask import (
     start_next,
     stop_runs,
 )
-from plait.protocols.agent_protocol.records import FINAL, find_run, run_json, thread_values
+from plait.protocols.agent_protocol.not_served import NOT_YET, not_yet_routes
+from plait.protocols.agent_protocol.records import (
+    FINAL,
+    check_webhook,
+    find_run,
+    new_record,
+    run_ended,
+    run_json,
+    thread_values,
+)
 from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs
 from plait.protocols.agent_protocol.shapes import errors
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
@@ -60,10 +74,9 @@ from plait.server.caller import CHECKPOINT_HEADER, Caller
 from plait.server.limits import ApiError
 from plait.server.runs import LiveRun
 
-__all__ = ["runs_router"]
+__all__ = ["RunCreate", "runs_router", "start_run"]
 
 _DOC = "runs"
-_NOT_YET = "is not served by plait yet"
 
 
 class RunCreate(BaseModel):
@@ -88,9 +101,9 @@ class RunCreate(BaseModel):
 
 
 def _refuse_what_is_not_served(body: RunCreate) -> None:
-    for name in ("webhook", "after_seconds", "interrupt_before", "interrupt_after"):
+    for name in ("interrupt_before", "interrupt_after"):
         if getattr(body, name) is not None:
-            raise ApiError(501, f"{name} {_NOT_YET}")
+            raise ApiError(501, f"{name} {NOT_YET}")
 
 
 def _modes(body: RunCreate) -> frozenset[str]:
@@ -127,9 +140,12 @@ class _Started:
         self.log = log
 
 
-async def _begin(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> _Started | str:
-    """Start (or resume) a run of the thread as `body` asks and return it once it has
-    started, or queue it on a busy thread (`multitask_strategy`) and return its id."""
+async def _begin(
+    who: Caller, thread_id: str, body: RunCreate, logs: RunLogs, run_id: str | None = None
+) -> _Started | str:
+    """Start (or resume) a run of the thread as `body` asks (as run `run_id`, a delayed
+    run's, or a new one) and return it once it has started, or queue it on a busy thread
+    (`multitask_strategy`) and return its id."""
     _refuse_what_is_not_served(body)
     _modes(body)
     thread = await _thread(who, thread_id, body)
@@ -137,21 +153,12 @@ async def _begin(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) ->
     if assistant.graph_id not in who.server.agents:
         raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
     _options(body, assistant.options())
+    await check_webhook(who, body.webhook)
     strategy = body.multitask_strategy or "reject"
     if strategy == "reject" and (await thread_status(who, thread))[0] == "busy":
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
-    run_id = str(uuid.uuid4())
-    record = {
-        "thread_id": thread_id,
-        "assistant_id": assistant.assistant_id,
-        "created_at": now(),
-        "updated_at": now(),
-        "metadata": body.metadata or {},
-        "multitask_strategy": strategy,
-        "status": "pending",
-        "checkpoint": None,
-        "request": body.model_dump(mode="json"),
-    }
+    run_id = run_id or str(uuid.uuid4())
+    record = new_record(thread_id, assistant.assistant_id, body)
     alive = await alive_runs(who, thread_id)
     stop = await Document(who, _DOC).change(
         lambda stored: reserve(stored, thread_id, run_id, record, strategy, alive)
@@ -186,6 +193,7 @@ async def _launch(
         found = await document.change(lambda stored: finish(stored, run_id, final))
         if found is not None and found.get("stop") == "rollback":
             await rewind(who, thread_id, before)
+        await run_ended(who, thread_id, run_id, body.webhook)
 
     async def then() -> None:
         await start_next(who, thread_id, _launcher(who, thread_id, logs))
@@ -236,6 +244,36 @@ async def _start(
         )
     await note_run(who, thread_id, live.run_id, assistant.graph_id)
     return live
+
+
+async def start_run(who: Caller, thread_id: str, body: RunCreate, run_id: str | None = None) -> str:
+    """Start a background run of the thread as `body` asks (a cron's firing, or delayed
+    run `run_id` now due); return its run id. Raises what `runs.create` answers with
+    (`ApiError`); a delayed run that cannot start ends `error`."""
+    try:
+        begun = await _begin(who, thread_id, body, RunLogs(), run_id=run_id)
+        return begun if isinstance(begun, str) else begun.run_id
+    except ApiError:
+        if run_id is not None:
+            await Document(who, _DOC).change(lambda stored: _set(stored, run_id, status="error"))
+        raise
+
+
+async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]:
+    """Check a run with `after_seconds` and keep it, `pending`, until it is due
+    (`delayed`); return its record."""
+    await _thread(who, thread_id, body)
+    assistant = await find_assistant(who, body.assistant_id)
+    _options(body, assistant.options())
+    await check_webhook(who, body.webhook)
+    run_id = str(uuid.uuid4())
+    record = {**new_record(thread_id, assistant.assistant_id, body)}
+    record.pop("request")
+    await Document(who, _DOC).change(lambda stored: stored.update({run_id: record}))
+    at = clock_now(who.server) + timedelta(seconds=body.after_seconds or 0)
+    given = body.model_dump(mode="json", exclude={"after_seconds"}, exclude_none=True)
+    await delay_run(who.server.store, run_id, who.user, thread_id, given, at)
+    return {"run_id": run_id, **record}
 
 
 def _input(value: Any) -> tuple[list[Message], dict[str, Any]]:
@@ -340,9 +378,12 @@ async def _cancel(who: Caller, thread_id: str, run_id: str, action: str) -> None
     """Stop the run at its next safe point (`rollback`: then remove its turn from the
     thread); a queued run leaves the queue."""
     await find_run(who, thread_id, run_id)
-    checkpoint = await Document(who, _DOC).change(lambda stored: mark_stop(stored, run_id, action))
+    document = Document(who, _DOC)
+    checkpoint = await document.change(lambda stored: mark_stop(stored, run_id, action))
     if checkpoint is not None:
         await stop_runs(who, [(run_id, checkpoint)])
+    elif await drop_delayed(who.server.store, run_id, who.user):  # a delayed run: it never starts
+        await document.change(lambda stored: finish(stored, run_id, "interrupted"))
 
 
 def _leaving(
@@ -369,6 +410,9 @@ async def _stream(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -
 
 
 async def _wait(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
+    if body.after_seconds:  # whichever worker starts it, its end is seen in the store
+        delayed = await _delay(who, thread_id, body)
+        return JSONResponse(await _join(who, thread_id, delayed["run_id"], logs))
     started = await _begin(who, thread_id, body, logs)
     if isinstance(started, str):
         headers = {"content-location": f"/threads/{thread_id}/runs/{started}"}
@@ -407,7 +451,7 @@ def runs_router(caller: Callable[..., Any]) -> APIRouter:
     _starting_routes(router, who_dep, logs)
     _run_routes(router, who_dep, logs)
     _ending_routes(router, who_dep, logs)
-    _not_yet_routes(router, who_dep)
+    not_yet_routes(router, who_dep)
     return router
 
 
@@ -420,6 +464,8 @@ def _starting_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     @router.post("/threads/{thread_id}/runs/stream", summary="Stream a run", responses=_STARTING)
     async def stream(thread_id: str, body: RunCreate, who: Caller = who_dep) -> Response:
         """Run the assistant on the thread; answer with its events in `stream_mode`."""
+        if body.after_seconds:
+            raise ApiError(501, f"after_seconds on a streamed run {NOT_YET}")
         return await _stream(who, thread_id, body, logs)
 
     @router.post("/threads/{thread_id}/runs/wait", summary="Run and wait", responses=_STARTING)
@@ -429,7 +475,10 @@ def _starting_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
 
     @router.post("/threads/{thread_id}/runs", summary="Start a run", responses=_STARTING)
     async def create(thread_id: str, body: RunCreate, who: Caller = who_dep) -> JSONResponse:
-        """Start a background run of the assistant on the thread; answer at once."""
+        """Start a background run of the assistant on the thread (after `after_seconds`);
+        answer at once."""
+        if body.after_seconds:
+            return JSONResponse(run_json(await _delay(who, thread_id, body)))
         begun = await _begin(who, thread_id, body, logs)
         run_id = begun if isinstance(begun, str) else begun.run_id
         run = await find_run(who, thread_id, run_id)
@@ -531,32 +580,3 @@ def _ending_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
             raise ApiError(409, f"run '{run_id}' is running; cancel it first")
         await Document(who, _DOC).change(lambda stored: stored.pop(run_id, None))
         return Response(status_code=204)
-
-
-def _not_yet_routes(router: APIRouter, who_dep: Any) -> None:
-    """Add the routes of what is not served yet: each answers `501`, naming it."""
-
-    def refuse(what: str) -> Callable[..., Any]:
-        async def not_yet(who: Caller = who_dep) -> None:
-            raise ApiError(501, f"{what} {_NOT_YET}")
-
-        not_yet.__doc__ = f"Answer `501`: {what} {_NOT_YET}."
-        return not_yet
-
-    for method, path, what in (
-        ("POST", "/runs", "a stateless run"),
-        ("POST", "/runs/stream", "a stateless run"),
-        ("POST", "/runs/wait", "a stateless run"),
-        ("POST", "/runs/batch", "a batch of stateless runs"),
-        ("POST", "/runs/crons", "a cron"),
-        ("POST", "/runs/crons/search", "a cron"),
-        ("POST", "/runs/crons/count", "a cron"),
-        ("POST", "/threads/{thread_id}/runs/crons", "a cron"),
-    ):
-        router.add_api_route(
-            path,
-            refuse(what),
-            methods=[method],
-            summary=f"Not served yet: {what}",
-            responses=errors(401, 501),
-        )
