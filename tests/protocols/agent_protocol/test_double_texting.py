@@ -8,7 +8,13 @@ import asyncio
 import itertools
 from collections import Counter
 
+import httpx
+
 from tests.protocols.agent_protocol.support import WORKING, Served
+
+#: The `worker` agent's stopped turn as the thread keeps it: its input (its tool call,
+#: stopped before a result, is left out).
+_WORKED = [("human", "go")]
 
 
 def _texts(values: dict) -> list[tuple[str, str]]:
@@ -58,8 +64,9 @@ async def test_enqueued_runs_all_run_in_order_once_each(served: Served) -> None:
     key, sent = await _texted_at_once(served, "enqueue", 4)
     values = await served.ann.threads.get_state(key)
     humans = [c for t, c in _texts(values["values"]) if t == "human"]
-    # the cancelled worker's turn is kept in its resumable checkpoint, not in the thread
-    assert Counter(humans) == Counter(sent)
+    # the cancelled worker's turn is kept, once, as the thread goes on
+    assert Counter(humans) == Counter(["go", *sent])
+    assert _texts(values["values"])[:1] == _WORKED
     runs = list(reversed(await served.ann.runs.list(key)))  # oldest first
     assert [r["status"] for r in runs] == ["interrupted", *["success"] * 4]
     order = [r["metadata"]["text"] for r in runs[1:]]
@@ -71,7 +78,7 @@ async def test_interrupt_stops_the_running_run_keeping_its_work(served: Served) 
     values = await served.ann.runs.wait(
         key, "echo", input=_ask("next"), multitask_strategy="interrupt"
     )
-    assert _texts(values) == [("human", "next"), ("ai", "echo: next")]
+    assert _texts(values) == [*_WORKED, ("human", "next"), ("ai", "echo: next")]
     assert (await served.ann.runs.get(key, worker))["status"] == "interrupted"
 
 
@@ -79,10 +86,32 @@ async def test_runs_interrupting_at_once_lose_and_double_no_message(served: Serv
     key, sent = await _texted_at_once(served, "interrupt", 4)
     values = (await served.ann.threads.get_state(key))["values"]
     humans = [c for t, c in _texts(values) if t == "human"]
-    assert Counter(humans) == Counter(sent)
+    assert Counter(humans) == Counter(["go", *sent])
+    assert _texts(values)[:1] == _WORKED
     echoes = [c for t, c in _texts(values) if t == "ai" and c]
     assert len(echoes) == len(set(echoes))
     assert all(echo[len("echo: ") :] in sent for echo in echoes)
+
+
+async def test_a_cancelled_runs_turn_is_kept_once_the_thread_goes_on(served: Served) -> None:
+    WORKING.clear()
+    key = (await served.ann.threads.create())["thread_id"]
+    headers = {"x-api-key": "key-ann"}
+    async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=30) as http:
+        body = {"assistant_id": "worker", "input": _ask("go")}
+        created = await http.post(f"/threads/{key}/runs", json=body)
+        run, checkpoint = created.json()["run_id"], created.headers["x-plait-checkpoint-id"]
+        assert await asyncio.to_thread(WORKING.wait, 10)
+        await served.ann.runs.cancel(key, run, wait=True)
+        assert _texts((await served.ann.threads.get_state(key))["values"]) == []
+        values = await served.ann.runs.wait(key, "echo", input=_ask("next"))
+        assert _texts(values) == [*_WORKED, ("human", "next"), ("ai", "echo: next")]
+        # the thread went on with the stopped run's turn: resuming the run would double it
+        resumed = await http.post(f"/v1/runs/{checkpoint}/resume", json={"value": None})
+        assert resumed.status_code == 409
+    values = await served.ann.runs.wait(key, "echo", input=_ask("last"))
+    assert _texts(values)[:3] == [*_WORKED, ("human", "next"), ("ai", "echo: next")]
+    assert Counter(c for t, c in _texts(values) if t == "human") == Counter(["go", "next", "last"])
 
 
 async def test_rollback_removes_the_running_runs_turn(served: Served) -> None:

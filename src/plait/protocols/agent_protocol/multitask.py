@@ -13,6 +13,10 @@ processes sharing the store, see each other:
   cancelled: it stops at its next safe point keeping its work (status `interrupted`);
 - `rollback`: as `interrupt`, and when the stopped run ends the thread's session is put
   back as it was before the run started (its turn, messages and values, goes).
+A run stopped by `interrupt` (a double text or a cancel) keeps its turn in its resumable
+checkpoint until the thread goes on: as the thread's next run starts, `keep_stopped_turns`
+claims that checkpoint (it is then done: resuming it is refused) and appends the turn it
+holds (the run's input and what it said before the stop) to the thread's session, once.
 A queued run is started by whichever process claims it first: the one whose run frees
 the thread (as that run ends), or one that polls the queued run (its `stream`, `wait`,
 `join` or `join_stream`).
@@ -27,8 +31,10 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointNotFound
 from plait.protocols.agent_protocol.documents import Document, now
+from plait.run.sessions import SessionTurn
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 
@@ -37,6 +43,7 @@ __all__ = [
     "Stop",
     "alive_runs",
     "finish",
+    "keep_stopped_turns",
     "mark_stop",
     "reserve",
     "rewind",
@@ -177,14 +184,17 @@ def mark_stop(stored: dict[str, Any], run_id: str, action: str) -> str | None:
     return found.get("checkpoint")  # type: ignore[no-any-return]
 
 
-def finish(stored: dict[str, Any], run_id: str, status: str) -> dict[str, Any] | None:
-    """Record that run `run_id` ended with `status` (`interrupted` when rolled back);
-    return its record."""
+def finish(
+    stored: dict[str, Any], run_id: str, status: str, stopped_at: str | None = None
+) -> dict[str, Any] | None:
+    """Record that run `run_id` ended with `status` (`interrupted` when rolled back;
+    `stopped_at`: the checkpoint a cancelled run stopped with); return its record."""
     found = stored.get(run_id)
     if found is None:
         return None
     final = "interrupted" if found.get("stop") == "rollback" else status
-    stored[run_id] = {**found, "status": final, "updated_at": now()}
+    kept = {"stopped_at": stopped_at} if stopped_at is not None else {}
+    stored[run_id] = {**found, "status": final, **kept, "updated_at": now()}
     return dict(stored[run_id])
 
 
@@ -194,3 +204,49 @@ async def rewind(who: Caller, thread_id: str, before: bytes | None) -> None:
         await who.sessions.delete(thread_id)
     else:
         await who.store.put_session(thread_id, before)
+
+
+def _stopped(stored: dict[str, Any], thread_id: str) -> dict[str, str]:
+    """Return the thread's runs stopped keeping their work whose turn the thread has not
+    taken yet: run id -> the checkpoint each stopped with."""
+    return {
+        key: record["stopped_at"]
+        for key, record in stored.items()
+        if record.get("thread_id") == thread_id
+        and record.get("stopped_at") is not None
+        and record.get("stop") != "rollback"
+    }
+
+
+async def _keep_turn(who: Caller, thread_id: str, checkpoint_id: str) -> None:
+    """Claim `checkpoint_id`, a stopped run's, if it is still to resume, and append the
+    turn it holds to the thread's session (a run resumed instead adds its turn as it
+    ends)."""
+    record = await who.store.get_checkpoint(checkpoint_id)
+    if record is None or record.status != "pending":
+        return
+    if not await who.store.claim_checkpoint(checkpoint_id, record.version):
+        return  # a resume took it
+    checkpoint = Checkpoint.decode(record.data, checkpoint_id)
+    await who.store.put_checkpoint(checkpoint_id, record.data, status="done")
+    turn = SessionTurn(thread_id, [], {}, [], checkpoint.session_turn)
+    await turn.settle_failed()  # a tool call that got no result is left out
+    stamp = datetime.now(UTC)
+    values = checkpoint.snapshot().session_values
+    await turn.save(who.store, values, checkpoint.handoffs, None, stamp=stamp)
+    await who.store.session_catalog().touch(thread_id, stamp, checkpoint.agent)
+
+
+async def keep_stopped_turns(who: Caller, thread_id: str) -> None:
+    """Append the turns of the thread's runs stopped by `interrupt` to its session, as the
+    thread goes on with another run (call it while that run holds the thread); their
+    checkpoints are then done, so no turn is added twice."""
+    document = Document(who, _DOC)
+    for key, checkpoint_id in _stopped(await document.read(), thread_id).items():
+        await _keep_turn(who, thread_id, checkpoint_id)
+
+        def kept(stored: dict[str, Any], key: str = key) -> None:
+            if key in stored:
+                stored[key] = {k: v for k, v in stored[key].items() if k != "stopped_at"}
+
+        await document.change(kept)

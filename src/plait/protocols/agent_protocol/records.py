@@ -51,7 +51,7 @@ async def find_run(who: Caller, thread_id: str, run_id: str) -> dict[str, Any]:
 
 
 #: What a run's record keeps that the SDK's run does not show.
-_UNSHOWN = ("checkpoint", "request", "queued", "stop", "reserved_at")
+_UNSHOWN = ("checkpoint", "request", "queued", "stop", "reserved_at", "stopped_at")
 
 
 def run_json(run: dict[str, Any]) -> dict[str, Any]:

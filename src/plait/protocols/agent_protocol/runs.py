@@ -44,6 +44,7 @@ from plait.protocols.agent_protocol.messages import input_messages, message_id, 
 from plait.protocols.agent_protocol.multitask import (
     alive_runs,
     finish,
+    keep_stopped_turns,
     mark_stop,
     reserve,
     rewind,
@@ -70,6 +71,7 @@ from plait.protocols.agent_protocol.threads import (
     thread_status,
 )
 from plait.run.sessions import SessionDocument, decode_session
+from plait.server.bodies import RunSummary
 from plait.server.caller import CHECKPOINT_HEADER, Caller
 from plait.server.limits import ApiError
 from plait.server.runs import LiveRun
@@ -187,10 +189,12 @@ async def _launch(
     """Start the run `run_id` reserved on the thread; when it ends, its record says so
     (a rolled-back run's turn is removed) and the thread's next queued run starts."""
     document = Document(who, _DOC)
+    await keep_stopped_turns(who, thread_id)
     before = await who.store.get_session(thread_id)
 
-    async def ended(final: str) -> None:
-        found = await document.change(lambda stored: finish(stored, run_id, final))
+    async def ended(final: str, summary: RunSummary) -> None:
+        at = summary.checkpoint_id if summary.status == "cancelled" else None
+        found = await document.change(lambda stored: finish(stored, run_id, final, at))
         if found is not None and found.get("stop") == "rollback":
             await rewind(who, thread_id, before)
         await run_ended(who, thread_id, run_id, body.webhook)

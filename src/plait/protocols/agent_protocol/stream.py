@@ -88,7 +88,7 @@ class ProtocolRelay(Relay):
         thread_id: str,
         modes: frozenset[str],
         state: tuple[list[dict[str, Any]], dict[str, Any]],
-        ended: Callable[[str], Awaitable[None]],
+        ended: Callable[[str, RunSummary], Awaitable[None]],
         log: RunLog,
         then: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
@@ -169,7 +169,7 @@ class ProtocolRelay(Relay):
         `then` (a failure of either is logged)."""
         summary = summarize(result, agent=ctx.agent_name, session_id=None)
         try:
-            await self._ended(run_status(summary))
+            await self._ended(run_status(summary), summary)
         except Exception:
             _log.exception("could not record the end of run %s", self.run_id)
         self._keep_last(summary)
