@@ -9,14 +9,15 @@ instead (`{interrupt id: value}` answers several), exactly once: a second resume
 same pause is `409`. A run on a busy thread does what its `multitask_strategy` says
 (`plait.protocols.agent_protocol.multitask`: `reject`, the default, is `409`). `cancel`
 with `action="interrupt"` stops the run at its next safe point, keeping a resumable
-checkpoint; the thread goes on with the next run's input; `action="rollback"` then also
-removes the run's turn from the thread. `join_stream` re-attaches to a run's stream
-(`plait.protocols.agent_protocol.replay`); `on_disconnect="cancel"` cancels a streamed run
-whose client leaves before it ends. Each run has a record in the user's `runs` document:
-its thread, assistant, metadata, times, the server's checkpoint id it runs under and,
-once it ended, its status. A run that names a `webhook` has that record POSTed there when
-it ends (`plait.server.webhooks`: checked when the run starts, signed, retried, beside the
-run); one with `after_seconds` waits, `pending`, until a worker's scheduler starts it
+checkpoint until the thread goes on (its turn is then added to the thread, and it is
+resumable no more); `action="rollback"` then removes the run's turn from the thread.
+`join_stream` re-attaches to a run's stream (`plait.protocols.agent_protocol.replay`);
+`on_disconnect="cancel"` cancels a streamed run whose client leaves before it ends. Each
+run has a record in the user's `runs` document: its thread, assistant, metadata, times,
+the server's checkpoint id it runs under and, once it ended, its status. A run that names
+a `webhook` has that record POSTed there when it ends (`plait.server.webhooks`: checked
+when the run starts, signed, retried, beside the run); one with `after_seconds` waits,
+`pending`, until a worker's scheduler starts it
 (`plait.protocols.agent_protocol.delayed`).
 
 Not served yet (`501`, saying so): `after_seconds` on a streamed run,
