@@ -114,3 +114,12 @@ async def test_a_stateless_resume_and_an_oversized_batch_are_refused(served: Ser
         await served.ann.runs.create_batch(too_many)
     assert batch.value.status_code == 422
     assert await served.ann.threads.search() == []
+
+
+async def test_many_stateless_runs_at_once_all_answer(served: Served) -> None:
+    # each makes, runs on and deletes a thread of its own: one document of the user's
+    # threads (and one of their runs) changed by all of them at once
+    waiting = [served.ann.runs.wait(None, "echo", input=HI) for _ in range(30)]
+    answers = await asyncio.gather(*waiting)
+    assert all(_texts(values)[-1] == ("ai", "echo: hi") for values in answers)
+    assert await served.ann.threads.search() == []
