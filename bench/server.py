@@ -7,6 +7,9 @@ per run, after a warm-up burst that also opens the connections, and reads every 
 
 - plait: `POST /v1/agents/assistant/runs` with a fresh `session_id` per run (the run
   creates the session), `python -m uvicorn --factory --app-dir bench server_app:build`;
+- plait's Agent Protocol (`plait_ap`), the same app on the same machine:
+  `POST /threads/{id}/runs/stream` on a fresh thread per run (`if_not_exists="create"`),
+  `stream_mode="values"` (the SDK's default), as the `langgraph-sdk` client asks for it;
 - ADK: `POST /run_sse` on a session created per run beforehand through
   `POST /apps/bench_agent/users/u/sessions` (not timed), served by `bench/server_adk.py`
   with the Python of `--peer-python` (default `/tmp/venv-adk/bin/python`, see
@@ -95,6 +98,12 @@ def plait_server(store: str, tmp: Path) -> Server:
     return Server(f"plait_{store}", argv, env, "/healthz", extra={"kind": "plait"})
 
 
+def agent_protocol_server(store: str, tmp: Path) -> Server:
+    """Return plait's server on `store`, driven through its Agent Protocol routes."""
+    server = plait_server(store, tmp)
+    return Server(f"plait_ap_{store}", server.argv, server.env, "/healthz", extra={"kind": "ap"})
+
+
 def adk_server(store: str, tmp: Path, python: Path) -> Server:
     """Return ADK's API server with its default (SQLite) or in-memory session store."""
     argv = [str(python), str(BENCH / "server_adk.py"), "--dir", str(tmp)]
@@ -151,6 +160,8 @@ async def _requests(clients: list[Client], server: Server) -> list[tuple[str, An
     """Return the (path, body) of each run; ADK's sessions are created here (not timed)."""
     if server.extra["kind"] == "plait":
         return [("/v1/agents/assistant/runs", plait_body()) for _ in clients]
+    if server.extra["kind"] == "ap":
+        return [(f"/threads/{uuid.uuid4()}/runs/stream", AP_BODY) for _ in clients]
 
     async def session(client: Client) -> str:
         sid: str = (await client.post_json("/apps/bench_agent/users/u/sessions", {}))["id"]
@@ -170,13 +181,23 @@ def plait_body() -> dict[str, Any]:
     return {"input": PROMPT, "session_id": uuid.uuid4().hex}
 
 
+#: The body of one Agent Protocol run: the prompt, on a thread the run creates.
+AP_BODY = {
+    "assistant_id": "assistant",
+    "input": {"messages": [{"role": "user", "content": PROMPT}]},
+    "stream_mode": "values",
+    "if_not_exists": "create",
+}
+
+
 @dataclass
 class Outcome:
-    """What the client saw of one streamed run."""
+    """What the client saw of one streamed run (`answered`: an event carried the answer)."""
 
     first_event: float
     events: int
     last: str
+    answered: bool = False
 
 
 async def _one(client: Client, path: str, body: Any) -> Outcome:
@@ -185,19 +206,23 @@ async def _one(client: Client, path: str, body: Any) -> Outcome:
     first = 0.0
     events = 0
     last = ""
+    answered = False
     async for line in client.lines(path, body):
         if line.startswith("data:"):
             if not events:
                 first = time.perf_counter() - start
             events += 1
             last = line
-    return Outcome(first, events, last)
+            answered = answered or "word49" in line
+    return Outcome(first, events, last, answered)
 
 
 def completed(server: Server, outcome: Outcome) -> bool:
     """Whether the run streamed its three events and ended with the answer."""
     if server.extra["kind"] == "plait":
         return outcome.events == 4 and '"status":"completed"' in outcome.last
+    if server.extra["kind"] == "ap":  # metadata, values per step, then `end`
+        return outcome.answered and outcome.last.replace(" ", "") == "data:null"
     return outcome.events == 3 and "word49" in outcome.last
 
 
@@ -302,6 +327,8 @@ def servers(stores: list[str], peer: Path | None, tmp: Path) -> list[Server]:
     for store in stores:
         (tmp / f"plait_{store}").mkdir()
         found.append(plait_server(store, tmp / f"plait_{store}"))
+        (tmp / f"plait_ap_{store}").mkdir()
+        found.append(agent_protocol_server(store, tmp / f"plait_ap_{store}"))
     for store in stores if peer is not None else []:
         (tmp / f"adk_{store}").mkdir()
         found.append(adk_server(store, tmp / f"adk_{store}", peer))
@@ -321,7 +348,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                 with running(server, Path(tmp) / f"{server.label}.log"):
                     measured = asyncio.run(measure(server, args.client, runs, bursts))
             except Exception as exc:  # the peer's failure is a figure, plait's is not
-                if server.extra["kind"] == "plait":
+                if server.extra["kind"] in ("plait", "ap"):
                     raise
                 figures[f"{server.label}_error"] = f"{type(exc).__name__}: {exc}"[:300]
                 continue
@@ -344,6 +371,10 @@ def goals(figures: dict[str, Any], stores: list[str]) -> dict[str, Any]:
             )
             found[f"goal_{store}_10x_runs_per_s"] = found[f"ratio_{store}_runs_per_s"] >= 10
         found[f"goal_{store}_ttfe_p99_20ms"] = figures[plait + "ttfe_p99_ms"] <= 20
+        if f"plait_ap_{store}_runs_per_s" in figures:  # the Agent Protocol's share of /v1's
+            found[f"ratio_{store}_ap_to_v1_runs_per_s"] = (
+                figures[f"plait_ap_{store}_runs_per_s"] / figures[plait + "runs_per_s"]
+            )
     return found
 
 

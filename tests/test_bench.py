@@ -87,6 +87,8 @@ def test_server_benchmark_runs_and_reports_plait_figures() -> None:
     for key in ("runs_per_s", "ttfe_p50_ms", "ttfe_p99_ms", "peak_rss_mb"):
         assert figures[f"plait_sqlite_{key}"] > 0, key
     assert figures["plait_sqlite_failed_runs"] == 0
+    for key in ("runs_per_s", "server_cpu_us_per_run"):  # the Agent Protocol's stream route
+        assert _a_figure(figures[f"plait_ap_sqlite_{key}"]), key
     assert figures["peer_skipped"] == "--no-peer"
 
 

@@ -8,7 +8,8 @@ body limit, per-user view of the store and runs. What maps to what:
 - an assistant is a served agent (`graph_id` = its public name) or a stored configuration
   of one (`assistants`);
 - a thread is a plait session (`thread_id` = session id; `threads`);
-- a thread's run is a run of the server (`plait.server.runs`; `runs`);
+- a thread's run is a run of the server (`plait.server.runs`; `runs`); a stateless run
+  is one on a temporary thread (`stateless`);
 - a store item is an entry of the user's `store` document in the server's store (`store`);
 - a cron is a record of the server's, fired by each worker's `Scheduler` (`crons`).
 
@@ -24,7 +25,9 @@ from fastapi import APIRouter
 
 from plait.protocols.agent_protocol.assistants import assistants_router
 from plait.protocols.agent_protocol.crons import Scheduler, crons_router
+from plait.protocols.agent_protocol.replay import RunLogs
 from plait.protocols.agent_protocol.runs import runs_router
+from plait.protocols.agent_protocol.stateless import stateless_router
 from plait.protocols.agent_protocol.store import store_router
 from plait.protocols.agent_protocol.threads import threads_router
 
@@ -35,6 +38,9 @@ def agent_protocol_router(caller: Callable[..., Any]) -> APIRouter:
     """Return every Agent Protocol route; `caller` is the app's dependency that checks the
     API key."""
     router = APIRouter()
-    for part in (assistants_router, threads_router, crons_router, runs_router, store_router):
+    for part in (assistants_router, threads_router, crons_router, store_router):
         router.include_router(part(caller))
+    logs = RunLogs()  # the events of this process's runs, for clients that re-attach
+    router.include_router(runs_router(caller, logs))
+    router.include_router(stateless_router(caller, logs))
     return router

@@ -5,14 +5,18 @@ A store cannot list its records, so what the protocol lists (assistants, threads
 store items) is kept in documents a user reads whole: `<user>/ap/<kind>` session records
 of the server's store, beside the user's runs and sessions (`plait.server.caller`). Each
 change reads the document, edits it and writes it back only if nobody wrote it in between
-(else it reads it again), so processes sharing the store keep one document. What the
+(else it reads it again), so processes sharing the store keep one document; within a
+process, changes of one document wait for each other, so many requests at once do not
+wear out each other's attempts. What the
 server's workers share whatever the user (the crons they fire) is a `SharedDocument`, whose
 key no user's can be (a user id has no `#`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -24,7 +28,20 @@ from plait.stores.base import GuardedStore, Store
 __all__ = ["Document", "SharedDocument", "now"]
 
 _T = TypeVar("_T")
-_ATTEMPTS = 20  # writes tried when other requests keep changing the same document first
+_ATTEMPTS = 20  # writes tried when other processes keep changing the same document first
+#: A lock per event loop, store and document, while someone holds or waits for it.
+_LOCKS: weakref.WeakValueDictionary[tuple[int, int, str], asyncio.Lock] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def _lock(store: object, key: str) -> asyncio.Lock:
+    """Return the lock of this event loop's changes of document `key` of `store`."""
+    at = (id(asyncio.get_running_loop()), id(store), key)
+    found = _LOCKS.get(at)
+    if found is None:
+        found = _LOCKS[at] = asyncio.Lock()
+    return found
 
 
 def now() -> str:
@@ -36,7 +53,8 @@ class Document:
     """The document `kind` of the caller's user (a JSON object; `{}` before any write)."""
 
     def __init__(self, who: Caller, kind: str) -> None:
-        self._store = GuardedStore(who.server.store)
+        self._raw: Store = who.server.store
+        self._store = GuardedStore(self._raw)
         self._key = f"{who.user}/ap/{kind}"
 
     async def read(self) -> dict[str, Any]:
@@ -52,6 +70,10 @@ class Document:
         Raises:
             SessionConflict: Others kept changing the document first, every time.
         """
+        async with _lock(self._raw, self._key):
+            return await self._change(edit)
+
+    async def _change(self, edit: Callable[[dict[str, Any]], _T]) -> _T:
         last: SessionConflict | None = None
         for _ in range(_ATTEMPTS):
             record = await self._store.get_session_record(self._key)
@@ -74,5 +96,6 @@ class SharedDocument(Document):
     """The server-wide document `kind` (`#ap/<kind>`) of `store`, changed as a `Document`."""
 
     def __init__(self, store: Store, kind: str) -> None:
+        self._raw = store
         self._store = GuardedStore(store)
         self._key = f"#ap/{kind}"

@@ -20,8 +20,9 @@ when the run starts, signed, retried, beside the run); one with `after_seconds` 
 `pending`, until a worker's scheduler starts it
 (`plait.protocols.agent_protocol.delayed`).
 
-Not served yet (`501`, saying so): `after_seconds` on a streamed run,
-`interrupt_before`/`interrupt_after` and stateless runs (`/runs…`).
+Not served yet (`501`, saying so): `after_seconds` on a streamed run and
+`interrupt_before`/`interrupt_after`. Stateless runs (`/runs…`) run here on a temporary
+thread (`plait.protocols.agent_protocol.stateless`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from plait.protocols.agent_protocol.multitask import (
     start_next,
     stop_runs,
 )
-from plait.protocols.agent_protocol.not_served import NOT_YET, not_yet_routes
+from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.records import (
     FINAL,
     check_webhook,
@@ -77,7 +78,15 @@ from plait.server.caller import CHECKPOINT_HEADER, Caller
 from plait.server.limits import ApiError
 from plait.server.runs import LiveRun
 
-__all__ = ["RunCreate", "runs_router", "start_run"]
+__all__ = [
+    "RunCreate",
+    "create_run",
+    "join_run",
+    "runs_router",
+    "start_run",
+    "stream_run",
+    "wait_run",
+]
 
 _DOC = "runs"
 
@@ -97,6 +106,7 @@ class RunCreate(BaseModel):
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
     webhook: str | None = None
     after_seconds: float | None = None
     interrupt_before: Any = None
@@ -337,7 +347,7 @@ async def _resume(
     )
 
 
-async def _join(who: Caller, thread_id: str, run_id: str, logs: RunLogs) -> dict[str, Any]:
+async def join_run(who: Caller, thread_id: str, run_id: str, logs: RunLogs) -> dict[str, Any]:
     """Wait for the run to end (whichever process runs it; a queued one is started when
     its thread is free); return the thread's values."""
     while True:
@@ -375,7 +385,7 @@ async def _follow(
             break
         if run.get("queued"):
             await start_next(who, thread_id, _launcher(who, thread_id, logs))
-    log = final_log(run_id, await _join(who, thread_id, run_id, logs))
+    log = final_log(run_id, await join_run(who, thread_id, run_id, logs))
     return ResumableStream(log.follow(None, frozenset()), headers, log, None)
 
 
@@ -405,7 +415,7 @@ def _leaving(
     return leave
 
 
-async def _stream(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
+async def stream_run(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
     begun = await _begin(who, thread_id, body, logs)
     run_id = begun if isinstance(begun, str) else begun.run_id
     leave = _leaving(who, thread_id, run_id, body.on_disconnect == "cancel")
@@ -414,20 +424,33 @@ async def _stream(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -
     return ResumableStream(begun.live, _headers(begun), begun.log, leave)
 
 
-async def _wait(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
+async def wait_run(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
     if body.after_seconds:  # whichever worker starts it, its end is seen in the store
         delayed = await _delay(who, thread_id, body)
-        return JSONResponse(await _join(who, thread_id, delayed["run_id"], logs))
+        return JSONResponse(await join_run(who, thread_id, delayed["run_id"], logs))
     started = await _begin(who, thread_id, body, logs)
     if isinstance(started, str):
         headers = {"content-location": f"/threads/{thread_id}/runs/{started}"}
-        return JSONResponse(await _join(who, thread_id, started, logs), headers=headers)
+        return JSONResponse(await join_run(who, thread_id, started, logs), headers=headers)
     summary, _ = await started.live.outcome()
     headers = _headers(started)
     if summary.status == "failed" and summary.error is not None:
         error = {"error": summary.error.type, "message": summary.error.message}
         return JSONResponse({"__error__": error}, headers=headers)
     return JSONResponse(await thread_values(who, thread_id), headers=headers)
+
+
+async def create_run(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> JSONResponse:
+    """Start a background run of the thread (after `after_seconds`); answer its record."""
+    if body.after_seconds:
+        return JSONResponse(run_json(await _delay(who, thread_id, body)))
+    begun = await _begin(who, thread_id, body, logs)
+    run_id = begun if isinstance(begun, str) else begun.run_id
+    run = await find_run(who, thread_id, run_id)
+    headers = {"content-location": f"/threads/{thread_id}/runs/{run_id}"}
+    if isinstance(begun, _Started):
+        headers = _headers(begun)
+    return JSONResponse(run_json(run), headers=headers)
 
 
 def _headers(started: _Started) -> dict[str, str]:
@@ -447,16 +470,14 @@ def _event_id(given: str | None) -> int | None:
         raise ApiError(422, f"Last-Event-ID '{given[:32]}' is not an event id") from None
 
 
-def runs_router(caller: Callable[..., Any]) -> APIRouter:
-    """Return a thread's run routes (and the `501`s of what is not served yet); `caller`
-    is the app's dependency that checks the API key."""
+def runs_router(caller: Callable[..., Any], logs: RunLogs) -> APIRouter:
+    """Return a thread's run routes; `caller` is the app's dependency that checks the API
+    key, `logs` keeps the events of this process's runs, for clients that re-attach."""
     router = APIRouter(tags=["agent protocol: runs"])
     who_dep: Any = Depends(caller)
-    logs = RunLogs()  # the events of this process's runs, for clients that re-attach
     _starting_routes(router, who_dep, logs)
     _run_routes(router, who_dep, logs)
     _ending_routes(router, who_dep, logs)
-    not_yet_routes(router, who_dep)
     return router
 
 
@@ -471,26 +492,18 @@ def _starting_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
         """Run the assistant on the thread; answer with its events in `stream_mode`."""
         if body.after_seconds:
             raise ApiError(501, f"after_seconds on a streamed run {NOT_YET}")
-        return await _stream(who, thread_id, body, logs)
+        return await stream_run(who, thread_id, body, logs)
 
     @router.post("/threads/{thread_id}/runs/wait", summary="Run and wait", responses=_STARTING)
     async def wait(thread_id: str, body: RunCreate, who: Caller = who_dep) -> Response:
         """Run the assistant on the thread; answer with the thread's values at its end."""
-        return await _wait(who, thread_id, body, logs)
+        return await wait_run(who, thread_id, body, logs)
 
     @router.post("/threads/{thread_id}/runs", summary="Start a run", responses=_STARTING)
     async def create(thread_id: str, body: RunCreate, who: Caller = who_dep) -> JSONResponse:
         """Start a background run of the assistant on the thread (after `after_seconds`);
         answer at once."""
-        if body.after_seconds:
-            return JSONResponse(run_json(await _delay(who, thread_id, body)))
-        begun = await _begin(who, thread_id, body, logs)
-        run_id = begun if isinstance(begun, str) else begun.run_id
-        run = await find_run(who, thread_id, run_id)
-        headers = {"content-location": f"/threads/{thread_id}/runs/{run_id}"}
-        if isinstance(begun, _Started):
-            headers = _headers(begun)
-        return JSONResponse(run_json(run), headers=headers)
+        return await create_run(who, thread_id, body, logs)
 
 
 def _run_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
@@ -526,7 +539,7 @@ def _run_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     )
     async def join(thread_id: str, run_id: str, who: Caller = who_dep) -> dict[str, Any]:
         """Wait for the run to end; return the thread's values."""
-        return await _join(who, thread_id, run_id, logs)
+        return await join_run(who, thread_id, run_id, logs)
 
     @router.get(
         "/threads/{thread_id}/runs/{run_id}/stream",
@@ -569,7 +582,7 @@ def _ending_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
         (`rollback`: its turn is then removed from the thread)."""
         await _cancel(who, thread_id, run_id, action)
         if wait:
-            await _join(who, thread_id, run_id, logs)
+            await join_run(who, thread_id, run_id, logs)
         return run_json(await find_run(who, thread_id, run_id))
 
     @router.delete(

@@ -33,7 +33,14 @@ from plait.server.caller import Caller
 from plait.server.limits import ApiError
 from plait.server.users import id_problem
 
-__all__ = ["find_thread", "make_thread", "note_run", "thread_status", "threads_router"]
+__all__ = [
+    "delete_thread",
+    "find_thread",
+    "make_thread",
+    "note_run",
+    "thread_status",
+    "threads_router",
+]
 
 _DOC = "threads"
 #: A run's status in the server's summary -> its thread's status.
@@ -270,7 +277,9 @@ async def _search(who: Caller, body: ThreadSearch) -> list[dict[str, Any]]:
     return found
 
 
-async def _delete(who: Caller, thread_id: str) -> None:
+async def delete_thread(who: Caller, thread_id: str) -> None:
+    """Delete the caller's thread and its session (`404`: no such thread)."""
+
     def edit(stored: dict[str, Any]) -> None:
         if stored.pop(thread_id, None) is None:
             raise ApiError(404, f"no thread '{thread_id[:128]}'")
@@ -340,7 +349,7 @@ def _thread_routes(router: APIRouter, who_dep: Any) -> None:
     )
     async def delete(thread_id: str, who: Caller = who_dep) -> Response:
         """Delete the thread and its session (its runs' summaries stay)."""
-        await _delete(who, thread_id)
+        await delete_thread(who, thread_id)
         return Response(status_code=204)
 
     @router.post("/threads/{thread_id}/copy", summary="Copy a thread", responses=errors(401, 404))
