@@ -128,3 +128,7 @@ def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:
         assert _a_figure(figures[key]), key  # each a difference of two timings
     assert "plait_share_per_activity_ms" in figures
     assert "local_overhead_per_activity_ms" in figures
+
+
+def test_the_step_instructions_script_takes_the_steps_it_is_asked_for() -> None:
+    assert _quick("step_instructions.py") == {"steps": 2}
