@@ -9,6 +9,8 @@ are `RunOption` fields by name (`model` as a spec string, `instruction`,
 `max_iterations`, `model_options`), given to each run of that assistant. `update` adds a
 version (fields not given stay; `metadata` is merged), `set_latest` picks the version runs
 use. A served agent's assistant can be updated like any other, not deleted (`409`).
+`get_schemas` gives an agent's input, output and state as `{"messages": [...]}` plus
+any session value, and a graph's (`plait.graph`) as its state's keys.
 Assistants live in the user's `assistants` document (`plait.protocols.agent_protocol.
 documents`).
 """
@@ -20,10 +22,12 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from plait.agents.options import RunOption
+from plait.core.agent import Agent
 from plait.errors import UsageError
+from plait.graph import CompiledGraph
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.shapes import errors
 from plait.server.caller import Caller
@@ -344,9 +348,10 @@ _MESSAGE = {
         "name": {"type": "string"},
     },
 }
+_MESSAGES = {"type": "array", "items": _MESSAGE}
 _STATE = {
     "type": "object",
-    "properties": {"messages": {"type": "array", "items": _MESSAGE}},
+    "properties": {"messages": _MESSAGES},
     "additionalProperties": True,
 }
 _OPTIONS = {
@@ -359,6 +364,21 @@ _OPTIONS = {
     },
     "additionalProperties": False,
 }
+
+
+def _state_schema(agent: Agent | None) -> dict[str, Any]:
+    """Return the JSON schema of an agent's state: a graph's keys (`messages` as the SDK's
+    messages; a key whose type has no schema, any value), else `_STATE`."""
+    if not isinstance(agent, CompiledGraph):
+        return _STATE
+    properties: dict[str, Any] = {}
+    for key, hint in agent.graph.hints.items():
+        try:
+            found = TypeAdapter(hint).json_schema()
+        except Exception:  # a type pydantic cannot describe
+            found = {}
+        properties[key] = _MESSAGES if key == "messages" else found
+    return {"title": agent.name, "type": "object", "properties": properties}
 
 
 def assistants_router(caller: Callable[..., Any]) -> APIRouter:
@@ -480,11 +500,12 @@ def _describing_routes(router: APIRouter, who_dep: Any) -> None:
     async def schemas(assistant_id: str, who: Caller = who_dep) -> dict[str, Any]:
         """Return the JSON schemas of the assistant's input, output, state and options."""
         assistant = await find_assistant(who, assistant_id)
+        state = _state_schema(who.server.agents.get(assistant.graph_id))
         return {
             "graph_id": assistant.graph_id,
-            "input_schema": _STATE,
-            "output_schema": _STATE,
-            "state_schema": _STATE,
+            "input_schema": state,
+            "output_schema": state,
+            "state_schema": state,
             "config_schema": {"type": "object", "properties": {"configurable": _OPTIONS}},
             "context_schema": _OPTIONS,
         }
