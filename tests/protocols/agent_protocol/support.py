@@ -95,6 +95,16 @@ def make_agents() -> dict[str, Agent]:
     return {"echo": echo, "asker": asker, "desk": desk, "worker": worker, "reporter": reporter}
 
 
+def served_echo() -> Agent:
+    """The `echo` agent, as a TARGET of `plait serve` (`support.py:served_echo`)."""
+    return make_agents()["echo"]
+
+
+def served_asker() -> Agent:
+    """The `asker` agent, as a TARGET of `plait serve` (`support.py:served_asker`)."""
+    return make_agents()["asker"]
+
+
 @dataclass
 class Served:
     """A running server and the clients of its two users."""
