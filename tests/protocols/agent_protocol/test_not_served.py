@@ -28,6 +28,14 @@ async def test_interrupt_before_and_after_answer_501_naming_them(served: Served)
         assert _message(refused).startswith(f"{option} is not served by plait yet")
         assert "interrupt()" in _message(refused)
     assert await served.ann.runs.list(key) == []
+    with pytest.raises(APIStatusError) as refused:
+        await served.ann.crons.create("echo", schedule="* * * * *", interrupt_after=["echo"])
+    assert _message(refused).startswith("interrupt_after is not served by plait yet")
+    cron = await served.ann.crons.create_for_thread(key, "echo", schedule="* * * * *")
+    with pytest.raises(APIStatusError) as refused:
+        await served.ann.crons.update(cron["cron_id"], interrupt_before=["echo"])
+    assert _message(refused).startswith("interrupt_before is not served by plait yet")
+    assert await served.ann.crons.count() == 1
 
 
 async def test_routes_not_served_answer_501_naming_them(served: Served) -> None:
@@ -44,7 +52,15 @@ async def test_routes_not_served_answer_501_naming_them(served: Served) -> None:
     assert "threads.join_stream" in _message(refused)
     with pytest.raises(APIStatusError) as refused:
         await served.ann.threads.create(ttl=60)
-    assert "ttl" in _message(refused)
+    assert "threads.create with ttl" in _message(refused)
+    with pytest.raises(APIStatusError) as refused:
+        await served.ann.threads.update(key, metadata={}, ttl=60)
+    assert "threads.update with ttl" in _message(refused)
+    made = await served.ann.assistants.create("echo")
+    with pytest.raises(APIStatusError) as refused:
+        await served.ann.assistants.delete(made["assistant_id"], delete_threads=True)
+    assert "delete_threads" in _message(refused)
+    assert (await served.ann.assistants.get(made["assistant_id"]))["graph_id"] == "echo"
     with pytest.raises(APIStatusError) as refused:
         await served.ann.threads.get_history(key, checkpoint={"checkpoint_ns": "inner"})
     assert "checkpoint_ns" in _message(refused)

@@ -29,6 +29,7 @@ from plait.core.agent import Agent
 from plait.errors import UsageError
 from plait.graph import CompiledGraph
 from plait.protocols.agent_protocol.documents import Document, now
+from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.shapes import errors
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
@@ -416,10 +417,14 @@ def _writing_routes(router: APIRouter, who_dep: Any) -> None:
         "/assistants/{assistant_id}",
         status_code=204,
         summary="Delete an assistant",
-        responses=errors(401, 404, 409),
+        responses=errors(401, 404, 409, 501),
     )
-    async def delete(assistant_id: str, who: Caller = who_dep) -> Response:
+    async def delete(
+        assistant_id: str, who: Caller = who_dep, delete_threads: bool = False
+    ) -> Response:
         """Delete an assistant the caller created (a served agent's answers `409`)."""
+        if delete_threads:
+            raise ApiError(501, f"assistants.delete with delete_threads {NOT_YET}")
         key = (await find_assistant(who, assistant_id)).assistant_id
         await Document(who, _DOC).change(_delete(who, key))
         return Response(status_code=204)

@@ -79,6 +79,7 @@ class ThreadPatch(_Body):
     """What `threads.update` sends."""
 
     metadata: dict[str, Any] | None = None
+    ttl: Any = None
 
 
 class ThreadPrune(_Body):
@@ -414,9 +415,13 @@ def _thread_routes(router: APIRouter, who_dep: Any) -> None:
         """Return the thread with its status, values and pending interrupts."""
         return await _thread_json(who, thread_id, await find_thread(who, thread_id))
 
-    @router.patch("/threads/{thread_id}", summary="Update a thread", responses=errors(401, 404))
+    @router.patch(
+        "/threads/{thread_id}", summary="Update a thread", responses=errors(401, 404, 501)
+    )
     async def update(thread_id: str, body: ThreadPatch, who: Caller = who_dep) -> dict[str, Any]:
         """Merge `metadata` into the thread's."""
+        if body.ttl is not None:
+            raise ApiError(501, f"threads.update with ttl {NOT_YET}")
         return await _update(who, thread_id, body.metadata or {})
 
     @router.delete(
