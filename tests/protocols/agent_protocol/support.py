@@ -95,11 +95,6 @@ def make_agents() -> dict[str, Agent]:
     return {"echo": echo, "asker": asker, "desk": desk, "worker": worker, "reporter": reporter}
 
 
-def served_echo() -> Agent:
-    """The `echo` agent, as a TARGET of `plait serve` (`support.py:served_echo`)."""
-    return make_agents()["echo"]
-
-
 def served_asker() -> Agent:
     """The `asker` agent, as a TARGET of `plait serve` (`support.py:served_asker`)."""
     return make_agents()["asker"]

@@ -1,8 +1,10 @@
 """The npm SDK of the Agent Protocol (`@langchain/langgraph-sdk`, the version js/package.json
-pins) drives agents served by `plait serve` from node (js/drive.mjs): assistants, threads,
-a run streamed in the values and messages-tuple modes, state and history, a run waited
-for, an interrupt resumed with a command (once), the store. The SDK is installed with
-`npm ci` from js/package-lock.json into a cache directory, once per lock."""
+pins) drives agents served by `plait serve` with API keys from node (js/drive.mjs), as
+docs/chat-ui.md shows: assistants, threads, a run streamed in the values and messages-tuple
+modes (what `useStream` asks for), state and history, a run waited for, an interrupt
+resumed with a command (once), the store. The SDK is installed with `npm ci` from
+js/package-lock.json into a cache directory, once per lock. And what the page says of
+browsers holds: `plait serve` sends no CORS headers."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.cli.support import ServeProcess, sqlite_url
@@ -77,7 +80,7 @@ def test_the_npm_sdk_drives_a_served_agent(tmp_path: Path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("key-ann ann\nkey-bob bob\n")
     args = [
-        f"{SUPPORT}:served_echo",
+        "plait.examples.teams:offline_router",  # the README's served example (docs/chat-ui.md)
         f"{SUPPORT}:served_asker",
         "--api-keys",
         str(keys),
@@ -86,15 +89,24 @@ def test_the_npm_sdk_drives_a_served_agent(tmp_path: Path) -> None:
     ]
     with ServeProcess(args, tmp_path / "logs") as server:
         steps = _drive(node, modules, server.url, tmp_path)
-    assert steps["assistants"] == {"graphs": ["asker", "echo"]}
+        asked = {
+            "Origin": "http://localhost:3000",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "x-api-key, content-type",
+        }
+        preflight = httpx.options(f"{server.url}/threads", headers=asked)
+    assert "access-control-allow-origin" not in preflight.headers  # no CORS: same origin only
+    assert steps["assistants"] == {"graphs": ["Router", "asker"]}
     assert steps["thread"] == {"status": "idle", "metadata": {"from": "node"}}
     stream = steps["stream"]
     assert (stream["first"], stream["last"]) == ("metadata", "end")
     assert stream["modes"] == ["end", "messages", "metadata", "values"]
-    assert stream["messages"] == [["human", "hi"], ["ai", "echo: hi"]]
-    assert stream["chunks"] == "echo: hi"
-    assert steps["state"] == {"messages": 2, "next": [], "history": 1, "same": True}
-    assert steps["wait"] == {"last": "echo: again", "count": 4}
+    assert stream["question"] == "What is the weather like in Tokyo?"
+    assert stream["answer"] == "It is cloudy in Tokyo, 18°C."
+    assert {"Router", "WeatherAgent"} <= set(stream["nodes"])
+    assert steps["state"]["next"] == []
+    assert steps["state"]["same"] is True  # the newest of the history is the state now
+    assert steps["wait"] == {"answer": "156 * 789 + 234 = 123318", "questions": 2}
     assert steps["paused"] == {"question": "approve pay?", "status": "interrupted"}
     assert steps["resumed"] == {"tool": "pay=yes", "last": "paid", "status": "idle"}
     assert steps["resumed again"] == {"refused": 409}

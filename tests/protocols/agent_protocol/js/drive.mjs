@@ -19,21 +19,22 @@ say("thread", { status: thread.status, metadata: thread.metadata });
 
 const events = [];
 let values = null;
-let chunks = "";
-for await (const part of client.runs.stream(thread.thread_id, "echo", {
-  input: ask("hi"),
+const nodes = new Set();
+for await (const part of client.runs.stream(thread.thread_id, "Router", {
+  input: ask("What is the weather like in Tokyo?"),
   streamMode: ["values", "messages-tuple"],
 })) {
   events.push(part.event);
   if (part.event === "values") values = part.data;
-  if (part.event === "messages") chunks += part.data[0].content;
+  if (part.event === "messages") nodes.add(part.data[1].langgraph_node);
 }
 say("stream", {
   first: events[0],
   last: events.at(-1),
   modes: [...new Set(events)].sort(),
-  messages: values.messages.map((m) => [m.type, m.content]),
-  chunks,
+  question: values.messages[0].content,
+  answer: values.messages.at(-1).content,
+  nodes: [...nodes].sort(),
 });
 
 const state = await client.threads.getState(thread.thread_id);
@@ -45,8 +46,13 @@ say("state", {
   same: history[0].checkpoint.checkpoint_id === state.checkpoint.checkpoint_id,
 });
 
-const waited = await client.runs.wait(thread.thread_id, "echo", { input: ask("again") });
-say("wait", { last: waited.messages.at(-1).content, count: waited.messages.length });
+const waited = await client.runs.wait(thread.thread_id, "Router", {
+  input: ask("Calculate 156 * 789 + 234"),
+});
+say("wait", {
+  answer: waited.messages.at(-1).content,
+  questions: waited.messages.filter((m) => m.type === "human").length,
+});
 
 const asking = await client.threads.create();
 const paused = await client.runs.wait(asking.thread_id, "asker", { input: ask("pay it") });
@@ -56,7 +62,7 @@ say("paused", {
   status: (await client.threads.get(asking.thread_id)).status,
 });
 const resumed = await client.runs.wait(asking.thread_id, "asker", {
-  command: { resume: { [pending[0].id]: "yes" } },
+  command: { resume: "yes" },
 });
 say("resumed", {
   tool: resumed.messages.find((m) => m.type === "tool").content,
@@ -65,7 +71,9 @@ say("resumed", {
 });
 let again = null;
 try {
-  await client.runs.wait(asking.thread_id, "asker", { command: { resume: "again" } });
+  await client.runs.wait(asking.thread_id, "asker", {
+    command: { resume: { [pending[0].id]: "again" } },
+  });
 } catch (error) {
   again = error.status ?? String(error);
 }
