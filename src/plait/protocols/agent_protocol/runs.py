@@ -71,6 +71,7 @@ from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_lo
 from plait.protocols.agent_protocol.threads import (
     find_thread,
     forget_run,
+    last_step,
     make_thread,
     note_run,
     thread_session,
@@ -248,9 +249,11 @@ async def _start(
     thread = await find_thread(who, thread_id)
     assistant = await find_assistant(who, body.assistant_id)
     options = _options(body, assistant.options())
+    after = 0  # the steps its checkpoint kept before it: none for a new run
     if body.command is not None and "resume" in body.command:
         _, pending = await thread_status(who, thread)
-        live = await _resume(who, thread, pending, body.command["resume"], relay, options)
+        resumed = await _resume(who, thread, pending, body.command["resume"], relay, options)
+        live, after = resumed
     else:
         messages, extra = given
         live = await who.server.runs.start(
@@ -263,7 +266,7 @@ async def _start(
             relay=relay,
             options=options,
         )
-    kept = (live.checkpoint_id, relay.run_id)  # where its steps are, for the thread's history
+    kept = (live.checkpoint_id, relay.run_id, after)  # its steps, for the thread's history
     await note_run(who, thread_id, live.run_id, assistant.graph_id, kept)
     return live
 
@@ -328,17 +331,20 @@ async def _resume(
     value: Any,
     relay: ProtocolRelay,
     options: list[RunOption],
-) -> LiveRun:
-    """Resume the thread's paused run with `value` (or `{interrupt id: value}`)."""
+) -> tuple[LiveRun, int]:
+    """Resume the thread's paused run with `value` (or `{interrupt id: value}`); return it
+    and the number of the last step its checkpoint kept before."""
     if not pending or thread.get("run") is None:
         raise ApiError(409, "the thread has no pending interrupt to resume")
     summary = await who.server.runs.summary(who.store, thread["run"])
     if summary.checkpoint_id is None:
         raise ApiError(409, "the thread has no pending interrupt to resume")
     targets, answer = resume_targets(value, {p["id"] for p in pending})
-    return await who.server.runs.resume(
+    after = await last_step(who, summary.checkpoint_id)
+    live = await who.server.runs.resume(
         who.store, summary.checkpoint_id, targets, answer, relay=relay, options=options
     )
+    return live, after
 
 
 async def join_run(who: Caller, thread_id: str, run_id: str, logs: RunLogs) -> dict[str, Any]:

@@ -43,6 +43,7 @@ __all__ = [
     "delete_thread",
     "find_thread",
     "forget_run",
+    "last_step",
     "make_thread",
     "note_run",
     "thread_session",
@@ -137,15 +138,20 @@ async def make_thread(
     return await Document(who, _DOC).change(edit)
 
 
+async def last_step(who: Caller, checkpoint: str) -> int:
+    """Return the number of the last step kept under the server's `checkpoint` (0: none)."""
+    steps = await read_history(GuardedStore(who.store), checkpoint)
+    return steps[-1].step if steps else 0
+
+
 async def note_run(
-    who: Caller, thread_id: str, run_id: str, graph_id: str, kept: tuple[str, str]
+    who: Caller, thread_id: str, run_id: str, graph_id: str, kept: tuple[str, str, int]
 ) -> None:
     """Record `run_id` (the server's run id) as the thread's latest run, of `graph_id`;
-    `kept` is the server's checkpoint id its steps are kept under and the protocol's run
-    id, for the thread's history (a resume keeps its steps where its run did)."""
-    checkpoint, protocol_run = kept
-    steps = await read_history(GuardedStore(who.store), checkpoint)  # a resume goes on there
-    after = steps[-1].step if steps else 0
+    `kept` is the server's checkpoint id its steps are kept under, the protocol's run id
+    and the last step kept there before it (a resume keeps its steps where its run did),
+    for the thread's history."""
+    checkpoint, protocol_run, after = kept
 
     def edit(stored: dict[str, Any]) -> None:
         found = stored.get(thread_id)
