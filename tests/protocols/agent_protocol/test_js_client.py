@@ -74,6 +74,7 @@ def _drive(node: str, modules: Path, url: str, tmp_path: Path) -> dict[str, dict
     return {step.pop("step"): step for step in steps}
 
 
+@pytest.mark.timeout(900)  # the first run installs the SDK from the npm registry
 def test_the_npm_sdk_drives_a_served_agent(tmp_path: Path) -> None:
     node, npm = _tools()
     modules = _installed(npm)
