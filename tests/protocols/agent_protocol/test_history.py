@@ -83,8 +83,11 @@ async def test_history_pages_filters_and_spans_runs(kinds: Served) -> None:
 
 async def test_a_pause_shows_at_the_head_and_its_resume_keeps_steps(kinds: Served) -> None:
     key = (await kinds.ann.threads.create())["thread_id"]
+    [empty] = await kinds.ann.threads.get_history(key)
     await kinds.ann.runs.wait(key, "boss", input=ASK)
     [paused] = await kinds.ann.threads.get_history(key)
+    assert _id(paused) != _id(empty)  # the session is as it was, but its run paused
+    assert _texts(paused) == ["go", ""]  # the paused turn: the question, the tool call
     pending = paused["interrupts"]
     assert [p["value"] for p in pending] == [
         {"question": "approve a?"},
@@ -99,6 +102,7 @@ async def test_a_pause_shows_at_the_head_and_its_resume_keeps_steps(kinds: Serve
     now, step, nested = await kinds.ann.threads.get_history(key)
     assert _texts(now)[-1] == "a=yes b=no"
     assert now["interrupts"] == []
+    assert _id(now) not in (_id(empty), _id(paused))
     # the clerk's tool round (run as the boss's tool), then the boss's: the resumed run's
     assert [s["metadata"]["agent"] for s in (nested, step)] == ["clerk", "boss"]
     assert {s["metadata"]["run_id"] for s in (nested, step)} == {resumed}

@@ -12,7 +12,8 @@ is now (its session). Newest first, each is a state as the SDK reads it:
 - `checkpoint`: `{"thread_id", "checkpoint_ns": "", "checkpoint_id"}`; a step's id is its
   snapshot's id in the store (`<run checkpoint id>.step-<n>`, what `GET
   /v1/runs/{id}/history` and `POST /v1/runs/{id}/fork` name as run `id`, step `n`), the
-  head's a UUID5 of the thread and its session's version, new at each write;
+  head's a UUID5 of the thread, its session's version and its latest run's id and status,
+  new at each write of the session and as a run starts, pauses or ends;
 - `parent_checkpoint`: the checkpoint just older (None for the oldest kept);
 - `metadata`: `source` (`"loop"`; the head: `"update"` after `update_state`), `step` (its
   place in the thread, from 1, oldest first), `run_id` (the protocol's run that took it),
@@ -123,11 +124,14 @@ def _given_id(checkpoint: dict[str, Any] | None, checkpoint_id: str | None) -> s
     return str(found) if found else None
 
 
-async def _head_id(who: Caller, thread_id: str) -> str:
-    """Return the id of the thread's state now: new at each write of its session."""
-    record = await who.store.get_session_record(thread_id)
-    version = 0 if record is None else record.version
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"plait:{thread_id}@{version}"))
+async def _head_id(who: Caller, thread_id: str, record: dict[str, Any]) -> str:
+    """Return the id of the thread's state now: new at each write of its session, and as
+    its latest run starts, pauses or ends."""
+    found = await who.store.get_session_record(thread_id)
+    version = 0 if found is None else found.version
+    status, _ = await thread_status(who, record)
+    now = f"plait:{thread_id}@{version}/{record.get('run')}/{status}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, now))
 
 
 async def _kept(who: Caller, record: dict[str, Any]) -> list[_Kept]:
@@ -154,7 +158,7 @@ class _Thread:
 
     async def load(self) -> _Thread:
         self.kept = await _kept(self.who, self.record)
-        self.head = await _head_id(self.who, self.thread_id)
+        self.head = await _head_id(self.who, self.thread_id, self.record)
         return self
 
     def ids(self) -> list[str]:
@@ -321,10 +325,12 @@ async def check_checkpoint(
     that is not the thread's state now: forking a thread is not served; `404` for a
     checkpoint the thread does not have."""
     checkpoint_id = _given_id(checkpoint, given)
-    if checkpoint_id is None or checkpoint_id == await _head_id(who, thread_id):
+    if checkpoint_id is None:
+        return
+    record = await find_thread(who, thread_id)
+    if checkpoint_id == await _head_id(who, thread_id, record):
         return
     run, _, step = checkpoint_id.rpartition(_STEP)
-    record = await find_thread(who, thread_id)
     if not step.isdigit() or run not in {r["checkpoint"] for r in record.get("checkpoints") or ()}:
         raise ApiError(404, f"thread '{thread_id}' has no checkpoint '{checkpoint_id[:128]}'")
     raise ApiError(
@@ -357,10 +363,10 @@ def resume_targets(
 
 
 async def _update_state(who: Caller, thread_id: str, body: StateUpdate) -> dict[str, Any]:
-    await find_thread(who, thread_id)
+    record = await find_thread(who, thread_id)
     await check_checkpoint(who, thread_id, body.checkpoint, body.checkpoint_id)
     await write_state(who, thread_id, StateWrite.of(body.values), body.as_node)
-    return {"checkpoint": _checkpoint(thread_id, await _head_id(who, thread_id))}
+    return {"checkpoint": _checkpoint(thread_id, await _head_id(who, thread_id, record))}
 
 
 def state_router(caller: Callable[..., Any]) -> APIRouter:
