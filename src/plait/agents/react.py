@@ -128,7 +128,8 @@ class _Loop(ModelCalls):
         self.done: dict[int, Outcome] = {}  # results from before a pause
         self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
-        self.hooks = ctx.run.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
+        self.hooks = hooks = ctx.run.hooks.around(agent.agent_hooks)  # the runner's, then its own
+        self.hooked = bool(hooks.before_model or hooks.during_model or hooks.wrap_model)
         self.options = agent._call_options()
         output = agent._output
         self.check = None if output is None else OutputCheck(output, agent.name, agent._final_tool)
