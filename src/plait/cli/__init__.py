@@ -16,15 +16,14 @@ traceback. See docs/cli.md.
 
 The commands (`plait.cli.commands`, on typer) are imported by `main()` and on first use of
 `plait.cli.app`. `plait --version` and `plait --help` alone answer without them: the version,
-and the list of commands from `SUMMARY`, `VERSION_HELP` and `COMMANDS` (which the commands
-are registered with) laid out as typer lays it out on a terminal 80 or more columns wide.
+and the list of commands (`plait.cli.listing`, the words the commands are registered with)
+laid out as typer lays it out on a terminal 80 or more columns wide.
 Each command's module is imported when the command runs, so no `--help` loads the demo, a
 server, model, store or pydantic library.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -36,26 +35,7 @@ if TYPE_CHECKING:  # the types of the names `__getattr__` imports on first use
     from plait.cli.run import resume_command, run_command  # noqa: F401
     from plait.cli.serve import ServeOptions, serve_command  # noqa: F401
 
-__all__ = ["COMMANDS", "SUMMARY", "VERSION_HELP", "app", "main"]
-
-#: What `plait --help` says plait is.
-SUMMARY = "plait: agents that work together, pause for a person and resume later."
-#: The help of `plait --version`.
-VERSION_HELP = "Print plait's version and exit."
-#: Each command, in the order `plait --help` lists them, and the line it is listed with.
-COMMANDS = {
-    "demo": "Run the demo: a router and two specialists, offline.",
-    "run": "Run an agent live in the terminal (a chat without QUERY).",
-    "resume": "Resume a paused run and follow it live.",
-    "serve": "Serve agents over HTTP (plait's API; --ui adds the dev page).",
-    "web": "Serve agents with the dev page and open it in a browser.",
-    "dev": "Serve with the dev page, reloading when a source file changes.",
-    "mcp": "Serve agents as an MCP server (stdio, or HTTP with --http).",
-    "eval": "Run an eval set on an agent and report each case.",
-    "version": "Print plait's version number.",
-}
-#: The narrowest terminal on which typer's layout of `plait --help` is `_help()`'s.
-_HELP_COLUMNS = 80
+__all__ = ["app", "main"]
 
 # The typer app and the commands' functions, imported on first use (`plait.cli.run_demo`
 # and so on; a test may replace one here, and the command then calls the replacement).
@@ -80,43 +60,13 @@ def main() -> None:
 
         print(f"plait {__version__}")
         return
-    if args == ["--help"] and _columns() >= _HELP_COLUMNS:
-        sys.stdout.write(_help())
-        return
+    if args == ["--help"]:
+        from plait.cli.listing import quick_help
+
+        text = quick_help()
+        if text is not None:
+            sys.stdout.write(text)
+            return
     from plait.cli.commands import app as commands
 
     commands()
-
-
-def _columns() -> int:
-    """The terminal's width as typer measures it (`shutil.get_terminal_size`, without
-    importing `shutil`): COLUMNS, else the terminal of stdout, else 80."""
-    try:
-        columns = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        columns = 0
-    if columns > 0:
-        return columns
-    stdout = sys.__stdout__
-    try:
-        return (stdout and os.get_terminal_size(stdout.fileno()).columns) or 80
-    except (AttributeError, ValueError, OSError):
-        return 80
-
-
-def _help() -> str:
-    """Return `plait --help`: the usage line, `SUMMARY`, the options, `COMMANDS`."""
-    width = max(map(len, COMMANDS))
-    lines = [
-        "Usage: plait [OPTIONS] COMMAND [ARGS]...",
-        "",
-        f"  {SUMMARY}",
-        "",
-        "Options:",
-        f"  --version  {VERSION_HELP}",
-        "  --help     Show this message and exit.",
-        "",
-        "Commands:",
-        *(f"  {name:<{width}}  {line}" for name, line in COMMANDS.items()),
-    ]
-    return "\n".join(lines) + "\n"

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec
 
 import typer
 
-from plait.cli import COMMANDS, SUMMARY, VERSION_HELP
 from plait.cli.help import PlaitCommand, PlaitGroup
+from plait.cli.listing import COMMANDS, SUMMARY, VERSION_HELP
 from plait.cli.store import DEFAULT_STORE
 from plait.errors import PlaitError
 
