@@ -77,7 +77,7 @@ def _on_terminal(*args: str, columns: int = 100) -> str:
     ("command", "usage", "options"),
     [
         ("run", "plait run [OPTIONS] TARGET [QUERY]", ["--session ID", "--store URL", "--json"]),
-        ("resume", "plait resume [OPTIONS] CHECKPOINT_ID TARGET", ["--value ANSWER"]),
+        ("resume", "plait resume [OPTIONS] CHECKPOINT_ID TARGET", ["--value JSON", "--targets JSON"]),
         ("serve", "plait serve [OPTIONS] TARGET...", ["--port PORT", "--api-keys FILE"]),
         ("web", "plait web [OPTIONS] TARGET...", ["--allowed-host HOST"]),
         ("dev", "plait dev [OPTIONS] TARGET...", ["--host HOST"]),
@@ -194,6 +194,14 @@ def test_an_eval_of_one_case_says_case(tmp_path: Path) -> None:
     done = _plait("eval", str(evalset), agent)
     assert done.returncode == 0, done.stderr
     assert "pass rate 100% (1/1 case) · threshold 80% passed" in done.stdout
+
+
+def test_an_eval_set_with_two_problems_says_one_more_problem(tmp_path: Path) -> None:
+    evalset = tmp_path / "bad.json"
+    evalset.write_text('{"cases": [{"id": 1, "input": 2}]}')
+    done = _plait("eval", str(evalset), target("helper"))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.endswith(": Input should be a valid string (and 1 more problem)\n")
 
 
 def test_json_is_shown_with_its_characters_and_anything_else_as_it_is() -> None:

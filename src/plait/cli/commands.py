@@ -156,7 +156,7 @@ def resume(
     value: str | None = typer.Option(
         None,
         "--value",
-        metavar="ANSWER",
+        metavar="JSON",
         help="The answer to its one interrupt: JSON, else plain text.",
     ),
     targets: str | None = typer.Option(
