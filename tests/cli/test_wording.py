@@ -77,7 +77,11 @@ def _on_terminal(*args: str, columns: int = 100) -> str:
     ("command", "usage", "options"),
     [
         ("run", "plait run [OPTIONS] TARGET [QUERY]", ["--session ID", "--store URL", "--json"]),
-        ("resume", "plait resume [OPTIONS] CHECKPOINT_ID TARGET", ["--value JSON", "--targets JSON"]),
+        (
+            "resume",
+            "plait resume [OPTIONS] CHECKPOINT_ID TARGET",
+            ["--value JSON", "--targets JSON"],
+        ),
         ("serve", "plait serve [OPTIONS] TARGET...", ["--port PORT", "--api-keys FILE"]),
         ("web", "plait web [OPTIONS] TARGET...", ["--allowed-host HOST"]),
         ("dev", "plait dev [OPTIONS] TARGET...", ["--host HOST"]),
