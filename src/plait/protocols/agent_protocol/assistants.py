@@ -21,8 +21,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from fastapi import APIRouter, Response
+from pydantic import TypeAdapter
 
 from plait.agents.options import RunOption
 from plait.core.agent import Agent
@@ -30,7 +30,7 @@ from plait.errors import UsageError
 from plait.graph import CompiledGraph
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.not_served import NOT_YET
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import Body, Page, SortedPage, errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 from plait.server.topology import describe
@@ -55,11 +55,7 @@ def served_id(name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class AssistantCreate(_Body):
+class AssistantCreate(Body):
     """What `assistants.create` sends."""
 
     graph_id: str
@@ -72,7 +68,7 @@ class AssistantCreate(_Body):
     description: str | None = None
 
 
-class AssistantPatch(_Body):
+class AssistantPatch(Body):
     """What `assistants.update` sends."""
 
     graph_id: str | None = None
@@ -83,27 +79,18 @@ class AssistantPatch(_Body):
     description: str | None = None
 
 
-class AssistantSearch(_Body):
+class AssistantSearch(SortedPage):
     """What `assistants.search` and `count` send."""
 
-    metadata: dict[str, Any] | None = None
     graph_id: str | None = None
     name: str | None = None
-    limit: int = 10
-    offset: int = 0
-    sort_by: str | None = None
-    sort_order: Literal["asc", "desc"] | None = None
 
 
-class VersionSearch(_Body):
+class VersionSearch(Page):
     """What `assistants.get_versions` sends."""
 
-    metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
 
-
-class LatestVersion(_Body):
+class LatestVersion(Body):
     """What `assistants.set_latest` sends."""
 
     version: int
@@ -167,6 +154,18 @@ def _served(who: Caller) -> dict[str, dict[str, Any]]:
 def _all(who: Caller, stored: dict[str, Any]) -> dict[str, Assistant]:
     every = {**_served(who), **stored}
     return {key: Assistant(key, data) for key, data in every.items()}
+
+
+def _one(who: Caller, stored: dict[str, Any], key: str) -> Assistant:
+    """Return the caller's assistant `key` (served or stored).
+
+    Raises:
+        ApiError: 404, there is none.
+    """
+    found = _all(who, stored).get(key)
+    if found is None:
+        raise ApiError(404, f"no assistant '{key[:128]}'")
+    return found
 
 
 def _version(
@@ -267,10 +266,7 @@ def _update(who: Caller, key: str, body: AssistantPatch) -> Callable[[dict[str, 
     """Return the change that adds a version to assistant `key`."""
 
     def edit(stored: dict[str, Any]) -> dict[str, Any]:
-        every = _all(who, stored)
-        if key not in every:
-            raise ApiError(404, f"no assistant '{key[:128]}'")
-        data = every[key].data
+        data = _one(who, stored, key).data
         graph = body.graph_id or data["graph_id"]
         if graph not in who.server.agents:
             raise ApiError(404, f"no graph '{graph[:128]}'")
@@ -298,10 +294,7 @@ def _update(who: Caller, key: str, body: AssistantPatch) -> Callable[[dict[str, 
 
 def _set_latest(who: Caller, key: str, number: int) -> Callable[[dict[str, Any]], Any]:
     def edit(stored: dict[str, Any]) -> dict[str, Any]:
-        every = _all(who, stored)
-        if key not in every:
-            raise ApiError(404, f"no assistant '{key[:128]}'")
-        assistant = every[key]
+        assistant = _one(who, stored, key)
         assistant.version(number)  # 404 when there is no such version
         stored[key] = {**assistant.data, "version": number, "updated_at": now()}
         return Assistant(key, stored[key]).to_json()
@@ -385,12 +378,7 @@ def _state_schema(agent: Agent | None) -> dict[str, Any]:
 def assistants_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the `/assistants…` routes; `caller` is the app's dependency that checks the
     API key."""
-    router = APIRouter(tags=["agent protocol: assistants"])
-    who_dep: Any = Depends(caller)
-    _writing_routes(router, who_dep)
-    _reading_routes(router, who_dep)
-    _describing_routes(router, who_dep)
-    return router
+    return router_of("assistants", caller, _writing_routes, _reading_routes, _describing_routes)
 
 
 def _writing_routes(router: APIRouter, who_dep: Any) -> None:

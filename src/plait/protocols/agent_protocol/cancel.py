@@ -9,13 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict
+from fastapi import APIRouter, Response
 
 from plait.protocols.agent_protocol.documents import Document
 from plait.protocols.agent_protocol.records import find_run
 from plait.protocols.agent_protocol.runs import cancel_run
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import Body, errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 
@@ -24,10 +23,8 @@ __all__ = ["cancel_router"]
 _ACTIVE = ("pending", "running")
 
 
-class CancelMany(BaseModel):
+class CancelMany(Body):
     """What `runs.cancel_many` sends."""
-
-    model_config = ConfigDict(extra="ignore")
 
     thread_id: str | None = None
     run_ids: list[str] | None = None
@@ -59,8 +56,11 @@ async def _targets(who: Caller, body: CancelMany) -> list[tuple[str, str]]:
 def cancel_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the route that cancels many runs; `caller` is the app's dependency that checks
     the API key."""
-    router = APIRouter(tags=["agent protocol: runs"])
-    who_dep: Any = Depends(caller)
+    return router_of("runs", caller, _cancel_routes)
+
+
+def _cancel_routes(router: APIRouter, who_dep: Any) -> None:
+    """Add `POST /runs/cancel`."""
 
     @router.post(
         "/runs/cancel",
@@ -77,5 +77,3 @@ def cancel_router(caller: Callable[..., Any]) -> APIRouter:
         for thread_id, run_id in await _targets(who, body):
             await cancel_run(who, thread_id, run_id, action)
         return Response(status_code=204)
-
-    return router

@@ -37,7 +37,7 @@ from plait.protocols.agent_protocol.delayed import aware, claim_delayed, clock_n
 from plait.protocols.agent_protocol.documents import SharedDocument, now
 from plait.protocols.agent_protocol.not_served import refuse_options
 from plait.protocols.agent_protocol.runs import RunCreate, start_run
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import SortedPage, errors, search_routes
 from plait.protocols.agent_protocol.threads import find_thread, make_thread
 from plait.server.caller import Caller, Server
 from plait.server.limits import ApiError
@@ -89,19 +89,12 @@ class CronPatch(BaseModel):
     interrupt_after: Any = None
 
 
-class CronSearch(BaseModel):
+class CronSearch(SortedPage):
     """What `crons.search` and `count` send."""
-
-    model_config = ConfigDict(extra="ignore")
 
     assistant_id: str | None = None
     thread_id: str | None = None
     enabled: bool | None = None
-    metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
-    sort_by: str | None = None
-    sort_order: Literal["asc", "desc"] | None = None
 
 
 def _zone(name: str | None) -> ZoneInfo:
@@ -331,15 +324,7 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
 def _reading_routes(router: APIRouter, who_dep: Any) -> None:
     """Add the routes that search and count the caller's crons."""
 
-    @router.post("/runs/crons/search", summary="Search crons", responses=errors(401, 404))
-    async def search(body: CronSearch, who: Caller = who_dep) -> list[dict[str, Any]]:
-        """Return the caller's crons that match, newest first."""
-        return (await _search(who, body))[body.offset : body.offset + body.limit]
-
-    @router.post("/runs/crons/count", summary="Count crons", responses=errors(401, 404))
-    async def count(body: CronSearch, who: Caller = who_dep) -> int:
-        """Return how many of the caller's crons match."""
-        return len(await _search(who, body))
+    search_routes(router, who_dep, "runs/crons", CronSearch, _search, (401, 404))
 
 
 def _changing_routes(router: APIRouter, who_dep: Any) -> None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 
@@ -46,9 +46,15 @@ def _refuse(what: str, instead: str) -> NoReturn:
 def not_served_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the routes of what is not served, each answering `501` (after the API key
     check); `caller` is the app's dependency that checks the API key."""
-    router = APIRouter(tags=["agent protocol: not served"])
-    who_dep: Any = Depends(caller)
-    status = errors(401, 501)
+    return router_of("not served", caller, _routes)
+
+
+_STATUS = errors(401, 501)
+
+
+def _routes(router: APIRouter, who_dep: Any) -> None:
+    """Add a route answering `501` for each method not served."""
+    status = _STATUS
 
     @router.get("/assistants/{assistant_id}/subgraphs", summary="Not served", responses=status)
     @router.get(
@@ -72,5 +78,3 @@ def not_served_router(caller: Callable[..., Any]) -> APIRouter:
     async def thread_protocol(thread_id: str, who: Caller = who_dep) -> None:
         """`threads.stream`: the SDK's thread-centric streaming protocol."""
         _refuse("threads.stream (thread-centric streaming)", "runs.stream streams a run")
-
-    return router

@@ -36,8 +36,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict
+from fastapi import APIRouter
 
 from plait.core.checkpoint import Checkpoint
 from plait.core.history import USER
@@ -45,7 +44,7 @@ from plait.errors import CheckpointNotFound
 from plait.events import AgentEvent
 from plait.protocols.agent_protocol.messages import message_id, to_sdk
 from plait.protocols.agent_protocol.not_served import NOT_YET
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import Body, errors, router_of
 from plait.protocols.agent_protocol.stream import node_update
 from plait.protocols.agent_protocol.threads import (
     StateWrite,
@@ -67,11 +66,7 @@ _STEP = ".step-"
 _INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class StateUpdate(_Body):
+class StateUpdate(Body):
     """What `threads.update_state` sends."""
 
     values: dict[str, Any] | None = None
@@ -80,7 +75,7 @@ class StateUpdate(_Body):
     checkpoint: dict[str, Any] | None = None
 
 
-class HistoryRequest(_Body):
+class HistoryRequest(Body):
     """What `threads.get_history` sends."""
 
     limit: int = 10
@@ -89,7 +84,7 @@ class HistoryRequest(_Body):
     checkpoint: dict[str, Any] | None = None
 
 
-class StateRequest(_Body):
+class StateRequest(Body):
     """What `threads.get_state` with a `checkpoint` sends."""
 
     checkpoint: dict[str, Any]
@@ -372,8 +367,11 @@ async def _update_state(who: Caller, thread_id: str, body: StateUpdate) -> dict[
 def state_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the routes of a thread's state; `caller` is the app's dependency that checks
     the API key."""
-    router = APIRouter(tags=["agent protocol: threads"])
-    who_dep: Any = Depends(caller)
+    return router_of("threads", caller, _reading_routes, _writing_routes)
+
+
+def _reading_routes(router: APIRouter, who_dep: Any) -> None:
+    """Add the routes that read a thread's state and history."""
 
     @router.get(
         "/threads/{thread_id}/state", summary="Read a thread's state", responses=errors(401, 404)
@@ -405,17 +403,6 @@ def state_router(caller: Callable[..., Any]) -> APIRouter:
         return await _state_at(who, thread_id, _given_id(body.checkpoint, None))
 
     @router.post(
-        "/threads/{thread_id}/state",
-        summary="Write a thread's state",
-        responses=errors(401, 404, 422, 501),
-    )
-    async def update_state(
-        thread_id: str, body: StateUpdate, who: Caller = who_dep
-    ) -> dict[str, Any]:
-        """Write session values and append `messages` to the thread (at its state now)."""
-        return await _update_state(who, thread_id, body)
-
-    @router.post(
         "/threads/{thread_id}/history",
         summary="List a thread's states",
         responses=errors(401, 404, 501),
@@ -427,4 +414,17 @@ def state_router(caller: Callable[..., Any]) -> APIRouter:
         runs kept."""
         return await _history(who, thread_id, body)
 
-    return router
+
+def _writing_routes(router: APIRouter, who_dep: Any) -> None:
+    """Add the route that writes a thread's state."""
+
+    @router.post(
+        "/threads/{thread_id}/state",
+        summary="Write a thread's state",
+        responses=errors(401, 404, 422, 501),
+    )
+    async def update_state(
+        thread_id: str, body: StateUpdate, who: Caller = who_dep
+    ) -> dict[str, Any]:
+        """Write session values and append `messages` to the thread (at its state now)."""
+        return await _update_state(who, thread_id, body)

@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict
+from fastapi import APIRouter, Response
 
 from plait.core.checkpoint import Checkpoint
 from plait.core.history import USER
@@ -29,7 +28,13 @@ from plait.messages import Message
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import from_sdk, message_id, to_sdk
 from plait.protocols.agent_protocol.not_served import NOT_YET
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import (
+    Body,
+    SortedPage,
+    errors,
+    router_of,
+    search_routes,
+)
 from plait.run.sessions import SessionDocument, SessionTurn
 from plait.run.time_travel import read_history
 from plait.server.caller import Caller
@@ -62,11 +67,7 @@ KEPT_RUNS = 100
 _STATUS = {"running": "busy", "paused": "interrupted", "failed": "error"}
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ThreadCreate(_Body):
+class ThreadCreate(Body):
     """What `threads.create` sends."""
 
     thread_id: str | None = None
@@ -76,31 +77,26 @@ class ThreadCreate(_Body):
     ttl: Any = None
 
 
-class ThreadPatch(_Body):
+class ThreadPatch(Body):
     """What `threads.update` sends."""
 
     metadata: dict[str, Any] | None = None
     ttl: Any = None
 
 
-class ThreadPrune(_Body):
+class ThreadPrune(Body):
     """What `threads.prune` sends."""
 
     thread_ids: list[str]
     strategy: Literal["delete", "keep_latest"] = "delete"
 
 
-class ThreadSearch(_Body):
+class ThreadSearch(SortedPage):
     """What `threads.search` and `count` send."""
 
-    metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = 10
-    offset: int = 0
-    sort_by: str | None = None
-    sort_order: Literal["asc", "desc"] | None = None
 
 
 async def find_thread(who: Caller, thread_id: str) -> dict[str, Any]:
@@ -386,10 +382,7 @@ async def _update(who: Caller, thread_id: str, metadata: dict[str, Any]) -> dict
 def threads_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the `/threads…` routes (runs aside); `caller` is the app's dependency that
     checks the API key."""
-    router = APIRouter(tags=["agent protocol: threads"])
-    who_dep: Any = Depends(caller)
-    _thread_routes(router, who_dep)
-    return router
+    return router_of("threads", caller, _thread_routes)
 
 
 def _thread_routes(router: APIRouter, who_dep: Any) -> None:
@@ -406,15 +399,7 @@ def _thread_routes(router: APIRouter, who_dep: Any) -> None:
         """Delete the caller's threads named (`keep_latest`: forget their history)."""
         return {"pruned_count": await _prune(who, body)}
 
-    @router.post("/threads/search", summary="Search threads", responses=errors(401, 422))
-    async def search(body: ThreadSearch, who: Caller = who_dep) -> list[dict[str, Any]]:
-        """Return the caller's threads that match, newest first (one page)."""
-        return (await _search(who, body))[body.offset : body.offset + body.limit]
-
-    @router.post("/threads/count", summary="Count threads", responses=errors(401, 422))
-    async def count(body: ThreadSearch, who: Caller = who_dep) -> int:
-        """Return how many of the caller's threads match."""
-        return len(await _search(who, body))
+    search_routes(router, who_dep, "threads", ThreadSearch, _search)
 
     @router.get("/threads/{thread_id}", summary="Read a thread", responses=errors(401, 404))
     async def get(thread_id: str, who: Caller = who_dep) -> dict[str, Any]:
