@@ -420,6 +420,8 @@ class CallGuard:
         self._run.guards.discard(self)
         if self._handle is not None:
             self._handle.cancel()
+        if exc_type is None and self.reason is None:
+            return False  # the call returned, the guard did not fire: the common case
         cancelled = exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
         if self.reason is None or task is None:
             self.stopped = self.stopped or cancelled
