@@ -312,7 +312,7 @@ class RunSaves:
         except PlaitError as exc:
             return ctx.event(error=exc)
         self._paused = True
-        error = RunCancelled(
+        error = ctx.run.stop_error or RunCancelled(
             f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
             "to continue"
         )
