@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ from plait import ChatModelAgent, Message, Usage, tool
 from plait.core.agent import Agent
 from plait.testing import FunctionModel, call, reply
 from plait.tools.base import ToolInfo
+from tests.server.support import WAIT
 
 #: Every call of the test models: 10 tokens in, 5 out.
 CALL_USAGE = Usage(input_tokens=10, output_tokens=5)
@@ -43,6 +45,14 @@ class Clock:
             self.now = datetime(day.year, day.month, day.day, 0, 0, 1, tzinfo=UTC)
 
 
+@dataclass
+class Gate:
+    """Holds the `blocker` agent's runs in their tool until opened."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    opened: threading.Event = field(default_factory=threading.Event)
+
+
 class PricedModel(FunctionModel):
     """A test model that prices itself: every call costs `CALL_COST`."""
 
@@ -58,10 +68,23 @@ def _stepping(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> Message
     return reply("finished", usage=CALL_USAGE)
 
 
-def make_quota_agents(steps: list[int]) -> dict[str, Agent]:
+def make_quota_agents(steps: list[int], gate: Gate | None = None) -> dict[str, Agent]:
     """Return the agents of the quota tests: `stepper` (4 calls of 15 tokens, 3 tool
     calls, each recorded in `steps`) and `priced` (the same on a model that prices itself),
-    and `echo` (one call)."""
+    `echo` (one call) and `blocker` (waits in a tool until `gate` opens)."""
+    gate = gate or Gate()
+
+    @tool
+    def wait() -> str:
+        """Wait until the test lets the run go on."""
+        gate.entered.set()
+        gate.opened.wait(WAIT)
+        return "let go"
+
+    def waiting(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> Message:
+        if messages[-1].role == "tool":
+            return reply("done", usage=CALL_USAGE)
+        return call("wait", usage=CALL_USAGE)
 
     @tool
     def step(n: int) -> str:
@@ -80,6 +103,7 @@ def make_quota_agents(steps: list[int]) -> dict[str, Agent]:
         "stepper": ChatModelAgent("stepper", FunctionModel(_stepping), tools=[step]),
         "priced": ChatModelAgent("priced", PricedModel(_stepping), tools=[step]),
         "echo": ChatModelAgent("echo", FunctionModel(echo)),
+        "blocker": ChatModelAgent("blocker", FunctionModel(waiting), tools=[wait]),
     }
 
 

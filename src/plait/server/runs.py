@@ -224,8 +224,13 @@ class LiveRun:
             await self._finish(result)
         finally:
             self.runs.unregister(self)
-            if self.ticket is not None:
-                await self.ticket.release()
+            await self._free_place()
+
+    async def _free_place(self) -> None:
+        """Free the run's place under its user's `max_concurrent_runs` (once)."""
+        ticket, self.ticket = self.ticket, None
+        if ticket is not None:
+            await ticket.release()
 
     def _stopped(self) -> None:
         """The run's task was cancelled (the server is stopping): end the response."""
@@ -254,6 +259,7 @@ class LiveRun:
             _log.warning("could not save the summary of run %s: %s", self.checkpoint_id, exc)
         except Exception:
             _log.exception("could not save the summary of run %s", self.checkpoint_id)
+        await self._free_place()  # before the client hears of the end
         self.queue.put_nowait(summary)
 
     async def note_cancel_baseline(self) -> None:
