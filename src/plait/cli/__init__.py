@@ -211,6 +211,9 @@ _SERVE_STORE = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP)
 _KEYS = typer.Option(
     None, "--api-keys", help="A file of 'KEY USER_ID' lines; then every route needs a key."
 )
+_CONFIG = typer.Option(
+    None, "--config", help="A TOML file of API keys, admin keys, quotas and webhook settings."
+)
 _ALLOWED_HOSTS = typer.Option(
     None,
     "--allowed-host",
@@ -234,9 +237,14 @@ def serve(
     a2a: bool = typer.Option(
         False, "--a2a", help="Also serve every agent over A2A at /a2a/{agent} (plait[a2a])."
     ),
+    config: Path | None = _CONFIG,
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
     options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host, a2a)
+    if config is not None:
+        import dataclasses
+
+        options = dataclasses.replace(options, config=str(config))
     raise typer.Exit(_lazy("serve_command")(options))
 
 
