@@ -1,8 +1,11 @@
-"""Quotas held across workers: two apps on one store (a SQLite file, or PostgreSQL) count
-one user's running runs and model calls together."""
+"""Quotas held across workers: two apps on one store (a SQLite file, PostgreSQL or Redis)
+count one user's running runs and model calls together. The PostgreSQL and Redis servers are
+`PLAIT_TEST_POSTGRES_DSN` and `PLAIT_TEST_REDIS_URL`; those tests skip when none answers."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,15 +24,36 @@ pytestmark = pytest.mark.timeout(90)
 KEYS = {"key-alice": "alice", "key-bob": "bob"}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+def _redis_pair() -> Iterator[tuple[Store, Store]]:
+    redis = pytest.importorskip("redis")
+    from plait.stores.redis import RedisStore
+
+    url = os.environ.get("PLAIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        client.close()
+        pytest.skip(f"no Redis server at {url}: {exc}")
+    prefix = f"plait-quota-{uuid.uuid4().hex}:"
+    yield RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
+    keys = list(client.scan_iter(match=f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Store]]:
     """Return two stores on the same data (two processes' worth)."""
     if request.param == "sqlite":
         from plait.stores import SqliteStore
 
         yield SqliteStore(tmp_path / "shared.db"), SqliteStore(tmp_path / "shared.db")
-    else:
+    elif request.param == "postgres":
         yield from _postgres_pair()
+    else:
+        yield from _redis_pair()
 
 
 def _apps(stores: tuple[Store, Store], quota: Quota, gate: Gate) -> list[object]:

@@ -34,7 +34,7 @@ from plait.errors import PlaitError, QuotaExceeded
 from plait.events import RunResult
 from plait.messages import Message, Usage
 from plait.models.pricing import model_spec, price
-from plait.server.ledger import Hold, Row, seconds_to_next_day
+from plait.server.ledger import Hold, Row, day_of, seconds_to_next_day
 from plait.server.quotas import Tenants, Ticket, refusal
 
 __all__ = ["LedgerHooks"]
@@ -42,6 +42,7 @@ __all__ = ["LedgerHooks"]
 _log = logging.getLogger("plait.server")
 _RUN_KEY = "plait.ledger.run_id"
 _CALL = "plait.ledger.call"
+_LISTED = "plait.ledger.listed"
 _WAIT = 0.25  # seconds between two looks at the day while calls in flight hold it
 _RELEASING: set[asyncio.Future[None]] = set()  # releases of failed calls under way
 
@@ -89,24 +90,36 @@ class LedgerHooks(Hooks):
         stale = ctx.extras.pop(place, None)
         if stale is not None:  # a call reserved but never made (another hook paused)
             await self._release(stale[1])
-        key = f"{self.run_id}:{ctx.requests + 1}:{ctx.address}"
+        key = f"{ctx.requests + 1}:{ctx.address}"
         quota = self.tenants.quota(self.user)
-        hold: Hold | None = None
-        if quota is not None and quota.budgets.any:
-            estimate = await estimate_tokens(request.messages, ctx.model)
-            while True:
-                now = self.tenants.clock()
-                decided = await self.tenants.ledger.reserve(self.user, quota.budgets, estimate, now)
-                if decided.go:
-                    hold = decided.hold
-                    break
-                if decided.refused is not None:
-                    ctx.stop(self._over(*decided.refused, now))
-                    return
-                if ctx.cancelled:
-                    return  # the run stops anyway (the call is not made)
-                await asyncio.sleep(_WAIT)
-        ctx.extras[place] = (key, hold)
+        if quota is None or not quota.budgets.any:
+            await self._list(ctx)
+            ctx.extras[place] = (key, None)
+            return
+        estimate = await estimate_tokens(request.messages, ctx.model)
+        while True:
+            now = self.tenants.clock()
+            decided = await self.tenants.ledger.reserve(
+                self.user, self.run_id or "", quota.budgets, estimate, now
+            )
+            if decided.go:
+                ctx.extras[place] = (key, decided.hold)
+                return
+            if decided.refused is not None:
+                ctx.stop(self._over(*decided.refused, now))
+                return
+            if ctx.cancelled:
+                return  # the run stops anyway (the call is not made)
+            await asyncio.sleep(_WAIT)
+
+    async def _list(self, ctx: HookContext) -> None:
+        """List the run among today's runs of the user (once a day): its rows are read
+        from there."""
+        now = self.tenants.clock()
+        listed = f"{_LISTED}:{day_of(now)}"
+        if listed not in ctx.extras:
+            await self.tenants.ledger.list_run(self.user, self.run_id or "", now)
+            ctx.extras[listed] = True
 
     def _over(self, name: str, limit: float, now: datetime) -> QuotaExceeded:
         return refusal(

@@ -1,16 +1,18 @@
-"""The cost ledger and the daily budgets: one document per user and UTC day in the store.
+"""The cost ledger and the daily budgets: documents per user, run and UTC day in the store.
 
-The document `<user>/q/d/<YYYY-MM-DD>` (a session record of the server's store, changed by
-compare-and-set: `plait.server.shared_docs`) holds the day's
+Each is a session record of the server's store holding a JSON object, changed by
+compare-and-set (`plait.server.shared_docs`), so workers sharing the store see each other:
 
-- `rows`: one per model call, keyed by the run id, the run's count of model calls and the
-  caller's place in the run, so a call recorded twice (a run replayed from its last
-  checkpoint on another worker) is one row: `[time, agent, model, input_tokens,
-  output_tokens, cost, priced, run_id]`;
-- `totals`: the sums of the rows (`calls`, `input`, `output`, `cost`), changed in the same
-  write as the rows, so they always agree;
-- `holds`: what the model calls in flight have reserved (`[tokens, cost, until]` by hold id),
-  and `largest`: the largest call of the day (`tokens`, `output`, `cost`).
+- `<user>/q/r/<run id>`: the run's `rows`, one per model call, keyed by the run's count of
+  model calls before it and the caller's place in the run, so a call recorded twice (a run
+  replayed from its last checkpoint, here or on another worker) is one row: `[time, agent,
+  model, input_tokens, output_tokens, cost, priced]`;
+- `<user>/q/d/<YYYY-MM-DD>`: the day's `runs` (whose rows are the day's), `totals` of its
+  rows (`calls`, `input`, `output`, `cost`), its `largest` call (`tokens`, `output`,
+  `cost`) and the `holds` of the calls in flight (`[tokens, cost, until]` by hold id).
+
+A row is written first, then counted in its day only if it was new: a worker that dies
+between the two leaves that one call out of the day's totals (never counts one twice).
 
 A call under a daily budget first reserves (`reserve`): it goes when the day's spend, what
 the calls in flight hold and its own reservation fit the budget (its reservation: the larger
@@ -167,11 +169,17 @@ def _decide(doc: dict[str, Any], budgets: Budgets, estimate: int, now: float) ->
     return Decision(go=True, hold=hold)
 
 
-def _settle(doc: dict[str, Any], key: str, row: Row, hold: Hold | None) -> bool:
-    """Add `row` under `key` (unless there already is one) and drop `hold`; return whether
-    the row is new."""
-    if hold is not None:
-        doc.setdefault("holds", {}).pop(hold.id, None)
+def _list_run(doc: dict[str, Any], run_id: str) -> bool:
+    """List `run_id` among the day's runs; return whether it is new there."""
+    runs: dict[str, int] = doc.setdefault("runs", {})
+    if run_id in runs:
+        return False
+    runs[run_id] = 1
+    return True
+
+
+def _add_row(doc: dict[str, Any], key: str, row: Row) -> bool:
+    """Add `row` to a run's rows under `key` (unless there is one); return whether new."""
     rows: dict[str, list[Any]] = doc.setdefault("rows", {})
     if key in rows:
         return False
@@ -183,8 +191,12 @@ def _settle(doc: dict[str, Any], key: str, row: Row, hold: Hold | None) -> bool:
         row.output_tokens,
         row.cost,
         row.priced,
-        row.run_id,
     ]
+    return True
+
+
+def _count(doc: dict[str, Any], row: Row) -> None:
+    """Add `row` to the day's totals and largest call."""
     totals = doc.setdefault("totals", {"calls": 0, "input": 0, "output": 0, "cost": 0.0})
     totals["calls"] += 1
     totals["input"] += row.input_tokens
@@ -194,7 +206,6 @@ def _settle(doc: dict[str, Any], key: str, row: Row, hold: Hold | None) -> bool:
     largest["tokens"] = max(largest["tokens"], row.input_tokens + row.output_tokens)
     largest["output"] = max(largest["output"], row.output_tokens)
     largest["cost"] = max(largest["cost"], row.cost)
-    return True
 
 
 class Ledger:
@@ -207,6 +218,10 @@ class Ledger:
     def _key(user: str, day: str) -> str:
         return f"{user}/q/d/{day}"
 
+    @staticmethod
+    def _run_key(user: str, run_id: str) -> str:
+        return f"{user}/q/r/{run_id}"
+
     async def refusal(self, user: str, budgets: Budgets, now: datetime) -> tuple[str, float] | None:
         """Return the budget that would refuse a call of `user` now (with nothing in
         flight), and its value; None when a call could go."""
@@ -214,20 +229,48 @@ class Ledger:
         doc["holds"] = {}
         return _decide(doc, budgets, 0, now.timestamp()).refused
 
-    async def reserve(self, user: str, budgets: Budgets, estimate: int, now: datetime) -> Decision:
-        """Decide a call of `user` now under `budgets` (see the module docstring)."""
+    async def reserve(
+        self, user: str, run_id: str, budgets: Budgets, estimate: int, now: datetime
+    ) -> Decision:
+        """Decide a call of run `run_id` of `user` now under `budgets` (see the module
+        docstring); a call that goes lists its run among the day's."""
         day = day_of(now)
+        first: list[bool] = []
 
         def edit(doc: dict[str, Any]) -> Decision:
             doc["day"] = day
-            return _decide(doc, budgets, estimate, now.timestamp())
+            decided = _decide(doc, budgets, estimate, now.timestamp())
+            if decided.go:
+                first[:] = [not doc.get("runs")]
+                _list_run(doc, run_id)
+            return decided
 
-        return await change_document(
+        decided = await change_document(
+            self.store, self._key(user, day), edit, ttl=_KEEP_DAYS, write=lambda d: d.go
+        )
+        if first and first[0]:
+            await self._list_user(user, day)
+        return decided
+
+    async def list_run(self, user: str, run_id: str, now: datetime) -> None:
+        """List run `run_id` of `user` among the day's runs (its rows are read from there)."""
+        day = day_of(now)
+        first: list[bool] = []
+
+        def edit(doc: dict[str, Any]) -> bool:
+            first[:] = [not doc.get("runs")]
+            return _list_run(doc, run_id)
+
+        await change_document(self.store, self._key(user, day), edit, ttl=_KEEP_DAYS, write=bool)
+        if first and first[0]:
+            await self._list_user(user, day)
+
+    async def _list_user(self, user: str, day: str) -> None:
+        await change_document(
             self.store,
-            self._key(user, day),
-            edit,
-            ttl=_KEEP_DAYS,
-            write=lambda decided: decided.go,
+            _USERS,
+            lambda doc: user not in doc and doc.update({user: day}) is None,
+            write=bool,
         )
 
     async def release(self, user: str, hold: Hold) -> None:
@@ -235,30 +278,33 @@ class Ledger:
         await change_document(
             self.store,
             self._key(user, hold.day),
-            lambda doc: doc.setdefault("holds", {}).pop(hold.id, None),
+            lambda doc: doc.setdefault("holds", {}).pop(hold.id, None) is not None,
             ttl=_KEEP_DAYS,
+            write=bool,
         )
 
     async def settle(self, key: str, row: Row, hold: Hold | None) -> bool:
-        """Record `row` under `key` once (in the day of its hold, else of its time), and
-        settle `hold`; return whether the row is new."""
+        """Record `row` under `key` once, count it in its day (its hold's, else its time's)
+        and settle `hold`; return whether the row is new."""
+        new = await change_document(
+            self.store,
+            self._run_key(row.user, row.run_id),
+            lambda doc: _add_row(doc, key, row),
+            ttl=_KEEP_DAYS,
+            write=bool,
+        )
         day = hold.day if hold is not None else day_of(row.time)
 
-        def edit(doc: dict[str, Any]) -> tuple[bool, bool]:
-            doc["day"] = day
-            new = _settle(doc, key, row, hold)
-            return new, new and doc["totals"]["calls"] == 1
+        def edit(doc: dict[str, Any]) -> bool:
+            held = hold is not None and doc.setdefault("holds", {}).pop(hold.id, None)
+            listed = _list_run(doc, row.run_id)  # already, but for a call across midnight
+            if new:
+                _count(doc, row)
+            return bool(new or held or listed)
 
-        new, first = await change_document(
-            self.store, self._key(row.user, day), edit, ttl=_KEEP_DAYS
+        await change_document(
+            self.store, self._key(row.user, day), edit, ttl=_KEEP_DAYS, write=bool
         )
-        if first:  # the user's first row of the day: list the user (once)
-            await change_document(
-                self.store,
-                _USERS,
-                lambda doc: row.user not in doc and doc.update({row.user: day}) is None,
-                write=bool,
-            )
         return new
 
     async def users(self) -> list[str]:
@@ -266,15 +312,18 @@ class Ledger:
         return sorted(await read_document(self.store, _USERS))
 
     async def rows(self, user: str, start: date, end: date) -> list[Row]:
-        """Return the user's rows of the days from `start` to `end` (both included), oldest
-        first."""
-        found: list[Row] = []
+        """Return the user's rows of the runs of the days from `start` to `end` (both
+        included), oldest first (a run's rows of other days too: filter them by time)."""
+        runs: dict[str, None] = {}
         day = start
         while day <= end:
             doc = await read_document(self.store, self._key(user, day.isoformat()))
-            for at, agent, model, given, taken, cost, priced, run_id in (
-                doc.get("rows") or {}
-            ).values():
+            runs.update(dict.fromkeys(doc.get("runs") or {}))
+            day += timedelta(days=1)
+        found: list[Row] = []
+        for run_id in runs:
+            doc = await read_document(self.store, self._run_key(user, run_id))
+            for at, agent, model, given, taken, cost, priced in (doc.get("rows") or {}).values():
                 found.append(
                     Row(
                         user=user,
@@ -288,6 +337,5 @@ class Ledger:
                         time=datetime.fromisoformat(at),
                     )
                 )
-            day += timedelta(days=1)
         found.sort(key=lambda row: row.time)
         return found
