@@ -9,8 +9,9 @@ uvicorn, on a thread of its own per app (`--workers` apps sharing one PostgreSQL
 processes behind a load balancer would). The user starts every run at once (one HTTP request
 each, through real sockets). Each run's agent calls a tool twice and then answers: three
 model calls, each taking 2 to 20 ms and spending 0.8 to 1.3 times its prompt's estimate
-(characters / 4, what the budget reserves by) in and 10 to 60 tokens out, at random. Runs stop when the budget has no room for their
-next call (`QuotaExceeded`) or are refused at the door (`429`).
+(characters / 4, what the budget reserves by) in and 10 to 60 tokens out, at random. Runs
+stop when the budget has no room for their next call (`QuotaExceeded`) or are refused at
+the door (`429`).
 
 It prints the budget, what the ledger (`GET /v1/usage`) says was spent, the overspend
 (spent minus budget, 0 when under), the largest single call, and how the runs ended. The
