@@ -66,7 +66,8 @@ async def test_the_openai_client_is_refused_with_429_once_the_day_is_spent(url: 
             await alice.responses.create(model="echo", input="hi")
         answer = await bob.chat.completions.create(model="echo", messages=message)  # type: ignore[arg-type]
         assert answer.choices[0].message.content == "hi"
-    usage = httpx.get(f"{url}/v1/usage", headers=ALICE, timeout=WAIT).json()["rows"]
+    async with httpx.AsyncClient(base_url=url, headers=ALICE, timeout=WAIT) as http:
+        usage = (await http.get("/v1/usage")).json()["rows"]
     assert [(r["agent"], r["user"]) for r in usage] == [("echo", "alice")]
 
 
