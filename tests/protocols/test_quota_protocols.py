@@ -5,9 +5,11 @@ model calls of each route are in the ledger."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -16,7 +18,7 @@ from langgraph_sdk import get_client
 
 from plait.server import Quota, create_app
 from plait.stores import SqliteStore
-from tests.server.quota_support import Clock, make_quota_agents
+from tests.server.quota_support import Clock, Gate, make_quota_agents
 from tests.server.support import WAIT, ServerThread
 
 pytestmark = pytest.mark.timeout(60)
@@ -112,3 +114,43 @@ def test_an_a2a_task_fails_with_quota_exceeded_once_the_day_is_spent(url: str) -
         assert "QuotaExceeded" in text and "model_calls_per_day" in text
     rows = httpx.get(f"{url}/v1/usage", headers=ALICE, timeout=WAIT).json()["rows"]
     assert len(rows) == 1
+
+
+async def test_enqueue_waits_for_a_place_up_to_max_queued_runs(tmp_path: Path) -> None:
+    gate = Gate()
+    app = create_app(
+        make_quota_agents([], gate),
+        store=SqliteStore(tmp_path / "plait.db"),
+        api_keys=KEYS,
+        quotas={"alice": Quota(max_concurrent_runs=1, max_queued_runs=1)},
+        clock=Clock(),
+    )
+    with ServerThread(app) as running:
+        async with get_client(url=running.url, api_key="key-alice") as alice:
+            threads = [(await alice.threads.create())["thread_id"] for _ in range(4)]
+            first = await alice.runs.create(threads[0], "blocker", input={"messages": "go"})
+            assert await asyncio.to_thread(gate.entered.wait, WAIT)
+            with pytest.raises(httpx.HTTPStatusError) as rejected:  # not enqueue: refused
+                await alice.runs.create(threads[1], "echo", input={"messages": "hi"})
+            assert rejected.value.response.json()["error"]["quota"] == "max_concurrent_runs"
+
+            def queued(thread: str) -> Any:
+                return alice.runs.create(
+                    thread, "echo", input={"messages": "hi"}, multitask_strategy="enqueue"
+                )
+
+            waiting = [asyncio.ensure_future(queued(t)) for t in threads[2:]]
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            [full] = done  # one waits in the queue, the other finds it full
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                full.result()
+            error = refused.value.response.json()["error"]
+            assert (error["type"], error["quota"]) == ("quota_exceeded", "max_queued_runs")
+            [later] = [task for task in waiting if task is not full]
+            assert not later.done()
+            gate.opened.set()  # the first run ends: the queued one gets its place
+            await alice.runs.join(threads[0], first["run_id"])
+            started = await asyncio.wait_for(later, WAIT)
+            thread = threads[2] if later is waiting[0] else threads[3]
+            values = await alice.runs.join(thread, started["run_id"])
+            assert values["messages"][-1]["content"] == "hi"  # type: ignore[index,call-overload]

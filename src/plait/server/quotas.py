@@ -43,6 +43,9 @@ _log = logging.getLogger("plait.server")
 LEASE_SECONDS = 60.0
 _RENEW_EVERY = LEASE_SECONDS / 3
 _WINDOW = 60.0  # runs_per_minute's window, in seconds
+#: How long a queued run waits for its turn before it is refused.
+QUEUE_SECONDS = 600.0
+_QUEUE_POLL = 0.2  # seconds between two looks of a queued run at its turn
 _INTS = ("tokens_per_day", "model_calls_per_day", "runs_per_minute")
 _COUNTS = ("max_concurrent_runs", "max_queued_runs")
 
@@ -179,9 +182,12 @@ class Tenants:
         """Return the user's quota (their own, else `"*"`'s), or None."""
         return self.quotas.get(user) or self.quotas.get("*")
 
-    async def admit(self, user: str) -> Ticket | None:
+    async def admit(self, user: str, *, queue: bool = False) -> Ticket | None:
         """Let a run of `user` start (or resume); return its place under
-        `max_concurrent_runs` (None when no such quota applies).
+        `max_concurrent_runs` (None when no such quota applies). With `queue`, a run that
+        `max_concurrent_runs` or `runs_per_minute` refuses waits for its turn instead, up
+        to `max_queued_runs` of the user's runs waiting at once (the Agent Protocol's
+        `multitask_strategy="enqueue"`).
 
         Raises:
             QuotaExceeded: A quota refuses it (see the module docstring).
@@ -194,18 +200,48 @@ class Tenants:
         if quota.runs_per_minute is None and quota.max_concurrent_runs is None:
             return None
         place = uuid.uuid4().hex
-        at = now.timestamp()
-        refused = await change_document(
-            self.store,
-            f"{user}/q/runs",
-            lambda doc: _admit(doc, quota, place, at),
-            write=lambda found: found is None,
-        )
+        refused = await self._try(user, quota, place, queued=False)
+        if refused is not None and queue and refused.quota != "max_queued_runs":
+            refused = await self._wait_in_queue(user, quota, place)
         if refused is not None:
             raise refused
         if quota.max_concurrent_runs is None:
             return None
         return Ticket(self, user, place)
+
+    async def _try(
+        self, user: str, quota: Quota, place: str, *, queued: bool
+    ) -> QuotaExceeded | None:
+        """Admit the run `place` now (a queued one only at its turn); return the refusal."""
+        at = self.clock().timestamp()
+        renewed: list[bool] = []
+        return await change_document(
+            self.store,
+            f"{user}/q/runs",
+            lambda doc: _admit(doc, quota, place, at, queued=queued, renewed=renewed),
+            write=lambda found: found is None or bool(renewed),
+        )
+
+    async def _wait_in_queue(self, user: str, quota: Quota, place: str) -> QuotaExceeded | None:
+        """Queue the run `place` (or refuse it: the queue is full) and wait for its turn;
+        return the refusal of a run that waited `QUEUE_SECONDS` in vain."""
+        key = f"{user}/q/runs"
+        joined = await change_document(
+            self.store, key, lambda doc: _join(doc, quota, place, self.clock().timestamp())
+        )
+        if joined is not None:
+            return joined
+        try:
+            deadline = asyncio.get_running_loop().time() + QUEUE_SECONDS
+            refused: QuotaExceeded | None = None
+            while asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(_QUEUE_POLL)
+                refused = await self._try(user, quota, place, queued=True)
+                if refused is None:
+                    return None
+            return refused
+        finally:  # leave the queue (admitted runs have left it already)
+            await change_document(self.store, key, lambda doc: _leave(doc, place), write=bool)
 
     async def _check_budgets(self, user: str, quota: Quota, now: datetime) -> None:
         budgets = quota.budgets
@@ -235,14 +271,56 @@ class Tenants:
         )
 
 
-def _admit(doc: dict[str, Any], quota: Quota, place: str, now: float) -> QuotaExceeded | None:
+def _live(doc: dict[str, Any], name: str, now: float) -> dict[str, Any]:
+    """Return the entries `name` of the runs document whose lease has not lapsed."""
+    entries: dict[str, Any] = doc.setdefault(name, {})
+    for key in [
+        k for k, value in entries.items() if (value[1] if name == "queued" else value) <= now
+    ]:
+        del entries[key]
+    return entries
+
+
+def _join(doc: dict[str, Any], quota: Quota, place: str, now: float) -> QuotaExceeded | None:
+    """Queue the run `place` behind the user's queued runs, or refuse it (queue full)."""
+    queued = _live(doc, "queued", now)
+    limit = quota.max_queued_runs
+    if limit is not None and len(queued) >= limit:
+        return refusal("max_queued_runs", limit, 1, f"{len(queued)} runs are queued")
+    queued[place] = [now, now + LEASE_SECONDS]
+    return None
+
+
+def _leave(doc: dict[str, Any], place: str) -> bool:
+    """Take the run `place` out of the queue (it was admitted, or gave up)."""
+    return doc.setdefault("queued", {}).pop(place, None) is not None
+
+
+def _admit(
+    doc: dict[str, Any],
+    quota: Quota,
+    place: str,
+    now: float,
+    *,
+    queued: bool = False,
+    renewed: list[bool] | None = None,
+) -> QuotaExceeded | None:
     """Admit a run at `now` into the runs document `doc` (its place among the running, its
-    start among the minute's), or return the refusal."""
-    running: dict[str, float] = doc.setdefault("running", {})
-    for key in [k for k, until in running.items() if until <= now]:
-        del running[key]
+    start among the minute's), or return the refusal. A queued run goes only at its turn
+    (the first in the queue), and leaves the queue; a waiting run's lease is renewed."""
+    running: dict[str, float] = _live(doc, "running", now)
     starts: list[float] = [t for t in doc.get("starts", []) if t > now - _WINDOW]
     doc["starts"] = starts
+    if queued:
+        waiting = _live(doc, "queued", now)
+        first = min(waiting, key=lambda k: waiting[k][0], default=place)
+        if place not in waiting:  # its lease had lapsed: back in, at the end
+            waiting[place] = [now, 0.0]
+        if waiting[place][1] - now < _RENEW_EVERY * 2 and renewed is not None:
+            waiting[place][1] = now + LEASE_SECONDS
+            renewed.append(True)
+        if first != place:
+            return refusal("max_concurrent_runs", quota.max_concurrent_runs or 0, 1, "queued")
     limit = quota.max_concurrent_runs
     if limit is not None and len(running) >= limit:
         return refusal("max_concurrent_runs", limit, 1, f"{len(running)} runs are running")
@@ -254,4 +332,6 @@ def _admit(doc: dict[str, Any], quota: Quota, place: str, now: float) -> QuotaEx
         running[place] = now + LEASE_SECONDS
     if quota.runs_per_minute is not None:
         starts.append(now)
+    if queued:
+        del doc["queued"][place]
     return None

@@ -344,14 +344,15 @@ class Runs:
             user=run.store.user,
         )
 
-    async def _admit(self, run: LiveRun) -> None:
-        """Let `run` start under its user's quotas (its place is freed as it ends).
+    async def _admit(self, run: LiveRun, *, queue: bool = False) -> None:
+        """Let `run` start under its user's quotas (its place is freed as it ends; `queue`:
+        wait for a place, see `Tenants.admit`).
 
         Raises:
             QuotaExceeded: A quota refuses it.
         """
         if self.tenants is not None:
-            run.ticket = await self.tenants.admit(run.store.user)
+            run.ticket = await self.tenants.admit(run.store.user, queue=queue)
 
     def _launch(self, run: LiveRun, runner: Runner, stream: RunStream) -> None:
         run.runner = runner
@@ -370,17 +371,18 @@ class Runs:
         streaming: bool = False,
         relay: Relay | None = None,
         options: Sequence[RunOption] = (),
+        queue: bool = False,
     ) -> LiveRun:
         """Start a run of agent `name` (`streaming`: its models stream, `relay` sends its
-        events, `options` are its per-run options); it is recorded as running before this
-        returns.
+        events, `options` are its per-run options; `queue`: wait for a place the user's
+        quota gives); it is recorded as running before this returns.
 
         Raises:
             StoreError: The store failed before the run started.
         """
         store = store.for_agent(name)
         run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False, relay=relay)
-        await self._admit(run)
+        await self._admit(run, queue=queue)
         try:
             # a new id has no cancel request yet: none can be made before its summary exists
             await run.record_running()  # a store that fails here fails the request, not a run
