@@ -8,7 +8,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from plait import ChatModelAgent, HookContext, Hooks, Message, ModelRequest, Runner, tool
+from plait import (
+    AgentTool,
+    ChatModelAgent,
+    HookContext,
+    Hooks,
+    Message,
+    ModelRequest,
+    Runner,
+    tool,
+)
 from plait.errors import QuotaExceeded, RunCancelled
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, call, reply
@@ -73,3 +82,28 @@ async def test_a_stop_before_a_model_call_keeps_a_checkpoint_that_goes_on(
     assert resumed.final_output == "done"
     assert ran == [1, 2]  # step 1 was not run again
     assert len(model.requests) == 3
+
+
+async def test_a_stop_in_an_agent_run_as_a_tool_ends_the_whole_run_with_its_error() -> None:
+    """The stop's error is the run's even when the agent run as a tool saved the run before
+    its earlier events reached the top (they come first, then the error)."""
+    ran: list[int] = []
+    inner, inner_model = _agent(ran)
+
+    def lead(messages: Sequence[Message], tools: Sequence[ToolInfo]) -> Message:
+        if messages[-1].role == "tool":
+            return reply(f"inner said: {messages[-1].content}")
+        return call("worker", {"request": "go"})
+
+    outer = ChatModelAgent("lead", FunctionModel(lead), tools=[AgentTool(inner)])
+    hook = StopAt(3, ERROR)  # the lead's call, the worker's first, then stop
+    runner = Runner(outer, store=MemoryStore(), hooks=[hook], durability="step")
+    stopped = await runner.query("go").collect()
+    assert isinstance(stopped.error, QuotaExceeded)
+    assert stopped.checkpoint_id is not None
+    assert ran == [1] and len(inner_model.requests) == 1
+
+    resumed = await runner.resume(stopped.checkpoint_id).collect()
+    assert resumed.error is None, resumed.error
+    assert resumed.final_output == "inner said: done"
+    assert ran[-1] == 2 and ran.count(2) == 1  # the stopped call was made on the resume

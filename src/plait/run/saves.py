@@ -316,5 +316,6 @@ class RunSaves:
             f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
             "to continue"
         )
+        self._error = error  # the run's, even when an agent run as a tool stopped it
         info = InterruptInfo(contexts=(), checkpoint_id=checkpoint_id)
         return ctx.event(action=AgentAction(interrupted=info), error=error)

@@ -151,7 +151,11 @@ class LedgerHooks(Hooks):
 
     async def _record(self, ctx: HookContext, key: str, hold: Hold | None, usage: Usage) -> None:
         now = self.tenants.clock()
-        cost, priced = price(ctx.model, usage, at=now)
+        try:
+            cost, priced = price(ctx.model, usage, at=now)
+        except PlaitError:  # the model's own `price` is broken: the run fails with it
+            await self._release(hold)
+            raise
         row = Row(
             user=self.user,
             agent=self.agent,

@@ -13,9 +13,10 @@ is answered `429` with `Retry-After` and `{"error": {"type": "quota_exceeded", "
   per UTC day): `Retry-After` is the time to the next day.
 
 The daily budgets are also checked before each model call of a running run
-(`plait.server.budget`, with the ledger of `plait.server.ledger`). `max_queued_runs` bounds
-the runs the Agent Protocol queues on busy threads for the user (`multitask_strategy=
-"enqueue"`). Every count is changed by compare-and-set in the store, so workers sharing one
+(`plait.server.budget`, with the ledger of `plait.server.ledger`). With the Agent Protocol's
+`multitask_strategy="enqueue"` a run that `max_concurrent_runs` or `runs_per_minute` refuses
+waits for its turn instead (first come, first served), up to `max_queued_runs` of the user's
+runs waiting at once. Every count is changed by compare-and-set in the store, so workers sharing one
 store (SQLite file, PostgreSQL, Redis) enforce one quota.
 """
 
