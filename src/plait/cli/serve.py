@@ -41,7 +41,13 @@ if TYPE_CHECKING:
 
     from plait.server.config import ServerConfig
 
-__all__ = ["GRACEFUL_SECONDS", "ServeOptions", "read_api_keys", "serve_command"]
+__all__ = [
+    "GRACEFUL_SECONDS",
+    "ServeOptions",
+    "need_server_extra",
+    "read_api_keys",
+    "serve_command",
+]
 
 #: Seconds uvicorn gives open requests to finish when the server stops.
 GRACEFUL_SECONDS = 10
@@ -51,7 +57,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
-    """What `plait serve` was asked for."""
+    """What `plait serve` (or `web`, `dev`: `command`, which messages name) was asked for."""
 
     targets: list[str]
     host: str
@@ -62,6 +68,7 @@ class ServeOptions:
     open_browser: bool = False
     allowed_hosts: tuple[str, ...] | None = None
     a2a: bool = False
+    command: str = "serve"
     config: str | None = None  # a config file (`plait.server.config`)
 
 
@@ -145,7 +152,9 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     try:
         from plait.server import create_app
     except ImportError as exc:  # pragma: no cover - plait.server reports its own extra
-        raise UsageError(f"plait serve needs the server extra: {_INSTALL} ({exc})") from None
+        raise UsageError(
+            f"plait {options.command} needs the server extra: {_INSTALL} ({exc})"
+        ) from None
     agents = load_targets(options.targets)
     _check_names(options.targets, [agent.name for agent in agents])
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
@@ -193,9 +202,18 @@ def _check_names(targets: list[str], names: list[str]) -> None:
         seen[name] = target
 
 
-def _uvicorn() -> None:
-    if importlib.util.find_spec("uvicorn") is None:
-        raise UsageError(f"plait serve needs uvicorn: {_INSTALL}")
+def need_server_extra(command: str) -> None:
+    """Refuse to start `plait COMMAND` when the server extra is not installed.
+
+    Raises:
+        UsageError: uvicorn or FastAPI is missing; the message names the command, what is
+            missing and the extra to install.
+    """
+    missing = [name for name in ("uvicorn", "fastapi") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(
+            f"plait {command} needs {' and '.join(missing)} (the server extra): {_INSTALL}"
+        )
 
 
 def serve_command(options: ServeOptions) -> int:
@@ -204,7 +222,7 @@ def serve_command(options: ServeOptions) -> int:
     Raises:
         UsageError: A target, the API-keys file, the store or the address is not usable.
     """
-    _uvicorn()
+    need_server_extra(options.command)
     seconds = stop_seconds()
     store = from_url(options.store_url)
     app, names = _build(options, store)
