@@ -223,6 +223,12 @@ _KEYS = typer.Option(
     metavar="FILE",
     help="A file of 'KEY USER_ID' lines; then every route needs a key.",
 )
+_CONFIG = typer.Option(
+    None,
+    "--config",
+    metavar="FILE",
+    help="A TOML file of API keys, admin keys, quotas and webhook settings.",
+)
 _ALLOWED_HOSTS = typer.Option(
     None,
     "--allowed-host",
@@ -247,9 +253,14 @@ def serve(
     a2a: bool = typer.Option(
         False, "--a2a", help="Also serve every agent over A2A at /a2a/AGENT (plait[a2a])."
     ),
+    config: Path | None = _CONFIG,
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
     options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host, a2a)
+    if config is not None:
+        import dataclasses
+
+        options = dataclasses.replace(options, config=str(config))
     raise typer.Exit(_lazy("serve_command")(options))
 
 
