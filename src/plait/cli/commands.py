@@ -92,6 +92,13 @@ def _command(fn: Callable[_P, None]) -> Callable[_P, None]:
 _TARGET_HELP = "The agent: path/to/file.py:name or package.module:name (an Agent or a factory)."
 _TARGET = typer.Argument(..., metavar="TARGET", help=_TARGET_HELP, show_default=False)
 _STORE_HELP = "Where runs and sessions are kept: sqlite:///file.db, postgresql://..., redis://..."
+
+
+def _option(name: str, metavar: str, help: str) -> Any:
+    """Return the option `name METAVAR` (None when not given), described by `help`."""
+    return typer.Option(None, name, metavar=metavar, help=help)
+
+
 _STORE = typer.Option(DEFAULT_STORE, "--store", metavar="URL", help=_STORE_HELP)
 _JSON_LINES = typer.Option(
     False, "--json", help="Print JSON lines: each event, then the run summary."
@@ -125,11 +132,8 @@ def run(
         help="The request. Without it: a chat on one session.",
         show_default=False,
     ),
-    session: str | None = typer.Option(
-        None,
-        "--session",
-        metavar="ID",
-        help="Continue this session (the chat makes one up without it).",
+    session: str | None = _option(
+        "--session", "ID", "Continue this session (the chat makes one up without it)."
     ),
     store: str = _STORE,
     json_lines: bool = _JSON_LINES,
@@ -153,17 +157,13 @@ def resume(
     ),
     target: str = _TARGET,
     store: str = _STORE,
-    value: str | None = typer.Option(
-        None,
-        "--value",
-        metavar="JSON",
-        help="The answer to its one interrupt: JSON, else plain text.",
+    value: str | None = _option(
+        "--value", "JSON", "The answer to its one interrupt: JSON, else plain text."
     ),
-    targets: str | None = typer.Option(
-        None,
+    targets: str | None = _option(
         "--targets",
-        metavar="JSON",
-        help="The answers by interrupt id, as one JSON object (interrupt id -> answer).",
+        "JSON",
+        "The answers by interrupt id, as one JSON object (interrupt id -> answer).",
     ),
     json_lines: bool = _JSON_LINES,
 ) -> None:
@@ -314,17 +314,11 @@ _MCP_ALLOWED_HOSTS = typer.Option(
 def mcp(
     targets: list[str] = _TARGETS,
     store: str = _STORE,
-    http: int | None = typer.Option(
-        None,
-        "--http",
-        metavar="PORT",
-        help="Serve streamable HTTP at /mcp on this port instead of stdio.",
+    http: int | None = _option(
+        "--http", "PORT", "Serve streamable HTTP at /mcp on this port instead of stdio."
     ),
-    host: str | None = typer.Option(
-        None,
-        "--host",
-        metavar="HOST",
-        help="With --http: the address to listen on (default 127.0.0.1).",
+    host: str | None = _option(
+        "--host", "HOST", "With --http: the address to listen on (default 127.0.0.1)."
     ),
     allowed_host: list[str] | None = _MCP_ALLOWED_HOSTS,
 ) -> None:

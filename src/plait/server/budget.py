@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -47,25 +48,18 @@ _WAIT = 0.25  # seconds between two looks at the day while calls in flight hold 
 _RELEASING: set[asyncio.Future[None]] = set()  # releases of failed calls under way
 
 
+@dataclasses.dataclass(eq=False)
 class LedgerHooks(Hooks):
     """Records the model calls of one run of `user`'s agent `agent` (its public name) and
     holds them to the user's daily budgets (see the module docstring)."""
 
-    def __init__(
-        self,
-        tenants: Tenants,
-        user: str,
-        agent: str,
-        *,
-        run_id: str | None = None,
-        admit: bool = False,
-    ) -> None:
-        self.tenants = tenants
-        self.user = user
-        self.agent = agent
-        self.run_id = run_id
-        self.admit = admit
-        self._ticket: Ticket | None = None
+    tenants: Tenants
+    user: str
+    agent: str
+    _: dataclasses.KW_ONLY
+    run_id: str | None = None
+    admit: bool = False
+    _ticket: Ticket | None = dataclasses.field(default=None, init=False)
 
     async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
         """Fix the run's id for its rows; admit the run when this hook admits."""
