@@ -27,6 +27,7 @@ from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.shapes import Body, Page, SortedPage, errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
+from plait.server.schemas import agent_schemas
 from plait.server.topology import describe
 
 __all__ = [
@@ -324,23 +325,6 @@ def _graph(who: Caller, assistant: Assistant) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges}
 
 
-_MESSAGE = {
-    "type": "object",
-    "properties": {
-        "type": {"enum": ["human", "ai", "tool", "system"]},
-        "role": {"enum": ["user", "assistant", "tool", "system"]},
-        "content": {"type": "string"},
-        "id": {"type": "string"},
-        "tool_calls": {"type": "array", "items": {"type": "object"}},
-        "tool_call_id": {"type": "string"},
-        "name": {"type": "string"},
-    },
-}
-_STATE = {
-    "type": "object",
-    "properties": {"messages": {"type": "array", "items": _MESSAGE}},
-    "additionalProperties": True,
-}
 _OPTIONS = {
     "type": "object",
     "properties": {
@@ -465,13 +449,15 @@ def _describing_routes(router: APIRouter, who_dep: Any) -> None:
         responses=errors(401, 404),
     )
     async def schemas(assistant_id: str, who: Caller = who_dep) -> dict[str, Any]:
-        """Return the JSON schemas of the assistant's input, output, state and options."""
+        """Return the JSON schemas of the assistant's input (messages and the session values
+        its agents read: `plait.server.schemas`), output, state and options."""
         assistant = await find_assistant(who, assistant_id)
+        agent = who.server.agents.get(assistant.graph_id)
+        if agent is None:
+            raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
         return {
             "graph_id": assistant.graph_id,
-            "input_schema": _STATE,
-            "output_schema": _STATE,
-            "state_schema": _STATE,
+            **agent_schemas(agent),
             "config_schema": {"type": "object", "properties": {"configurable": _OPTIONS}},
             "context_schema": _OPTIONS,
         }
