@@ -128,6 +128,31 @@ def test_a_listed_run_is_followed_and_stopped_from_the_list(
     expect(stopped).to_have_attribute("data-status", "cancelled")
 
 
+def test_a_run_with_an_assistant_is_re_attached_through_join_stream(
+    page: Any, base_url: str, gate: None
+) -> None:
+    from playwright.sync_api import expect
+
+    with client(base_url, KEY) as http:
+        config = {"configurable": {"max_iterations": 5}}
+        body = {"graph_id": "cruncher", "name": "careful", "config": config}
+        made = http.post("/assistants", json=body).json()
+    sign_in(page, base_url)
+    page.select_option("#agent", "cruncher")
+    page.select_option("#assistant", made["assistant_id"])
+    send(page, "cruncher", "crunch carefully")
+    # its events come whole (no text streamed), the last one once the next is there
+    expect(_rows(page, ".tool-result")).to_have_text("← tally result7 rows")
+    run_id = page.locator('#run-facts dd[data-fact="run"]').inner_text()
+    page.reload()  # the Agent Protocol's run: re-attached with join_stream, from its start
+    expect(_rows(page, ".fork")).to_have_text(f"re-attached to run {run_id}")
+    expect(_rows(page, ".tool-result")).to_have_text("← tally result7 rows")
+    expect(page.locator("#assistant option:checked")).to_have_text("careful (version 1)")
+    GO.set()
+    expect(_rows(page, ".final")).to_contain_text("All 7 rows crunched.")
+    expect(page.locator('#run-facts dd[data-fact="status"]')).to_have_text("completed")
+
+
 AGENT = """
 from plait import ChatModelAgent
 from plait.testing import ScriptedModel, reply

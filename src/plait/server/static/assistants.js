@@ -7,6 +7,11 @@
 "use strict";
 
 const assistants = { list: [], editing: null };
+const ASSISTANT_STORE = "plait.assistant."; // the assistant picked, per agent
+
+function keepChoice() {
+  localStorage.setItem(ASSISTANT_STORE + $("agent").value, $("assistant").value);
+}
 
 function isServed(found) {
   return (found.metadata || {}).created_by === "system";
@@ -19,7 +24,7 @@ function selectedAssistant() {
 }
 
 function drawAssistantChoice() {
-  const kept = $("assistant").value;
+  const kept = localStorage.getItem(ASSISTANT_STORE + $("agent").value) || "";
   const usable = assistants.list.filter((found) => !isServed(found) || found.version > 1);
   const options = usable.map((found) => {
     const option = el("option", "", `${found.name} (version ${found.version})`);
@@ -76,6 +81,7 @@ function drawAssistants() {
 function useAssistant(found) {
   if (isServed(found) && found.version === 1) $("assistant").value = "";
   else $("assistant").value = found.assistant_id;
+  keepChoice();
   showView("run");
 }
 
@@ -188,6 +194,7 @@ async function deleteAssistant(found) {
 }
 
 function assistantsStart() {
+  $("assistant").addEventListener("change", keepChoice);
   $("assistant-form").addEventListener("submit", saveAssistant);
   $("assistant-cancel").addEventListener("click", () => {
     resetAssistantForm();

@@ -97,7 +97,8 @@ async function follow(open, live) {
   let runId = null;
   try {
     const response = await open();
-    runId = state.liveId = response.headers.get("x-plait-checkpoint-id");
+    // a re-attached protocol stream names no checkpoint: the run's is remembered
+    runId = state.liveId = response.headers.get("x-plait-checkpoint-id") || live.run_id || null;
     const location = response.headers.get("content-location");
     live = { ...live, run_id: live.run_id || runId, location: location || live.location };
     remember(live);
