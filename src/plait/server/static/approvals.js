@@ -1,8 +1,8 @@
 // The dev page's answers to a tool's approval and to a call whose outcome is unknown
 // (docs/approvals.md): Approve / Reject (bound to the exact call shown: its fingerprint,
 // with an optional comment) or Done / Retry / Skip. The pause panel (pause.js) offers them;
-// the inbox (sidebar.js) lists the open ones (GET /v1/approvals). Answers resume the run as
-// the signed-in user. It uses api.js's helpers. Server text is only set as text.
+// the inbox (sidebar.js) names each open one with its call. Answers resume the run as the
+// signed-in user. It uses api.js's helpers. Server text is only set as text.
 "use strict";
 
 // The kind of question an interrupt asks: "approval", "unknown_outcome" or "question".
@@ -54,14 +54,4 @@ function approvalAnswers(info, answer) {
     answerButton("Retry", "", () => answer({ outcome: "retry" })),
     answerButton("Skip", "reject", () => answer({ outcome: "skip", message: note.value })),
   ];
-}
-
-// The caller's open approvals and unknown outcomes, by checkpoint id (empty when refused).
-async function openApprovals() {
-  const byRun = new Map();
-  for (const item of await getJSON("/v1/approvals")) {
-    if (!byRun.has(item.checkpoint_id)) byRun.set(item.checkpoint_id, []);
-    byRun.get(item.checkpoint_id).push(item);
-  }
-  return byRun;
 }

@@ -162,13 +162,17 @@ function inboxItem(run) {
 async function refreshInbox() {
   try {
     const runs = await waitingRuns();
+    $("inbox").dataset.read = "true";
+    const shown = runs.map((run) => `${run.run_id}:${run.status}:${run.updated_at}`).join(",");
+    if ($("inbox").dataset.shown === shown) return; // keep the list still between two looks
+    $("inbox").dataset.shown = shown;
     $("inbox").replaceChildren(...runs.map(inboxItem));
     $("inbox-count").textContent = runs.length ? String(runs.length) : "";
     if (!runs.length) $("inbox").append(el("li", "muted", "nothing waits for you"));
-    $("inbox").dataset.read = "true";
   } catch (error) {
     $("inbox").replaceChildren(el("li", "muted refused", error.message));
     $("inbox").dataset.read = "false";
+    delete $("inbox").dataset.shown; // the next read draws the list again
   }
 }
 
