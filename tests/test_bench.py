@@ -92,9 +92,9 @@ def test_server_benchmark_runs_and_reports_plait_figures() -> None:
     assert figures["peer_skipped"] == "--no-peer"
 
 
-def test_cli_startup_benchmark_runs_and_reports_its_figures() -> None:
-    figures = _quick("cli_startup.py")
-    for key in ("python_s", "help_s", "version_s"):
+def test_cli_start_benchmark_runs_and_reports_its_figures() -> None:
+    figures = _quick("cli_start.py")
+    for key in ("python_s", "help_s", "version_s", "run_help_s"):
         assert figures[key] > 0, key
 
 
@@ -119,6 +119,15 @@ def test_once_cost_benchmark_runs_and_reports_every_figure() -> None:
             prefix = f"{store}_{durability}"
             assert figures[f"{prefix}_plain_call_us"] > 0, prefix
             assert f"{prefix}_once_extra_per_call_us" in figures, prefix
+
+
+def test_quota_load_benchmark_runs_and_stays_within_one_call() -> None:
+    _require_servers()
+    figures = _quick("quota_load.py")
+    assert figures["runs"] == 20 and figures["model_calls"] > 0
+    assert figures["spent"] > 0 and _a_figure(figures["seconds"])
+    assert figures["overspend"] <= figures["largest_call"]
+    assert sum(figures["ended"].values()) == 20
 
 
 def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:

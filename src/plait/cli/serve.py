@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-__all__ = ["GRACEFUL_SECONDS", "ServeOptions", "read_api_keys", "serve_command"]
+    from plait.server.config import ServerConfig
+
+__all__ = [
+    "GRACEFUL_SECONDS",
+    "ServeOptions",
+    "need_server_extra",
+    "read_api_keys",
+    "serve_command",
+]
 
 #: Seconds uvicorn gives open requests to finish when the server stops.
 GRACEFUL_SECONDS = 10
@@ -49,7 +57,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
-    """What `plait serve` was asked for."""
+    """What `plait serve` (or `web`, `dev`: `command`, which messages name) was asked for."""
 
     targets: list[str]
     host: str
@@ -60,6 +68,8 @@ class ServeOptions:
     open_browser: bool = False
     allowed_hosts: tuple[str, ...] | None = None
     a2a: bool = False
+    command: str = "serve"
+    config: str | None = None  # a config file (`plait.server.config`)
 
 
 def read_api_keys(path: str) -> dict[str, str]:
@@ -142,15 +152,42 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     try:
         from plait.server import create_app
     except ImportError as exc:  # pragma: no cover - plait.server reports its own extra
-        raise UsageError(f"plait serve needs the server extra: {_INSTALL} ({exc})") from None
+        raise UsageError(
+            f"plait {options.command} needs the server extra: {_INSTALL} ({exc})"
+        ) from None
     agents = load_targets(options.targets)
     _check_names(options.targets, [agent.name for agent in agents])
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
     hosts = None if options.allowed_hosts is None else list(options.allowed_hosts)
+    config = _read_config(options, keys is not None)
     app = create_app(
-        agents, store=store, api_keys=keys, ui=options.ui, allowed_hosts=hosts, a2a=options.a2a
+        agents,
+        store=store,
+        api_keys=keys or config.api_keys,
+        ui=options.ui,
+        allowed_hosts=hosts,
+        a2a=options.a2a,
+        quotas=config.quotas,
+        admin_keys=config.admin_keys,
+        webhook_secret=config.webhook_secret,
+        webhook_allow=config.webhook_allow,
     )
     return app, [agent.name for agent in agents]
+
+
+def _read_config(options: ServeOptions, keyed: bool) -> ServerConfig:
+    """Return the settings of `--config` (none without it)."""
+    from plait.server.config import ServerConfig, read_config
+
+    if options.config is None:
+        return ServerConfig()
+    config = read_config(options.config)
+    if keyed and (config.api_keys is not None or config.admin_keys is not None):
+        raise UsageError(
+            f"--config {options.config} holds API keys: give keys there or with --api-keys, "
+            "not both"
+        )
+    return config
 
 
 def _check_names(targets: list[str], names: list[str]) -> None:
@@ -165,9 +202,18 @@ def _check_names(targets: list[str], names: list[str]) -> None:
         seen[name] = target
 
 
-def _uvicorn() -> None:
-    if importlib.util.find_spec("uvicorn") is None:
-        raise UsageError(f"plait serve needs uvicorn: {_INSTALL}")
+def need_server_extra(command: str) -> None:
+    """Refuse to start `plait COMMAND` when the server extra is not installed.
+
+    Raises:
+        UsageError: uvicorn or FastAPI is missing; the message names the command, what is
+            missing and the extra to install.
+    """
+    missing = [name for name in ("uvicorn", "fastapi") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(
+            f"plait {command} needs {' and '.join(missing)} (the server extra): {_INSTALL}"
+        )
 
 
 def serve_command(options: ServeOptions) -> int:
@@ -176,7 +222,7 @@ def serve_command(options: ServeOptions) -> int:
     Raises:
         UsageError: A target, the API-keys file, the store or the address is not usable.
     """
-    _uvicorn()
+    need_server_extra(options.command)
     seconds = stop_seconds()
     store = from_url(options.store_url)
     app, names = _build(options, store)
@@ -185,7 +231,9 @@ def serve_command(options: ServeOptions) -> int:
     config = _config(app, options.host, sock)
     server = _stoppable(config, seconds)
     with _signals_kept(server):
-        asyncio.run(_serve(server, sock, store, _Start(_url(sock, options.host), names, options)))
+        keyed = app.state.plait.api_keys is not None
+        start = _Start(_url(sock, options.host), names, options, keyed)
+        asyncio.run(_serve(server, sock, store, start))
     if getattr(server, "interrupted", False):
         say_stopped()
         return EXIT_STOPPED
@@ -219,6 +267,7 @@ class _Start:
     url: str
     names: list[str]
     options: ServeOptions
+    keyed: bool = False  # the server has API keys (from --api-keys or --config)
 
 
 async def _serve(server: uvicorn.Server, sock: socket.socket, store: Store, start: _Start) -> None:
@@ -251,12 +300,13 @@ async def _announce(server: uvicorn.Server, start: _Start) -> None:
         await asyncio.sleep(0.05)
     url, options = start.url, start.options
     names = ", ".join(start.names)
-    keys = "API keys required" if options.api_keys else "no API keys: every request is user 'local'"
+    keyed = bool(options.api_keys) or start.keyed
+    keys = "API keys required" if keyed else "no API keys: every request is user 'local'"
     typer.echo(
         f"plait: serving {names} at {url} (store {shown_url(options.store_url)}; {keys})",
         err=True,
     )
-    if options.api_keys is None and options.host not in _LOOPBACK:
+    if not keyed and options.host not in _LOOPBACK:
         typer.echo(
             f"plait: warning: {options.host} is reachable by others; pass --api-keys", err=True
         )

@@ -89,6 +89,7 @@ def _input(agent: Any) -> dict[str, Any]:
         if any(isinstance(tool, RecallTool) for tool in getattr(found, "_user_tools", ())):
             properties.setdefault(USER_ID, {"type": "string"})
     schema: dict[str, Any] = {
+        "title": str(getattr(agent, "name", "input")),
         "type": "object",
         "properties": properties,
         "required": sorted(key for key, needed in required.items() if needed),

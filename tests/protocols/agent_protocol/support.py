@@ -43,12 +43,11 @@ WORKING = threading.Event()
 
 @tool
 async def work() -> str:
-    """Work until the run is asked to stop."""
-    ctx = run_context()
+    """Work until the run is asked to stop: the stop cancels the call, which so never has a
+    result (a loop that checked `ctx.cancelled` could see the stop first and return one)."""
     WORKING.set()
-    while not ctx.cancelled:  # noqa: ASYNC110 - a run's cancel is a flag
-        await asyncio.sleep(0.01)
-    return "stopped"
+    await asyncio.Event().wait()  # only the run's stop ends it
+    return "never"
 
 
 @tool
@@ -95,6 +94,11 @@ def make_agents() -> dict[str, Agent]:
     return {"echo": echo, "asker": asker, "desk": desk, "worker": worker, "reporter": reporter}
 
 
+def served_asker() -> Agent:
+    """The `asker` agent, as a TARGET of `plait serve` (`support.py:served_asker`)."""
+    return make_agents()["asker"]
+
+
 @dataclass
 class Served:
     """A running server and the clients of its two users."""
@@ -105,11 +109,14 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serve(tmp_path: Path, **options: Any) -> AsyncIterator[Served]:
-    """Serve the test agents on a SQLite store in `tmp_path`, with two users' keys (and
-    `options` for `create_app`)."""
+async def serve(
+    tmp_path: Path, agents: dict[str, Agent] | None = None, **options: Any
+) -> AsyncIterator[Served]:
+    """Serve the test agents (or `agents`) on a SQLite store in `tmp_path`, with two users'
+    keys (and `options` for `create_app`)."""
     store = SqliteStore(tmp_path / "ap.db")
-    app = create_app(make_agents(), store=store, api_keys=KEYS, **options)
+    served = make_agents() if agents is None else agents
+    app = create_app(served, store=store, api_keys=KEYS, **options)
     with ServerThread(app) as server:
         async with (
             get_client(url=server.url, api_key="key-ann") as ann,

@@ -9,6 +9,8 @@ are `RunOption` fields by name (`model` as a spec string, `instruction`,
 `max_iterations`, `model_options`), given to each run of that assistant. `update` adds a
 version (fields not given stay; `metadata` is merged), `set_latest` picks the version runs
 use. A served agent's assistant can be updated like any other, not deleted (`409`).
+`get_schemas` gives an agent's input, output and state as `{"messages": [...]}` plus
+any session value, and a graph's (`plait.graph`) as its state's keys.
 Assistants live in the user's `assistants` document (`plait.protocols.agent_protocol.
 documents`).
 """
@@ -24,6 +26,7 @@ from fastapi import APIRouter, Response
 from plait.agents.options import RunOption
 from plait.errors import UsageError
 from plait.protocols.agent_protocol.documents import Document, now
+from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.shapes import Body, Page, SortedPage, errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
@@ -367,10 +370,14 @@ def _writing_routes(router: APIRouter, who_dep: Any) -> None:
         "/assistants/{assistant_id}",
         status_code=204,
         summary="Delete an assistant",
-        responses=errors(401, 404, 409),
+        responses=errors(401, 404, 409, 501),
     )
-    async def delete(assistant_id: str, who: Caller = who_dep) -> Response:
+    async def delete(
+        assistant_id: str, who: Caller = who_dep, delete_threads: bool = False
+    ) -> Response:
         """Delete an assistant the caller created (a served agent's answers `409`)."""
+        if delete_threads:
+            raise ApiError(501, f"assistants.delete with delete_threads {NOT_YET}")
         key = (await find_assistant(who, assistant_id)).assistant_id
         await Document(who, _DOC).change(_delete(who, key))
         return Response(status_code=204)

@@ -32,9 +32,11 @@ from croniter import croniter
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict
 
+from plait.errors import QuotaExceeded
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import aware, claim_delayed, clock_now
 from plait.protocols.agent_protocol.documents import SharedDocument, now
+from plait.protocols.agent_protocol.not_served import refuse_options
 from plait.protocols.agent_protocol.runs import RunCreate, start_run
 from plait.protocols.agent_protocol.shapes import SortedPage, errors, search_routes
 from plait.protocols.agent_protocol.threads import find_thread, make_thread
@@ -66,6 +68,8 @@ class CronCreate(BaseModel):
     end_time: datetime | None = None
     enabled: bool | None = None
     timezone: str | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
 
 
 class CronPatch(BaseModel):
@@ -82,6 +86,8 @@ class CronPatch(BaseModel):
     webhook: str | None = None
     enabled: bool | None = None
     timezone: str | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
 
 
 class CronSearch(SortedPage):
@@ -157,7 +163,7 @@ class Scheduler:
         for what, start in starts:
             try:
                 await start
-            except ApiError as refused:
+            except (ApiError, QuotaExceeded) as refused:  # its user's quota: not a fault
                 _log.warning("%s did not start: %s", what, refused)
             except Exception:
                 _log.exception("%s did not start", what)
@@ -200,6 +206,7 @@ async def _create(
     who: Caller, body: CronCreate, thread_id: str | None, moment: datetime
 ) -> dict[str, Any]:
     """Check and store a new cron of the caller; return it as the SDK reads it."""
+    refuse_options(body)
     _check_schedule(body.schedule)
     _zone(body.timezone)
     assistant = await find_assistant(who, body.assistant_id)
@@ -293,7 +300,7 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
     router = APIRouter(tags=["agent protocol: crons"])
     who_dep: Any = Depends(caller)
 
-    @router.post("/runs/crons", summary="Create a cron", responses=errors(401, 404, 422))
+    @router.post("/runs/crons", summary="Create a cron", responses=errors(401, 404, 422, 501))
     async def create(body: CronCreate, who: Caller = who_dep) -> dict[str, Any]:
         """Run the assistant on `schedule`, each time on a new thread."""
         return await _create(who, body, None, clock_now(who.server))
@@ -301,7 +308,7 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
     @router.post(
         "/threads/{thread_id}/runs/crons",
         summary="Create a thread's cron",
-        responses=errors(401, 404, 422),
+        responses=errors(401, 404, 422, 501),
     )
     async def create_for_thread(
         thread_id: str, body: CronCreate, who: Caller = who_dep
@@ -324,9 +331,12 @@ def _reading_routes(router: APIRouter, who_dep: Any) -> None:
 def _changing_routes(router: APIRouter, who_dep: Any) -> None:
     """Add the routes that change and delete a cron."""
 
-    @router.patch("/runs/crons/{cron_id}", summary="Change a cron", responses=errors(401, 404, 422))
+    @router.patch(
+        "/runs/crons/{cron_id}", summary="Change a cron", responses=errors(401, 404, 422, 501)
+    )
     async def update(cron_id: str, body: CronPatch, who: Caller = who_dep) -> dict[str, Any]:
         """Change the cron (`enabled` pauses or restarts it); its next date is read anew."""
+        refuse_options(body)
         if body.schedule is not None:
             _check_schedule(body.schedule)
         _zone(body.timezone)

@@ -20,16 +20,17 @@ when the run starts, signed, retried, beside the run); one with `after_seconds` 
 `pending`, until a worker's scheduler starts it
 (`plait.protocols.agent_protocol.delayed`).
 
-Not served yet (`501`, saying so): `after_seconds` on a streamed run and
-`interrupt_before`/`interrupt_after`. Stateless runs (`/runs…`) run here on a temporary
-thread (`plait.protocols.agent_protocol.stateless`).
+Not served yet (`501`, saying so): `after_seconds` on a streamed run,
+`interrupt_before`/`interrupt_after` (`not_served`) and a `checkpoint` before the thread's
+state now (`state`). Stateless runs (`/runs…`) run here on a temporary thread
+(`plait.protocols.agent_protocol.stateless`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -42,7 +43,7 @@ from plait.messages import Message
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
 from plait.protocols.agent_protocol.documents import Document, now
-from plait.protocols.agent_protocol.messages import input_messages, message_id, to_sdk
+from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
 from plait.protocols.agent_protocol.multitask import (
     alive_runs,
     finish,
@@ -53,7 +54,7 @@ from plait.protocols.agent_protocol.multitask import (
     start_next,
     stop_runs,
 )
-from plait.protocols.agent_protocol.not_served import NOT_YET
+from plait.protocols.agent_protocol.not_served import NOT_YET, refuse_options
 from plait.protocols.agent_protocol.records import (
     FINAL,
     check_webhook,
@@ -63,13 +64,17 @@ from plait.protocols.agent_protocol.records import (
     run_json,
     thread_values,
 )
-from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs
+from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs, event_id
 from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.state import check_checkpoint, resume_targets
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
 from plait.protocols.agent_protocol.threads import (
     find_thread,
+    forget_run,
+    last_step,
     make_thread,
     note_run,
+    thread_session,
     thread_status,
 )
 from plait.run.sessions import SessionDocument, decode_session
@@ -80,6 +85,7 @@ from plait.server.runs import LiveRun
 
 __all__ = [
     "RunCreate",
+    "cancel_run",
     "create_run",
     "join_run",
     "runs_router",
@@ -111,12 +117,8 @@ class RunCreate(BaseModel):
     after_seconds: float | None = None
     interrupt_before: Any = None
     interrupt_after: Any = None
-
-
-def _refuse_what_is_not_served(body: RunCreate) -> None:
-    for name in ("interrupt_before", "interrupt_after"):
-        if getattr(body, name) is not None:
-            raise ApiError(501, f"{name} {NOT_YET}")
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 def _modes(body: RunCreate) -> frozenset[str]:
@@ -159,9 +161,10 @@ async def _begin(
     """Start (or resume) a run of the thread as `body` asks (as run `run_id`, a delayed
     run's, or a new one) and return it once it has started, or queue it on a busy thread
     (`multitask_strategy`) and return its id."""
-    _refuse_what_is_not_served(body)
+    refuse_options(body)
     _modes(body)
     thread = await _thread(who, thread_id, body)
+    await check_checkpoint(who, thread_id, body.checkpoint, body.checkpoint_id)
     assistant = await find_assistant(who, body.assistant_id)
     if assistant.graph_id not in who.server.agents:
         raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
@@ -208,14 +211,18 @@ async def _launch(
         found = await document.change(lambda stored: finish(stored, run_id, final, at))
         if found is not None and found.get("stop") == "rollback":
             await rewind(who, thread_id, before)
+            await forget_run(who, thread_id, found.get("checkpoint"))
         await run_ended(who, thread_id, run_id, body.webhook)
 
     async def then() -> None:
         await start_next(who, thread_id, _launcher(who, thread_id, logs))
 
     resume = body.command is not None and "resume" in body.command
-    given, extra = ([], {}) if resume else _input(body.input)
-    state = _state_at_start(thread_id, decode_session(thread_id, before), given, extra)
+    given, extra = ([], {}) if resume else split_input(body.input)
+    session = decode_session(thread_id, before)
+    if resume:  # the thread as it waits: its paused run's turn is not in its session yet
+        session = await thread_session(who, thread_id, await find_thread(who, thread_id))
+    state = _state_at_start(thread_id, session, given, extra)
     log = logs.open(run_id)
     relay = ProtocolRelay(run_id, thread_id, _modes(body), state, ended, log, then)
     try:
@@ -242,22 +249,25 @@ async def _start(
     thread = await find_thread(who, thread_id)
     assistant = await find_assistant(who, body.assistant_id)
     options = _options(body, assistant.options())
+    after = 0  # the steps its checkpoint kept before it: none for a new run
     if body.command is not None and "resume" in body.command:
         _, pending = await thread_status(who, thread)
-        live = await _resume(who, thread, pending, body.command["resume"], relay, options)
+        resumed = await _resume(who, thread, pending, body.command["resume"], relay, options)
+        live, after = resumed
     else:
-        messages, extra = given
         live = await who.server.runs.start(
             who.store,
             assistant.graph_id,
-            messages,
+            given[0],
             session_id=thread_id,
-            session_values=extra or None,
+            session_values=given[1] or None,
             streaming=bool({"messages-tuple", "messages"} & relay.modes),
             relay=relay,
             options=options,
+            queue=body.multitask_strategy == "enqueue",  # a user's full quota queues it too
         )
-    await note_run(who, thread_id, live.run_id, assistant.graph_id)
+    kept = (live.checkpoint_id, relay.run_id, after)  # its steps, for the thread's history
+    await note_run(who, thread_id, live.run_id, assistant.graph_id, kept)
     return live
 
 
@@ -291,14 +301,6 @@ async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]
     return {"run_id": run_id, **record}
 
 
-def _input(value: Any) -> tuple[list[Message], dict[str, Any]]:
-    """Return the messages of a run's input and its other keys (session values)."""
-    extra = (
-        {k: v for k, v in value.items() if k != "messages"} if isinstance(value, Mapping) else {}
-    )
-    return input_messages(value), extra
-
-
 def _state_at_start(
     thread_id: str, session: SessionDocument, given: list[Message], extra: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -329,22 +331,20 @@ async def _resume(
     value: Any,
     relay: ProtocolRelay,
     options: list[RunOption],
-) -> LiveRun:
-    """Resume the thread's paused run with `value` (or `{interrupt id: value}`)."""
+) -> tuple[LiveRun, int]:
+    """Resume the thread's paused run with `value` (or `{interrupt id: value}`); return it
+    and the number of the last step its checkpoint kept before."""
     if not pending or thread.get("run") is None:
         raise ApiError(409, "the thread has no pending interrupt to resume")
     summary = await who.server.runs.summary(who.store, thread["run"])
     if summary.checkpoint_id is None:
         raise ApiError(409, "the thread has no pending interrupt to resume")
-    ids = {p["id"] for p in pending}
-    if isinstance(value, dict) and value and set(value) <= ids:
-        targets: dict[str, Any] | None = dict(value)
-        answer = None
-    else:
-        targets, answer = None, (value,)
-    return await who.server.runs.resume(
+    targets, answer = resume_targets(value, {p["id"] for p in pending})
+    after = await last_step(who, summary.checkpoint_id)
+    live = await who.server.runs.resume(
         who.store, summary.checkpoint_id, targets, answer, relay=relay, options=options
     )
+    return live, after
 
 
 async def join_run(who: Caller, thread_id: str, run_id: str, logs: RunLogs) -> dict[str, Any]:
@@ -389,7 +389,7 @@ async def _follow(
     return ResumableStream(log.follow(None, frozenset()), headers, log, None)
 
 
-async def _cancel(who: Caller, thread_id: str, run_id: str, action: str) -> None:
+async def cancel_run(who: Caller, thread_id: str, run_id: str, action: str) -> None:
     """Stop the run at its next safe point (`rollback`: then remove its turn from the
     thread); a queued run leaves the queue."""
     await find_run(who, thread_id, run_id)
@@ -410,7 +410,7 @@ def _leaving(
         return None
 
     async def leave() -> None:
-        await _cancel(who, thread_id, run_id, "interrupt")
+        await cancel_run(who, thread_id, run_id, "interrupt")
 
     return leave
 
@@ -458,16 +458,6 @@ def _headers(started: _Started) -> dict[str, str]:
         CHECKPOINT_HEADER: started.live.checkpoint_id,
         "content-location": f"/threads/{started.thread_id}/runs/{started.run_id}",
     }
-
-
-def _event_id(given: str | None) -> int | None:
-    """Return the event id of a `Last-Event-ID` header (None: none given)."""
-    if not given:
-        return None
-    try:
-        return int(given)
-    except ValueError:
-        raise ApiError(422, f"Last-Event-ID '{given[:32]}' is not an event id") from None
 
 
 def runs_router(caller: Callable[..., Any], logs: RunLogs) -> APIRouter:
@@ -557,7 +547,7 @@ def _run_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
         """Stream the run's events after `Last-Event-ID` (all without it), then as they
         come, to its end."""
         await find_run(who, thread_id, run_id)
-        after = _event_id(request.headers.get("last-event-id"))
+        after = event_id(request.headers.get("last-event-id"))
         modes = frozenset(mode for mode in stream_mode or () if mode)
         leave = _leaving(who, thread_id, run_id, cancel_on_disconnect)
         return await _follow(who, thread_id, run_id, logs, after, modes, leave)
@@ -580,7 +570,7 @@ def _ending_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     ) -> Any:
         """Stop the run at its next safe point, keeping a resumable checkpoint
         (`rollback`: its turn is then removed from the thread)."""
-        await _cancel(who, thread_id, run_id, action)
+        await cancel_run(who, thread_id, run_id, action)
         if wait:
             await join_run(who, thread_id, run_id, logs)
         return run_json(await find_run(who, thread_id, run_id))
