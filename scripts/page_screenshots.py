@@ -255,7 +255,9 @@ def _view_shots(page: Any, out: Path) -> None:
     page.screenshot(path=out / "page-memory.png")
 
     _view(page, "usage")
-    expect(page.locator("#usage-status")).not_to_have_text("")
+    page.select_option("#usage-group", "agent")
+    page.click("#usage-form button")
+    expect(page.locator("#usage-table tbody tr")).not_to_have_count(0)
     page.screenshot(path=out / "page-usage.png")
 
 

@@ -259,17 +259,26 @@ def test_the_memory_view_searches_the_callers_memories(
     expect(page.locator("#memory-status")).to_have_text("1 memory of user alice")
 
 
-def test_the_usage_view_says_when_the_server_keeps_no_ledger(page: Any, base_url: str) -> None:
+def test_the_usage_view_shows_the_callers_model_calls(page: Any, base_url: str) -> None:
     from playwright.sync_api import expect
 
+    with client(base_url, "bob-key") as bob:  # bob's calls are not alice's to see
+        bob.post("/v1/agents/counter/runs", json={"input": "count", "stream": False})
     sign_in(page, base_url)
+    send(page, "counter", "count")
+    expect(_rows(page, ".final")).to_contain_text("counted")
     with client(base_url, KEY) as http:
-        served = http.get("/v1/usage").status_code != 404
+        rows = http.get("/v1/usage").json()["rows"]
+        groups = http.get("/v1/usage", params={"group_by": "agent"}).json()["groups"]
+    assert {row["user"] for row in rows} == {"alice"}
     _view(page, "usage")
-    status = page.locator("#usage-status")
-    if served:  # a build with the usage ledger: the table of the caller's model calls
-        expect(status).to_contain_text("model call")
-    else:
-        expect(status).to_have_text(
-            "This server keeps no usage ledger (GET /v1/usage is not served)."
-        )
+    table = page.locator("#usage-table")
+    expect(table.locator("tbody tr")).to_have_count(len(rows))  # each model call of alice's
+    expect(table.locator("thead th")).to_contain_text(["user", "agent", "model"])
+    expect(table.locator("tbody")).not_to_contain_text("bob")
+    expect(page.locator("#usage-status")).to_have_text(f"{len(rows)} model calls")
+    page.select_option("#usage-group", "agent")
+    page.click("#usage-form button")
+    counter = table.locator("tbody tr", has_text="counter")
+    calls = next(group["model_calls"] for group in groups if group["agent"] == "counter")
+    expect(counter.locator("td").nth(1)).to_have_text(str(calls))
