@@ -58,6 +58,18 @@ function rejoinPath(live) {
   return `/v1/runs/${encodeURIComponent(live.run_id)}/stream`;
 }
 
+// The summary of a run whose Agent Protocol stream ended: its stream ends as the run's last
+// hook runs, a moment before the server writes the summary, so look again until it has.
+async function endedSummary(runId) {
+  let summary = null;
+  for (let look = 0; look < 100; look++) {
+    summary = await getJSON(`/v1/runs/${encodeURIComponent(runId)}`);
+    if (summary.status !== "running") return summary;
+    await new Promise((done) => setTimeout(done, 100));
+  }
+  return summary;
+}
+
 // Read a run's stream to its end, re-attaching once if it breaks while the run goes on.
 async function readRun(response, live, got) {
   let seen = -1;
@@ -106,7 +118,7 @@ async function follow(open, live) {
     fact("run", live.run_id || "—");
     fact("checkpoint", runId || "—");
     await readRun(response, live, got);
-    if (live.kind === "protocol" && runId) got.summary = await getJSON(`/v1/runs/${runId}`);
+    if (live.kind === "protocol" && runId) got.summary = await endedSummary(runId);
     state.ended = true;
     endStreaming();
     if (got.summary) await showSummary(got.summary);
