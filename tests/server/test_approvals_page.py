@@ -1,5 +1,5 @@
-"""The dev page's Approvals inbox (driven in a real headless Chromium): the caller's open
-questions with the exact arguments, answered with Approve / Reject."""
+"""The dev page's approvals (driven in a real headless Chromium): the caller's open questions
+in the one inbox with the exact arguments, answered with Approve / Reject beside them."""
 
 from __future__ import annotations
 
@@ -56,6 +56,11 @@ def test_the_approvals_script_never_turns_server_text_into_html(base_url: str) -
         assert sink not in response.text
 
 
+def _item(page: Any, paused: dict[str, Any]) -> Any:
+    """The inbox's item of a paused run."""
+    return page.locator(f'#inbox button[data-run="{paused["checkpoint_id"]}"]')
+
+
 def test_the_inbox_shows_the_exact_arguments_and_approves_or_rejects(
     base_url: str, page: Any, charges: list[int]
 ) -> None:
@@ -64,19 +69,27 @@ def test_the_inbox_shows_the_exact_arguments_and_approves_or_rejects(
     first, second = _pay(base_url, "ann-key", 1234), _pay(base_url, "ann-key", 99)
     _pay(base_url, "ben-key", 5)  # ben's question is not ann's
     sign_in(page, base_url, "ann-key")
-    items = page.locator("#approvals-list li.approval")
-    expect(items).to_have_count(2)
-    one = page.locator(f'#approvals-list li[data-interrupt="{first["interrupts"][0]["id"]}"]')
-    expect(one.locator(".approval-args")).to_have_text('{\n  "cents": 1234\n}')
+    items = page.locator('#inbox button[data-kind="approval"]')
+    expect(items).to_have_count(2)  # one inbox: the approvals are its paused runs
+    expect(page.locator("#approvals")).to_have_count(0)
+    one = _item(page, first)
+    expect(one).to_contain_text("approve charge?")
+    expect(one.locator(".inbox-args")).to_have_text('{"cents":1234}')
+    one.click()  # the run opens with the call it asks about beside the question
+    form = page.locator("#interrupts form")
+    expect(form).to_have_attribute("data-kind", "approval")
+    expect(form.locator(".tool")).to_have_text("charge")
+    expect(form.locator(".arguments")).to_have_text('{"cents":1234}')
+    expect(form.locator(".request")).to_have_text("pay 1234")
     fingerprint = first["interrupts"][0]["info"]["approval"]["fingerprint"]
-    expect(one.locator(".approval-fingerprint")).to_contain_text(fingerprint)
-    one.locator('button[data-answer="approve"]').click()
-    expect(page.locator("#approvals-status")).to_contain_text("completed: result: charged 1234")
+    expect(form.locator(".fingerprint")).to_have_text(fingerprint)
+    form.locator('button[data-answer="approve"]').click()
+    expect(page.locator("#events .final")).to_contain_text("result: charged 1234")
     expect(items).to_have_count(1)
-    two = page.locator(f'#approvals-list li[data-interrupt="{second["interrupts"][0]["id"]}"]')
-    two.locator(".approval-note").fill("not today")
-    two.locator('button[data-answer="reject"]').click()
-    expect(page.locator("#approvals-status")).to_contain_text("rejected by ann: not today")
+    _item(page, second).click()
+    page.locator("#interrupts .approval-note").fill("not today")
+    page.locator('#interrupts button[data-answer="reject"]').click()
+    expect(page.locator("#events .final")).to_contain_text("rejected by ann: not today")
     expect(items).to_have_count(0)
     assert charges == [1234]
     audit = _audit(base_url, "ann-key")
@@ -94,12 +107,12 @@ def test_a_question_asked_while_the_page_is_open_appears_on_its_own(
 
     sign_in(page, base_url, "ben-key")
     paused = _pay(base_url, "ben-key", 42)
-    item = page.locator(f'#approvals-list li[data-interrupt="{paused["interrupts"][0]["id"]}"]')
+    item = _item(page, paused)
     expect(item).to_have_count(1)
-    expect(item.locator(".approval-args")).to_have_text('{\n  "cents": 42\n}')
+    expect(item.locator(".inbox-args")).to_have_text('{"cents":42}')
     with client(base_url, "ben-key") as http:
         inbox = http.get("/v1/approvals").json()
-    shown = page.locator("#approvals-list li.approval")
+    shown = page.locator('#inbox button[data-kind="approval"]')
     expect(shown).to_have_count(len(inbox))  # ben's questions, and only his
 
 
@@ -148,11 +161,10 @@ def test_a_key_entered_after_a_refusal_clears_it_and_shows_the_inbox(
 
     paused = _pay(base_url, "cy-key", 300)
     page.goto(base_url + "/")  # no key yet: the inbox cannot be read
-    status = page.locator("#approvals-status")
-    expect(status).to_contain_text("needs a valid API key")
+    refused = page.locator("#inbox .refused")
+    expect(refused).to_contain_text("needs a valid API key")
     page.fill("#api-key", "cy-key")
     page.click("#key-form button")
-    item = page.locator(f'#approvals-list li[data-interrupt="{paused["interrupts"][0]["id"]}"]')
-    expect(item.locator(".approval-args")).to_have_text('{\n  "cents": 300\n}')
-    expect(status).to_have_text("")
-    expect(page.locator("#approvals-list li.approval")).to_have_count(1)
+    expect(_item(page, paused).locator(".inbox-args")).to_have_text('{"cents":300}')
+    expect(refused).to_have_count(0)
+    expect(page.locator('#inbox button[data-kind="approval"]')).to_have_count(1)

@@ -129,6 +129,7 @@ def test_the_eval_panel_shows_the_pass_rate_and_the_failed_cases_diff(
     try:
         page = context.new_page()
         sign_in(page, base_url, KEY)
+        page.click('#views button[data-view="eval"]')  # the Eval view
         page.fill("#eval-input", "{not json")
         page.click("#eval-run")
         expect(page.locator("#eval-summary")).to_contain_text("not JSON")
@@ -162,6 +163,7 @@ def test_the_eval_panel_loads_a_file_and_shows_a_bad_evalset(
     try:
         page = context.new_page()
         sign_in(page, base_url, KEY)
+        page.click('#views button[data-view="eval"]')  # the Eval view
         page.set_input_files("#eval-file", str(path))
         expect(page.locator("#eval-input")).to_have_value(path.read_text())
         page.click("#eval-run")

@@ -29,15 +29,13 @@ from tests.server.support import client
 
 pytestmark = pytest.mark.timeout(120)
 
+SCRIPTS = [
+    *("api", "events", "run", "approvals", "pause", "trace", "history", "sidebar", "live"),
+    *("topology", "inputs", "assistants", "store", "usage", "eval", "app"),
+]
 PAGE_FILES = {
     "/": "text/html",
-    "/ui/app.js": "text/javascript",
-    "/ui/trace.js": "text/javascript",
-    "/ui/history.js": "text/javascript",
-    "/ui/sidebar.js": "text/javascript",
-    "/ui/topology.js": "text/javascript",
-    "/ui/eval.js": "text/javascript",
-    "/ui/approvals.js": "text/javascript",
+    **{f"/ui/{name}.js": "text/javascript" for name in SCRIPTS},
     "/ui/style.css": "text/css",
 }
 
@@ -125,9 +123,12 @@ def _check_paused_review(page: Any) -> None:
         expect(timeline).to_contain_text(part)
     expect(page.locator('#run-facts dd[data-fact="status"]')).to_have_text("paused")
     expect(page.locator('#run-facts dd[data-fact="tokens"]')).to_have_text("40 in · 12 out")
-    form = page.locator("#interrupts form")
-    expect(form).to_contain_text('"question": "Post this review to the PR?"')
-    expect(form).to_contain_text("tool:post_review")
+    form = page.locator("#interrupts form")  # the question beside what led to it
+    expect(form.locator(".question")).to_have_text("Post this review to the PR?")
+    expect(form.locator(".request")).to_have_text(REVIEW_REQUEST)
+    expect(form.locator(".agent-path")).to_have_text("code_review \u203a review_manager")
+    expect(form.locator(".tool")).to_have_text("post_review")
+    expect(form.locator(".arguments")).to_contain_text("Possible SQL injection in the users query.")
 
 
 def test_code_review_on_the_page(page: Any, base_url: str, tmp_path: Path) -> None:
@@ -168,7 +169,8 @@ def test_page_shows_server_text_as_text_and_answers_with_json(page: Any, base_ur
     markup = "<img src=x onerror=\"document.title='pwned'\"> pick <b>one</b>"
     send(page, "asker", markup)
     form = page.locator("#interrupts form")
-    expect(form.locator("pre")).to_contain_text(json.dumps(markup))
+    expect(form.locator(".question")).to_have_text(markup)
+    expect(form.locator(".arguments")).to_contain_text(json.dumps(markup))
     form.locator("textarea").fill("{not json")
     form.locator("button.value").click()
     expect(page.locator("#notice")).to_contain_text("not JSON")
@@ -180,7 +182,7 @@ def test_page_shows_server_text_as_text_and_answers_with_json(page: Any, base_ur
     page.click("#interrupts button.reject")
     expect(_rows(page, ".final").last).to_contain_text('you said "reject"')
     expect(_rows(page, ".user").first).to_contain_text(markup)
-    assert page.locator("#run img, #run b").count() == 0
+    assert page.locator("#run-view img, #run-view b").count() == 0
     assert page.title() == "plait dev page"
 
 

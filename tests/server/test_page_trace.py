@@ -71,6 +71,10 @@ def test_the_trace_of_a_run_is_a_waterfall_below_the_events(
     rows = page.locator("#spans li")
     expect(rows).to_have_count(4)
     expect(page.locator("#trace")).to_be_visible()
+    expect(page.locator("#trace-total")).to_contain_text("4 spans")
+    expect(rows.first).to_be_hidden()  # folded away: the events keep the room
+    page.click("#trace summary")
+    expect(rows.first).to_be_visible()
     names = ["invoke_agent weather", "chat FunctionModel", "execute_tool forecast"]
     expect(rows.locator(".span-name")).to_have_text([names[0], names[1], names[2], names[1]])
     expect(rows.nth(0)).to_have_attribute("data-depth", "0")  # the root

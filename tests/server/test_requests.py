@@ -256,6 +256,9 @@ def test_the_openapi_schema_documents_every_route(alice: httpx.Client) -> None:
         ("post", "/v1/approvals/rules"): {"200", "401", "422"},
         ("delete", "/v1/approvals/rules/{tool}"): {"204", "401"},
         ("get", "/v1/audit"): {"200", "401", "422"},
+        ("get", "/v1/runs/{run_id}/stream"): {"200", "401", "404", "422"},
+        ("get", "/v1/runs/{run_id}/turn"): {"200", "401", "404"},
+        ("get", "/v1/memory"): {"200", "401", "422"},
     }
     documented = {
         (method, path): operation

@@ -8,7 +8,7 @@ from typing import Any
 
 from plait.errors import UsageError
 
-__all__ = ["fill_instruction"]
+__all__ = ["fill_instruction", "placeholders"]
 
 # `{{key}}` is an escape for a literal `{key}`; `{key}` is required, `{key?}` optional.
 # Braces around anything that is not an identifier (JSON, say) are left alone.
@@ -34,3 +34,13 @@ def fill_instruction(instruction: str, values: Mapping[str, Any], agent_name: st
         )
 
     return _PLACEHOLDER.sub(replace, instruction)
+
+
+def placeholders(instruction: str) -> dict[str, bool]:
+    """Return the session values `instruction` names, each with whether it is required
+    (`{key}`) rather than optional (`{key?}`); escaped `{{key}}` names none."""
+    found: dict[str, bool] = {}
+    for escaped, key, optional in _PLACEHOLDER.findall(instruction):
+        if not escaped:
+            found[key] = found.get(key, False) or not optional
+    return found

@@ -47,11 +47,14 @@ from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_calle
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, HostRule, host_rule
 from plait.server.limits import ApiError, BodyLimit, add_error_shape, install_error_handlers
+from plait.server.memory_api import memory_router
 from plait.server.quotas import Quota, Tenants, check_admin_keys, check_quotas
+from plait.server.rejoin import kept_relay, rejoin_router
+from plait.server.run_turn import turn_router
 from plait.server.runs import LiveRun, Runs
 from plait.server.runs_api import runs_router
 from plait.server.spans import RunSpans, run_spans
-from plait.server.sse import DeltaRelay, EventStream, server_exiting
+from plait.server.sse import EventStream, server_exiting
 from plait.server.summary import session_detail
 from plait.server.usage_api import usage_router
 from plait.server.users import check_api_keys, is_safe_id
@@ -137,7 +140,7 @@ async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
         session_id=body.session_id,
         session_values=body.session_values,
         streaming=body.deltas,
-        relay=DeltaRelay() if body.deltas else None,
+        relay=kept_relay(caller.server.runs, body.deltas),
     )
     return await _respond(run, body.stream)
 
@@ -154,7 +157,7 @@ async def resume_run(checkpoint_id: str, body: ResumeRequest, caller: CallerDep)
     new checkpoint id (in the summary); the resumed one cannot be resumed again (`409`)."""
     _check_id(checkpoint_id)
     answer = (body.value,) if body.has_value else None
-    relay = DeltaRelay() if body.deltas else None
+    relay = kept_relay(caller.server.runs, body.deltas)
     run = await caller.server.runs.resume(
         caller.store, checkpoint_id, body.targets, answer, relay=relay
     )
@@ -243,7 +246,13 @@ async def fork_run(checkpoint_id: str, body: ForkRequest, caller: CallerDep) -> 
     The run goes on as the original did after that step; the original is left as it is.
     A step the run does not keep is `404`."""
     _check_id(checkpoint_id)
-    run = await caller.server.runs.fork(caller.store, checkpoint_id, body.step, body.session_values)
+    run = await caller.server.runs.fork(
+        caller.store,
+        checkpoint_id,
+        body.step,
+        body.session_values,
+        relay=kept_relay(caller.server.runs, False),
+    )
     return await _respond(run, body.stream)
 
 
@@ -439,6 +448,9 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: 
             openai_router(find_caller),
             eval_router(find_caller),
             runs_router(find_caller),
+            rejoin_router(find_caller),
+            turn_router(find_caller),
+            memory_router(find_caller),
             usage_router(find_caller),
         )
         for routes in (*groups, approvals_router(find_caller)):

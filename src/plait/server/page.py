@@ -4,31 +4,42 @@ One HTML page, its scripts and one style sheet (in `plait/server/static/`), with
 other network asset: the page works offline and talks only to the API of the server that
 serves it. The page itself holds no data, so it needs no API key; everything it shows comes
 from the API with the key typed into the page (kept in the browser's localStorage and sent as
-`Authorization: Bearer <key>`).
+`Authorization: Bearer <key>`). `/ui/instance` names the app the page talks to, so that
+the page notices a reload of the app (`plait dev`) by itself.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
 from fastapi import FastAPI
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 __all__ = ["mount"]
 
-#: route -> (file in `static/`, media type)
-FILES: dict[str, tuple[str, str]] = {
-    "/": ("index.html", "text/html; charset=utf-8"),
-    "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
-    "/ui/trace.js": ("trace.js", "text/javascript; charset=utf-8"),
-    "/ui/history.js": ("history.js", "text/javascript; charset=utf-8"),
-    "/ui/sidebar.js": ("sidebar.js", "text/javascript; charset=utf-8"),
-    "/ui/topology.js": ("topology.js", "text/javascript; charset=utf-8"),
-    "/ui/eval.js": ("eval.js", "text/javascript; charset=utf-8"),
-    "/ui/approvals.js": ("approvals.js", "text/javascript; charset=utf-8"),
-    "/ui/style.css": ("style.css", "text/css; charset=utf-8"),
+#: The media type of each kind of file in `static/`.
+MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
 }
+
+
+def _files() -> dict[str, tuple[str, str]]:
+    """Return route -> (file in `static/`, media type): the page at `/`, the rest under `/ui/`."""
+    found = {}
+    for entry in resources.files("plait.server").joinpath("static").iterdir():
+        suffix = "." + entry.name.rpartition(".")[2]
+        if suffix in MEDIA_TYPES:
+            route = "/" if entry.name == "index.html" else f"/ui/{entry.name}"
+            found[route] = (entry.name, MEDIA_TYPES[suffix])
+    return dict(sorted(found.items()))
+
+
+#: route -> (file in `static/`, media type)
+FILES: dict[str, tuple[str, str]] = _files()
 
 #: The page may load only its own script and style and talk only to its own server.
 HEADERS = {
@@ -54,12 +65,28 @@ def _serve(body: bytes, media_type: str) -> Callable[[], Awaitable[Response]]:
     return serve
 
 
+def _instance(name: str) -> Callable[[], Awaitable[JSONResponse]]:
+    async def instance() -> JSONResponse:
+        return JSONResponse({"instance": name}, headers=HEADERS)
+
+    return instance
+
+
 def mount(app: FastAPI) -> None:
-    """Add the dev page's routes to `app`: the page at `/`, its files under `/ui/`.
+    """Add the dev page's routes to `app`: the page at `/`, its files under `/ui/`, and
+    `/ui/instance`, `{"instance": id}` with an id new for each app (each `plait dev` reload
+    makes a new app: the open page sees the id change and reads the agents again).
 
     These routes need no API key (the page holds no data) and are left out of the OpenAPI
     schema.
     """
+    app.add_api_route(
+        "/ui/instance",
+        _instance(uuid.uuid4().hex),
+        methods=["GET"],
+        include_in_schema=False,
+        name="dev page: the app's instance",
+    )
     for path, (name, media_type) in FILES.items():
         app.add_api_route(
             path,

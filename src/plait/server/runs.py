@@ -457,9 +457,12 @@ class Runs:
         checkpoint_id: str,
         step: int,
         session_values: dict[str, Any] | None,
+        *,
+        relay: Relay | None = None,
     ) -> LiveRun:
         """Start a new run from step `step` of the run `checkpoint_id` (with
-        `session_values` over the step's); return once it has started.
+        `session_values` over the step's; `relay` sends its events); return once it has
+        started.
 
         Raises:
             CheckpointNotFound: No such run of this user, or it keeps no such step.
@@ -468,7 +471,9 @@ class Runs:
         previous = await self.summary(store, checkpoint_id)
         self._check_served(checkpoint_id, previous.agent)
         store = store.for_agent(previous.agent)
-        run = LiveRun(self, store, previous.agent, uuid.uuid4().hex, None, resumed=True)
+        run = LiveRun(
+            self, store, previous.agent, uuid.uuid4().hex, None, resumed=True, relay=relay
+        )
         await self._admit(run)
         runner = self._runner(run, [_Accepted(run), run.relay])
         stream = runner.fork(checkpoint_id, step, run.checkpoint_id, session_values)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["Topology", "TopologyEdge", "TopologyNode", "describe"]
+__all__ = ["Topology", "TopologyEdge", "TopologyNode", "agents_in", "describe"]
 
 NodeKind = Literal["agent", "team", "workflow", "graph", "function", "start", "end"]
 EdgeKind = Literal["member", "transfer", "agent_tool", "step", "graph"]
@@ -56,6 +56,7 @@ class _Walk:
     def __init__(self) -> None:
         self.nodes: dict[str, TopologyNode] = {}
         self.edges: list[TopologyEdge] = []
+        self.agents: list[Any] = []  # the agents visited, in order
 
     def edge(self, source: str, target: str, kind: EdgeKind, label: str = "") -> None:
         self.edges.append(TopologyEdge(source=source, target=target, kind=kind, label=label))
@@ -74,6 +75,7 @@ class _Walk:
             description=str(getattr(agent, "description", "") or ""),
         )
         self.nodes[node_id] = node
+        self.agents.append(agent)
         if hasattr(agent, "members") and hasattr(agent, "lead"):
             node.kind = "team"
             self._team(agent, node_id)
@@ -156,3 +158,10 @@ def describe(agent: Any) -> Topology:
     walk = _Walk()
     root = walk.visit(agent, None)
     return Topology(root=root, nodes=list(walk.nodes.values()), edges=walk.edges)
+
+
+def agents_in(agent: Any) -> list[Any]:
+    """Return `agent` and every agent, team, workflow and graph under it (at most 500)."""
+    walk = _Walk()
+    walk.visit(agent, None)
+    return walk.agents

@@ -22,17 +22,15 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Response
-from pydantic import TypeAdapter
 
 from plait.agents.options import RunOption
-from plait.core.agent import Agent
 from plait.errors import UsageError
-from plait.graph import CompiledGraph
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.shapes import Body, Page, SortedPage, errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
+from plait.server.schemas import agent_schemas
 from plait.server.topology import describe
 
 __all__ = [
@@ -330,24 +328,6 @@ def _graph(who: Caller, assistant: Assistant) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges}
 
 
-_MESSAGE = {
-    "type": "object",
-    "properties": {
-        "type": {"enum": ["human", "ai", "tool", "system"]},
-        "role": {"enum": ["user", "assistant", "tool", "system"]},
-        "content": {"type": "string"},
-        "id": {"type": "string"},
-        "tool_calls": {"type": "array", "items": {"type": "object"}},
-        "tool_call_id": {"type": "string"},
-        "name": {"type": "string"},
-    },
-}
-_MESSAGES = {"type": "array", "items": _MESSAGE}
-_STATE = {
-    "type": "object",
-    "properties": {"messages": _MESSAGES},
-    "additionalProperties": True,
-}
 _OPTIONS = {
     "type": "object",
     "properties": {
@@ -358,21 +338,6 @@ _OPTIONS = {
     },
     "additionalProperties": False,
 }
-
-
-def _state_schema(agent: Agent | None) -> dict[str, Any]:
-    """Return the JSON schema of an agent's state: a graph's keys (`messages` as the SDK's
-    messages; a key whose type has no schema, any value), else `_STATE`."""
-    if not isinstance(agent, CompiledGraph):
-        return _STATE
-    properties: dict[str, Any] = {}
-    for key, hint in agent.graph.hints.items():
-        try:
-            found = TypeAdapter(hint).json_schema()
-        except Exception:  # a type pydantic cannot describe
-            found = {}
-        properties[key] = _MESSAGES if key == "messages" else found
-    return {"title": agent.name, "type": "object", "properties": properties}
 
 
 def assistants_router(caller: Callable[..., Any]) -> APIRouter:
@@ -491,14 +456,15 @@ def _describing_routes(router: APIRouter, who_dep: Any) -> None:
         responses=errors(401, 404),
     )
     async def schemas(assistant_id: str, who: Caller = who_dep) -> dict[str, Any]:
-        """Return the JSON schemas of the assistant's input, output, state and options."""
+        """Return the JSON schemas of the assistant's input (messages and the session values
+        its agents read: `plait.server.schemas`), output, state and options."""
         assistant = await find_assistant(who, assistant_id)
-        state = _state_schema(who.server.agents.get(assistant.graph_id))
+        agent = who.server.agents.get(assistant.graph_id)
+        if agent is None:
+            raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
         return {
             "graph_id": assistant.graph_id,
-            "input_schema": state,
-            "output_schema": state,
-            "state_schema": state,
+            **agent_schemas(agent),
             "config_schema": {"type": "object", "properties": {"configurable": _OPTIONS}},
             "context_schema": _OPTIONS,
         }

@@ -1,6 +1,7 @@
-// The dev page's side bar: the agents, the selected agent's sessions, and the inbox of paused
-// and stopped runs (GET /v1/runs?status=…: every worker's, so a reload never loses one).
-// It uses app.js's helpers and state. Server text is only set as text.
+// The dev page's side bar: the agents, the selected agent's sessions, and one inbox of the
+// runs that wait for a person — paused runs (their approvals and unknown outcomes named with
+// the call they are about) and stopped runs that can go on — from the store (every worker's:
+// a reload never loses one). It uses the other scripts' helpers. Server text is only set as text.
 "use strict";
 
 function describeAgent() {
@@ -17,19 +18,24 @@ async function loadAgents() {
     option.title = agent.description;
     return option;
   });
+  const kept = $("agent").value || localStorage.getItem(AGENT_STORE);
   $("agent").replaceChildren(...options);
-  const saved = localStorage.getItem(AGENT_STORE);
-  if (agents.some((agent) => agent.name === saved)) $("agent").value = saved;
+  if (agents.some((agent) => agent.name === kept)) $("agent").value = kept;
   describeAgent();
   state.agent = $("agent").value;
 }
 
-// Select an agent (a session or paused run of it was opened): its sessions and picture.
+// What the page shows of the selected agent: its sessions, picture, input form, assistants.
+function agentViews(name) {
+  return Promise.all([refreshSessions(), loadTopology(name), loadInputs(name), loadAssistants(name)]);
+}
+
+// Select an agent (a session or paused run of it was opened).
 async function selectAgent(name) {
   if (!name || state.agent === name) return;
   $("agent").value = state.agent = name;
   describeAgent();
-  await Promise.all([refreshSessions(), loadTopology(name)]);
+  await agentViews(name);
 }
 
 // Another agent was picked: a new session with it (its sessions are listed, not another's).
@@ -38,14 +44,14 @@ async function agentChanged() {
   state.agent = $("agent").value;
   describeAgent();
   newSession();
-  await Promise.all([refreshSessions(), loadTopology($("agent").value)]);
+  await agentViews(state.agent);
 }
 
 function setSession(id) {
   state.session = id;
   $("session-id").textContent = id;
-  for (const button of $("sessions").querySelectorAll("button")) {
-    button.setAttribute("aria-current", String(button.dataset.session === id));
+  for (const item of $("sessions").querySelectorAll("button")) {
+    item.setAttribute("aria-current", String(item.dataset.session === id));
   }
 }
 
@@ -57,12 +63,11 @@ async function refreshSessions() {
     const sessions = await getJSON(`/v1/sessions?agent=${encodeURIComponent(agent)}`);
     if ($("agent").value !== agent) return; // another agent was picked meanwhile
     const items = sessions.map((session) => {
-      const when = new Date(session.updated_at).toLocaleString();
-      const button = el("button", "session", session.session_id, el("small", "", when));
-      button.type = "button";
-      button.dataset.session = session.session_id;
-      button.addEventListener("click", () => openSession(session.session_id, session.agent));
-      return el("li", "", button);
+      const open = () => openSession(session.session_id, session.agent);
+      const item = button("", "session", open);
+      item.append(session.session_id, el("small", "", when(session.updated_at)));
+      item.dataset.session = session.session_id;
+      return el("li", "", item);
     });
     $("sessions").replaceChildren(...items);
     $("sessions-agent").textContent = agent;
@@ -74,20 +79,18 @@ async function refreshSessions() {
 
 function clearView(sessionId) {
   notice("");
-  state.lastPath = null;
+  Object.assign(state, { lastPath: null, events: [], selected: null, steps: [], runId: null });
+  Object.assign(state, { step: null, request: "", endValues: null, firstEvent: 0 });
+  state.sessionValues = {};
+  state.startValues = {};
   state.handoffs.clear();
-  state.events = [];
   state.streaming.clear();
   state.errorShown = false;
-  state.selected = null;
-  state.steps = [];
   for (const id of ["events", "interrupts", "handoffs", "run-facts", "steps"]) {
     $(id).replaceChildren();
   }
   $("history").hidden = true;
   $("state-view").hidden = true;
-  state.runId = null;
-  state.step = null;
   hideTrace();
   markTopology(null, null);
   setSession(sessionId);
@@ -98,7 +101,7 @@ function newSession() {
   clearView(`chat-${Date.now().toString(36)}-${random}`);
 }
 
-// Show a session's messages (its turns so far); false when it has none yet.
+// Show a session's messages (its turns so far), drawn as a run's; false when it has none.
 async function showSession(id) {
   let detail;
   try {
@@ -106,18 +109,9 @@ async function showSession(id) {
   } catch (_) {
     return false; // a first turn that paused is in no session yet
   }
-  let author = null;
-  for (const message of detail.messages) {
-    if (message.role === "user") {
-      addRow(0, "user", el("span", "who", "you"), el("div", "text", message.content));
-      author = null;
-      continue;
-    }
-    if (message.author !== author) addAuthor(0, message.author, "");
-    author = message.author;
-    for (const [kind, ...nodes] of messageParts(message)) addRow(0, kind, ...nodes);
-  }
+  drawMessages(detail.messages);
   detail.handoffs.forEach(addHandoff);
+  state.sessionValues = detail.values || {};
   return true;
 }
 
@@ -133,16 +127,7 @@ async function openSession(id, agent) {
   }
 }
 
-// ---- the inbox: paused runs waiting for a person, stopped runs that can go on -------------
-
-function pauseQuestion(run) {
-  if (run.status === "cancelled") return "stopped";
-  const first = (run.interrupts || [])[0];
-  if (!first) return "paused";
-  const info = first.info;
-  if (info && typeof info === "object" && typeof info.question === "string") return info.question;
-  return show(info);
-}
+// ---- the inbox -----------------------------------------------------------------------
 
 // The runs that wait: paused ones and stopped ones with a checkpoint, newest first.
 async function waitingRuns() {
@@ -153,42 +138,58 @@ async function waitingRuns() {
   return runs.sort((a, b) => Date.parse(b.updated_at) - Date.parse(a.updated_at));
 }
 
+// What a waiting run asks, in one line (an approval: the tool and its exact arguments).
+function inboxLine(run) {
+  if (run.status === "cancelled") return ["stopped", null];
+  const first = (run.interrupts || [])[0];
+  if (!first) return ["paused", null];
+  const call = callOf(first.info);
+  return [questionOf(first.info), call ? pretty(call.arguments) : null];
+}
+
+function inboxItem(run) {
+  const [line, args] = inboxLine(run);
+  const item = button("", "paused-run", () => openPausedRun(run));
+  item.append(el("b", "", run.agent), el("span", "", " " + line));
+  if (args) item.append(el("code", "inbox-args", args));
+  item.append(el("small", "", when(run.updated_at)));
+  item.dataset.run = run.run_id;
+  item.dataset.status = run.status;
+  item.dataset.kind = run.status === "cancelled" ? "stopped" : kindOf((run.interrupts[0] || {}).info);
+  return el("li", "", item);
+}
+
 async function refreshInbox() {
   try {
-    const items = (await waitingRuns()).map((run) => {
-      const when = new Date(run.updated_at).toLocaleString();
-      const button = el(
-        "button",
-        "paused-run",
-        el("b", "", run.agent),
-        el("span", "", " " + pauseQuestion(run)),
-        el("small", "", when),
-      );
-      button.type = "button";
-      button.dataset.run = run.run_id;
-      button.dataset.status = run.status;
-      button.addEventListener("click", () => openPausedRun(run));
-      return el("li", "", button);
-    });
-    $("inbox").replaceChildren(...items);
-    $("inbox-count").textContent = items.length ? String(items.length) : "";
+    const runs = await waitingRuns();
+    $("inbox").dataset.read = "true";
+    const shown = runs.map((run) => `${run.run_id}:${run.status}:${run.updated_at}`).join(",");
+    if ($("inbox").dataset.shown === shown) return; // keep the list still between two looks
+    $("inbox").dataset.shown = shown;
+    $("inbox").replaceChildren(...runs.map(inboxItem));
+    $("inbox-count").textContent = runs.length ? String(runs.length) : "";
+    if (!runs.length) $("inbox").append(el("li", "muted", "nothing waits for you"));
   } catch (error) {
-    notice(error.message);
+    $("inbox").replaceChildren(el("li", "muted refused", error.message));
+    $("inbox").dataset.read = "false";
+    delete $("inbox").dataset.shown; // the next read draws the list again
   }
 }
 
-// Reopen a paused (or stopped) run: its agent, its session so far, its facts and its panel
-// (the interrupts to answer, or Resume).
+// Reopen a paused (or stopped) run, drawn as the live run was: its session so far, its turn
+// (the request and what the agents did), the pause under the agent that asked, and its panel
+// (the questions beside what led to them, or Resume).
 async function openPausedRun(run) {
   if (state.running) return;
   await selectAgent(run.agent);
   clearView(run.session_id || state.session);
   if (run.session_id) await showSession(run.session_id);
+  const turn = await readTurn(run.checkpoint_id);
+  if (turn) drawMessages(turn.turn, false); // a turn not ended has no answer yet
+  state.request = turn ? lastUserText(turn.request) : "";
   fact("agent", run.agent);
   fact("run", run.run_id);
-  const what = run.status === "cancelled" ? "stopped" : "paused";
-  addRow(0, "fork", el("span", "label", `${what} run ${run.run_id}`));
-  showSummary(run);
-  showNextSteps(run);
+  await showSummary(run);
+  await showNextSteps(run);
   await loadHistory(run.checkpoint_id);
 }

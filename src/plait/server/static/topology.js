@@ -19,7 +19,49 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
-// Place each node: leaves side by side, a parent centred over its children.
+// A graph's nodes in the order its flow runs: `__start__`, each node the first time an edge
+// reaches it, the nodes no edge reaches, then `__end__`.
+function flowOrder(children, edges) {
+  const ids = new Set(children.map((child) => child.id));
+  const next = new Map();
+  for (const edge of edges) {
+    if (edge.kind !== "graph" || !ids.has(edge.source) || !ids.has(edge.target)) continue;
+    if (!next.has(edge.source)) next.set(edge.source, []);
+    next.get(edge.source).push(edge.target);
+  }
+  const end = children.find((child) => child.kind === "end");
+  const start = children.find((child) => child.kind === "start");
+  const seen = [];
+  const queue = start ? [start.id] : [];
+  while (queue.length) {
+    const id = queue.shift();
+    if (seen.includes(id) || (end && id === end.id)) continue;
+    seen.push(id);
+    queue.push(...(next.get(id) || []));
+  }
+  const rest = children.filter((child) => !seen.includes(child.id) && child !== end);
+  const byId = new Map(children.map((child) => [child.id, child]));
+  return [...seen.map((id) => byId.get(id)), ...rest, ...(end ? [end] : [])];
+}
+
+// The edges a graph does not draw but has: a node no edge leaves ends the graph.
+function endingEdges(byId, edges) {
+  const leaving = new Set(edges.filter((edge) => edge.kind === "graph").map((edge) => edge.source));
+  const found = [];
+  for (const end of byId.values()) {
+    if (end.kind !== "end") continue;
+    for (const node of byId.values()) {
+      const inGraph = node.parent === end.parent && node.kind !== "start" && node.kind !== "end";
+      if (inGraph && !leaving.has(node.id)) {
+        found.push({ source: node.id, target: end.id, kind: "graph", label: "", implicit: true });
+      }
+    }
+  }
+  return found;
+}
+
+// Place each node: leaves side by side, a parent centred over its children (a graph's in
+// the order of its flow).
 function layoutTopology(topology) {
   const byId = new Map(topology.nodes.map((node) => [node.id, { ...node, children: [] }]));
   const roots = [];
@@ -27,6 +69,9 @@ function layoutTopology(topology) {
     const parent = node.parent && byId.get(node.parent);
     if (parent) parent.children.push(node);
     else roots.push(node);
+  }
+  for (const node of byId.values()) {
+    if (node.kind === "graph") node.children = flowOrder(node.children, topology.edges);
   }
   let slot = 0;
   let deepest = 0;
@@ -61,7 +106,8 @@ function nodeBox(node) {
 function edgeLine(edge, from, to, both) {
   const fx = from.left + BOX_W / 2;
   const tx = to.left + BOX_W / 2;
-  const attrs = { class: `edge ${edge.kind}`, "data-source": edge.source, "data-target": edge.target };
+  const kind = `edge ${edge.kind}${edge.implicit ? " implicit" : ""}`;
+  const attrs = { class: kind, "data-source": edge.source, "data-target": edge.target };
   if (to.parent === from.id) {
     const line = svg("line", { ...attrs, x1: fx, y1: from.top + BOX_H, x2: tx, y2: to.top });
     const label = edge.label || (edge.kind === "agent_tool" ? "tool" : edge.kind);
@@ -96,9 +142,10 @@ function drawTopology(topology) {
     "aria-label": `topology of ${topology.root}`,
   });
   picture.append(svg("defs", {}, arrow));
-  const pairs = new Set(topology.edges.map((edge) => edge.source + "\n" + edge.target));
+  const edges = [...topology.edges, ...endingEdges(byId, topology.edges)];
+  const pairs = new Set(edges.map((edge) => edge.source + "\n" + edge.target));
   const drawn = new Set();
-  for (const edge of topology.edges) {
+  for (const edge of edges) {
     const from = byId.get(edge.source);
     const to = byId.get(edge.target);
     if (!from || !to || drawn.has(edge.target + "\n" + edge.source)) continue;
@@ -117,6 +164,7 @@ async function loadTopology(name) {
     if ($("agent").value !== name) return; // another agent was picked meanwhile
     $("topology-view").replaceChildren(drawTopology(topology));
     $("topology").hidden = false;
+    $("topology-count").textContent = count(topology.nodes.length, "node");
   } catch (_) {
     $("topology").hidden = true; // the picture is extra: the page stands without it
   }
@@ -145,4 +193,9 @@ function markTopology(runPath, asker) {
     const paused = nodeOf(asker);
     if (paused) paused.classList.add("paused");
   }
+}
+
+// Fold the picture away: the run's events get the room (the summary opens it again).
+function foldTopology() {
+  $("topology").open = false;
 }
