@@ -46,6 +46,7 @@ from plait.server.bodies import (
 from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, HostRule, host_rule
+from plait.server.leases import DEFAULT_LEASE, WorkerLease
 from plait.server.limits import ApiError, BodyLimit, add_error_shape, install_error_handlers
 from plait.server.runs import LiveRun, Runs
 from plait.server.runs_api import runs_router
@@ -332,6 +333,7 @@ def create_app(
     webhook_allow: Sequence[str] | None = None,
     cron_poll: float = 1.0,
     clock: Callable[[], datetime] | None = None,
+    run_lease: float = DEFAULT_LEASE,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
@@ -362,16 +364,20 @@ def create_app(
             or loopback address) or not `https`; every other host must be both.
         cron_poll: Seconds between two looks for due crons (`agent_protocol`).
         clock: What returns this moment for the crons (default: the system's clock).
+        run_lease: Seconds this worker's lease on its runs lasts in the store (renewed
+            every third of it while it runs runs): a run whose worker was killed is taken
+            over by the other workers this long after its last renewal
+            (`plait.server.leases`).
 
     Raises:
         UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts;
             `a2a` without the a2a-sdk.
     """
     keys = check_api_keys(api_keys)
-    _check_limits(max_request_bytes, cancel_poll, cron_poll)
+    _check_limits(max_request_bytes, cancel_poll, cron_poll, run_lease)
     rule = host_rule(allowed_hosts, keyed=keys is not None)
     hooks = Webhooks(webhook_secret, webhook_allow)
-    server = _server(_named_agents(agents), store, keys, cancel_poll, hooks, clock)
+    server = _server(_named_agents(agents), store, keys, (cancel_poll, run_lease), hooks, clock)
     if agent_protocol:
         server.background.append(Scheduler(server, cron_poll).run)
     app = _new_app(server)
@@ -450,11 +456,15 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: 
             route.matches(nowhere)  # a path no route matches: every route is looked at
 
 
-def _check_limits(max_request_bytes: object, cancel_poll: float, cron_poll: float) -> None:
+def _check_limits(
+    max_request_bytes: object, cancel_poll: float, cron_poll: float, run_lease: float
+) -> None:
     if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
         raise UsageError("max_request_bytes must be an int")
     if max_request_bytes < 1 or not cancel_poll > 0 or not cron_poll > 0:
         raise UsageError("max_request_bytes, cancel_poll and cron_poll must be positive")
+    if not run_lease > 0:
+        raise UsageError("run_lease must be a positive number of seconds")
 
 
 def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -491,10 +501,11 @@ def _server(
     agents: dict[str, Agent],
     store: Store | None,
     keys: dict[str, str] | None,
-    poll: float,
+    timing: tuple[float, float],
     webhooks: Webhooks,
     clock: Callable[[], datetime] | None,
 ) -> Server:
+    """Return what the app's routes share (`timing`: the cancel poll and the run lease)."""
     owns = store is None
     if store is None:
         from plait.stores.sqlite import SqliteStore
@@ -502,7 +513,9 @@ def _server(
         store = SqliteStore("plait.db")
     elif not isinstance(store, Store):
         raise UsageError(f"store must be a plait Store, got {type(store).__name__}")
-    server = Server(agents, store, keys, Runs(agents, cancel_poll=poll), owns, webhooks=webhooks)
+    poll, lease = timing
+    runs = Runs(agents, cancel_poll=poll, leases=WorkerLease(store, lease))
+    server = Server(agents, store, keys, runs, owns, webhooks=webhooks)
     server.clock = clock or server.clock
     return server
 

@@ -19,15 +19,27 @@ from collections.abc import Awaitable, Callable, Mapping
 from starlette.types import Receive, Scope, Send
 
 from plait.server.bodies import RunSummary
+from plait.server.limits import ApiError
 from plait.server.runs import Item, Nudge, Relay
 from plait.server.sse import EventStream, Feed
 
-__all__ = ["KEPT", "Follower", "RunLog", "RunLogs", "ResumableStream"]
+__all__ = ["KEPT", "Follower", "ResumableStream", "RunLog", "RunLogs", "event_id"]
 
 #: How many ended runs' logs a process keeps.
 KEPT = 256
 #: The stream mode each event belongs to (events not listed are always sent).
 _MODE_OF = {"messages": {"messages-tuple", "messages"}}
+
+
+def event_id(given: str | None) -> int | None:
+    """Return the event id of a `Last-Event-ID` header (None: none given); `422` for one
+    that is not an event id."""
+    if not given:
+        return None
+    try:
+        return int(given)
+    except ValueError:
+        raise ApiError(422, f"Last-Event-ID '{given[:32]}' is not an event id") from None
 
 
 class RunLog:

@@ -44,13 +44,10 @@ from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_de
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import input_messages, message_id, to_sdk
 from plait.protocols.agent_protocol.multitask import (
-    alive_runs,
     finish,
     keep_stopped_turns,
     mark_stop,
-    reserve,
     rewind,
-    start_next,
     stop_runs,
 )
 from plait.protocols.agent_protocol.not_served import NOT_YET
@@ -63,7 +60,7 @@ from plait.protocols.agent_protocol.records import (
     run_json,
     thread_values,
 )
-from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs
+from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs, event_id
 from plait.protocols.agent_protocol.shapes import errors
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
 from plait.protocols.agent_protocol.threads import (
@@ -72,6 +69,7 @@ from plait.protocols.agent_protocol.threads import (
     note_run,
     thread_status,
 )
+from plait.protocols.agent_protocol.workers import reserve_run, start_next
 from plait.run.sessions import SessionDocument, decode_session
 from plait.server.bodies import RunSummary
 from plait.server.caller import CHECKPOINT_HEADER, Caller
@@ -83,6 +81,7 @@ __all__ = [
     "create_run",
     "join_run",
     "runs_router",
+    "start_queued",
     "start_run",
     "stream_run",
     "wait_run",
@@ -172,10 +171,7 @@ async def _begin(
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
     run_id = run_id or str(uuid.uuid4())
     record = new_record(thread_id, assistant.assistant_id, body)
-    alive = await alive_runs(who, thread_id)
-    stop = await Document(who, _DOC).change(
-        lambda stored: reserve(stored, thread_id, run_id, record, strategy, alive)
-    )
+    stop = await reserve_run(who, thread_id, run_id, record, strategy)
     if stop is None:
         return await _launch(who, thread_id, run_id, body, logs)
     await stop_runs(who, stop)
@@ -259,6 +255,11 @@ async def _start(
         )
     await note_run(who, thread_id, live.run_id, assistant.graph_id)
     return live
+
+
+async def start_queued(who: Caller, thread_id: str) -> None:
+    """Start the thread's next queued run if the thread is free (a worker's sweep)."""
+    await start_next(who, thread_id, _launcher(who, thread_id, RunLogs()))
 
 
 async def start_run(who: Caller, thread_id: str, body: RunCreate, run_id: str | None = None) -> str:
@@ -460,16 +461,6 @@ def _headers(started: _Started) -> dict[str, str]:
     }
 
 
-def _event_id(given: str | None) -> int | None:
-    """Return the event id of a `Last-Event-ID` header (None: none given)."""
-    if not given:
-        return None
-    try:
-        return int(given)
-    except ValueError:
-        raise ApiError(422, f"Last-Event-ID '{given[:32]}' is not an event id") from None
-
-
 def runs_router(caller: Callable[..., Any], logs: RunLogs) -> APIRouter:
     """Return a thread's run routes; `caller` is the app's dependency that checks the API
     key, `logs` keeps the events of this process's runs, for clients that re-attach."""
@@ -557,7 +548,7 @@ def _run_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
         """Stream the run's events after `Last-Event-ID` (all without it), then as they
         come, to its end."""
         await find_run(who, thread_id, run_id)
-        after = _event_id(request.headers.get("last-event-id"))
+        after = event_id(request.headers.get("last-event-id"))
         modes = frozenset(mode for mode in stream_mode or () if mode)
         leave = _leaving(who, thread_id, run_id, cancel_on_disconnect)
         return await _follow(who, thread_id, run_id, logs, after, modes, leave)
