@@ -234,9 +234,21 @@ def serve(
     a2a: bool = typer.Option(
         False, "--a2a", help="Also serve every agent over A2A at /a2a/{agent} (plait[a2a])."
     ),
+    run_lease: float | None = typer.Option(
+        None,
+        "--run-lease",
+        help=(
+            "Seconds this worker's lease on its runs lasts in the store (default 30): the "
+            "runs of a worker that was killed are taken over by the others this long after."
+        ),
+    ),
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
     options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host, a2a)
+    if run_lease is not None:
+        import dataclasses
+
+        options = dataclasses.replace(options, run_lease=run_lease)
     raise typer.Exit(_lazy("serve_command")(options))
 
 

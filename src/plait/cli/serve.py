@@ -60,6 +60,7 @@ class ServeOptions:
     open_browser: bool = False
     allowed_hosts: tuple[str, ...] | None = None
     a2a: bool = False
+    run_lease: float | None = None
 
 
 def read_api_keys(path: str) -> dict[str, str]:
@@ -141,6 +142,7 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     """Return the app for the options' targets and keys, and the names of its agents."""
     try:
         from plait.server import create_app
+        from plait.server.leases import DEFAULT_LEASE
     except ImportError as exc:  # pragma: no cover - plait.server reports its own extra
         raise UsageError(f"plait serve needs the server extra: {_INSTALL} ({exc})") from None
     agents = load_targets(options.targets)
@@ -148,7 +150,13 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
     hosts = None if options.allowed_hosts is None else list(options.allowed_hosts)
     app = create_app(
-        agents, store=store, api_keys=keys, ui=options.ui, allowed_hosts=hosts, a2a=options.a2a
+        agents,
+        store=store,
+        api_keys=keys,
+        ui=options.ui,
+        allowed_hosts=hosts,
+        a2a=options.a2a,
+        run_lease=DEFAULT_LEASE if options.run_lease is None else options.run_lease,
     )
     return app, [agent.name for agent in agents]
 
