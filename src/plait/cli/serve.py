@@ -145,6 +145,8 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
         from plait.server.leases import DEFAULT_LEASE
     except ImportError as exc:  # pragma: no cover - plait.server reports its own extra
         raise UsageError(f"plait serve needs the server extra: {_INSTALL} ({exc})") from None
+    if options.run_lease is not None and not options.run_lease > 0:
+        raise UsageError(f"--run-lease {options.run_lease:g} must be a positive number of seconds")
     agents = load_targets(options.targets)
     _check_names(options.targets, [agent.name for agent in agents])
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None

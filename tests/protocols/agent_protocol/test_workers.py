@@ -1,5 +1,5 @@
 """The Agent Protocol served by two `plait serve` workers sharing one store (PostgreSQL,
-and one SQLite file), driven by the official langgraph-sdk client on each worker: a thread
+Redis, and one SQLite file), driven by the official langgraph-sdk client on each worker: a thread
 made on one runs on the other and is read, joined, streamed and cancelled from the first;
 double texting with runs posted at once through both; a cron fired once per tick.
 Workers killed mid-run are in `test_worker_loss.py`."""
@@ -25,9 +25,9 @@ from tests.protocols.agent_protocol.workers_support import Workers, serve_worker
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+@pytest.fixture(params=["postgres", "sqlite", "redis"])
 async def workers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Workers]:
-    """Workers A and B on PostgreSQL tables, or a SQLite file, of this test's own."""
+    """Workers A and B on PostgreSQL tables, Redis keys or a SQLite file of this test's own."""
     async with serve_workers(request.param, tmp_path) as found:
         yield found
 

@@ -29,6 +29,7 @@ from tests.cli.support import WAIT, ServeProcess, sqlite_url
 from tests.protocols.agent_protocol.support import KEYS
 
 PG_DSN = os.environ.get("PLAIT_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("PLAIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SERVED = Path(__file__).resolve().parent / "served_agents.py"
 #: The agents each worker serves (`served_agents.py`).
 AGENTS = ("echo", "worker", "stepper")
@@ -107,9 +108,30 @@ def _postgres_url() -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def _redis_url() -> Iterator[str]:
+    """Return the URL of a Redis store on keys of its own (deleted at the end)."""
+    redis = pytest.importorskip("redis")
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:  # only on a machine without a server
+        pytest.skip(f"no Redis server at {REDIS_URL}: {exc}")
+    prefix = f"plait_ap_{uuid.uuid4().hex[:10]}:"
+    try:
+        yield f"{REDIS_URL}?prefix={prefix}"
+    finally:
+        for key in client.scan_iter(match=f"{prefix}*"):
+            client.delete(key)
+        client.close()
+
+
+@contextlib.contextmanager
 def _store_url(kind: str, tmp_path: Path) -> Iterator[str]:
     if kind == "postgres":
         with _postgres_url() as url:
+            yield url
+    elif kind == "redis":
+        with _redis_url() as url:
             yield url
     else:
         yield sqlite_url(tmp_path / "workers.db")
@@ -129,7 +151,7 @@ async def serve_workers(
     kind: str, tmp_path: Path, *, run_lease: float | None = None
 ) -> AsyncIterator[Workers]:
     """Serve the agents of `served_agents.py` from two `plait serve` workers on a store
-    of `kind` ("postgres" or "sqlite") of this test's own (`run_lease`: their
+    of `kind` ("postgres", "redis" or "sqlite") of this test's own (`run_lease`: their
     `--run-lease`)."""
     pytest.importorskip("uvicorn")
     scratch = tmp_path / "scratch"
@@ -142,7 +164,19 @@ async def serve_workers(
         if run_lease is not None:
             args += ["--run-lease", str(run_lease)]
         env = {"PLAIT_AP_SCRATCH": str(scratch)}
-        logs = tmp_path / "logs"
-        with ServeProcess(args, logs, env=env) as a, ServeProcess(args, logs, env=env) as b:
-            async with _clients(a) as on_a, _clients(b) as on_b:
-                yield Workers(on_a, on_b, scratch, url)
+        processes = [ServeProcess(args, tmp_path / "logs", env=env) for _ in "ab"]
+        async with _started(processes) as (a, b), _clients(a) as on_a, _clients(b) as on_b:
+            yield Workers(on_a, on_b, scratch, url)
+
+
+@contextlib.asynccontextmanager
+async def _started(processes: list[ServeProcess]) -> AsyncIterator[list[ServeProcess]]:
+    """Start `processes` side by side; stop them (side by side too) at the end."""
+    try:
+        starts = [asyncio.to_thread(process.__enter__) for process in processes]
+        for outcome in await asyncio.gather(*starts, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        yield processes
+    finally:
+        await asyncio.gather(*(asyncio.to_thread(process.stop) for process in processes))
