@@ -364,10 +364,7 @@ def create_app(
             or loopback address) or not `https`; every other host must be both.
         cron_poll: Seconds between two looks for due crons (`agent_protocol`).
         clock: What returns this moment for the crons (default: the system's clock).
-        run_lease: Seconds this worker's lease on its runs lasts in the store (renewed
-            every third of it while it runs runs): a run whose worker was killed is taken
-            over by the other workers this long after its last renewal
-            (`plait.server.leases`).
+        run_lease: Seconds a worker's lease on its runs lasts (`plait.server.leases`).
 
     Raises:
         UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts;
@@ -380,9 +377,7 @@ def create_app(
     server = _server(_named_agents(agents), store, keys, (cancel_poll, run_lease), hooks, clock)
     if agent_protocol:
         server.background.append(Scheduler(server, cron_poll).run)
-    app = _new_app(server)
-    _equip(app, ui, server if a2a else None, max_request_bytes, rule, agent_protocol)
-    return app
+    return _equip(server, ui, a2a, max_request_bytes, rule, agent_protocol)
 
 
 def _new_app(server: Server) -> FastAPI:
@@ -403,20 +398,23 @@ def _new_app(server: Server) -> FastAPI:
 
 
 def _equip(
-    app: FastAPI,
+    server: Server,
     ui: bool,
-    a2a: Server | None,
+    a2a: bool,
     max_request_bytes: int,
     rule: HostRule | None,
     agent_protocol: bool,
-) -> None:
-    """Give `app` its error handlers, routes and the checks every request passes."""
+) -> FastAPI:
+    """Return the app of `server` with its error handlers, routes and the checks every
+    request passes."""
+    app = _new_app(server)
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
-    _include_routes(app, ui, a2a, agent_protocol)
+    _include_routes(app, ui, server if a2a else None, agent_protocol)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
+    return app
 
 
 #: Held while an app builds its table of routes (see `_include_routes`).

@@ -157,7 +157,10 @@ class Scheduler:
 
     async def tick(self) -> None:
         """Claim the crons and delayed runs due now and start a run of each; then start
-        the queued runs of the threads that are free."""
+        the queued runs of the threads that are free (none of it once the app stops: the
+        other workers do it)."""
+        if self._server.runs.stopping:
+            return
         moment = clock_now(self._server)
         due = await SharedDocument(self._server.store, _DOC).change(
             lambda stored: _claim(stored, moment)
