@@ -13,6 +13,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import math
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -461,7 +462,7 @@ def _check_limits(
         raise UsageError("max_request_bytes must be an int")
     if max_request_bytes < 1 or not cancel_poll > 0 or not cron_poll > 0:
         raise UsageError("max_request_bytes, cancel_poll and cron_poll must be positive")
-    if not run_lease > 0:
+    if not (run_lease > 0 and math.isfinite(run_lease)):
         raise UsageError("run_lease must be a positive number of seconds")
 
 

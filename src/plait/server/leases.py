@@ -12,7 +12,8 @@ resumable by any process, and ends the run as a stop would, "cancelled" with tha
 checkpoint (or "paused" again, when it died resuming a pause before its first step), so
 `resume` goes on from its last step and no finished tool call runs again. A worker that
 stops gives its lease up once its runs have stopped, so whatever it left running is taken
-over at once rather than after a lease.
+over without waiting for the lease to run out (what a worker read of another's lease is
+trusted for a third of a lease at most).
 
 Workers compare lease times by their own clocks: keep the clocks of the machines that
 share a store in step (NTP) well within a lease.
@@ -33,7 +34,7 @@ from plait.server.bodies import RunRecord, RunSummary
 from plait.server.run_index import RunIndex
 from plait.server.summary import summarize
 from plait.server.users import UserStore
-from plait.stores.base import GuardedStore, Store
+from plait.stores.base import MAX_TTL, GuardedStore, Store
 
 __all__ = ["DEFAULT_LEASE", "WorkerLease", "take_over"]
 
@@ -50,7 +51,8 @@ class WorkerLease:
         self.seconds = seconds
         self._store = GuardedStore(store)
         self._until = 0.0  # until when this worker's lease holds, as last written
-        self._seen: dict[str, float] = {}  # until when each other worker's lease holds
+        # until when each other worker's lease held, and when that was read
+        self._seen: dict[str, tuple[float, float]] = {}
 
     @staticmethod
     def _key(worker: str) -> str:
@@ -58,7 +60,8 @@ class WorkerLease:
 
     async def _write(self, until: float) -> None:
         data = json.dumps({"until": until}).encode()
-        await self._store.put_session(self._key(self.worker), data, ttl=self.seconds * 10)
+        ttl = min(self.seconds * 10, MAX_TTL)  # the record of a worker gone goes in time
+        await self._store.put_session(self._key(self.worker), data, ttl=ttl)
         self._until = until
 
     async def hold(self) -> None:
@@ -74,13 +77,15 @@ class WorkerLease:
             await self._write(0.0)
 
     async def alive(self, worker: str) -> bool:
-        """Whether `worker`'s lease holds (this worker's always does)."""
+        """Whether `worker`'s lease holds (this worker's always does); what was read is
+        trusted for a third of a lease at most (a lease given up shows soon)."""
         now = time.time()
-        if worker == self.worker or self._seen.get(worker, 0.0) > now:
+        until, read_at = self._seen.get(worker, (0.0, 0.0))
+        if worker == self.worker or now < min(until, read_at + self.seconds / 3):
             return True
         data = await self._store.get_session(self._key(worker))
         until = float(json.loads(data)["until"]) if data is not None else 0.0
-        self._seen[worker] = until
+        self._seen[worker] = (until, now)
         return until > now
 
 
