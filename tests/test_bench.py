@@ -92,9 +92,9 @@ def test_server_benchmark_runs_and_reports_plait_figures() -> None:
     assert figures["peer_skipped"] == "--no-peer"
 
 
-def test_cli_startup_benchmark_runs_and_reports_its_figures() -> None:
-    figures = _quick("cli_startup.py")
-    for key in ("python_s", "help_s", "version_s"):
+def test_cli_start_benchmark_runs_and_reports_its_figures() -> None:
+    figures = _quick("cli_start.py")
+    for key in ("python_s", "help_s", "version_s", "run_help_s"):
         assert figures[key] > 0, key
 
 

@@ -131,6 +131,17 @@ def test_handoff_log_renders_one_line() -> None:
     assert log.render() == '[14:30:01] triage → security: "check the login" (3 steps, 450 tokens)'
 
 
+def test_handoff_log_counts_in_their_number_and_leaves_out_an_empty_message() -> None:
+    log = HandoffLog(
+        timestamp=datetime(2026, 1, 2, 14, 30, 1, tzinfo=UTC),
+        from_agent="triage",
+        to_agent="billing",
+        step_count=1,
+        tokens_used=1,
+    )
+    assert log.render() == "[14:30:01] triage → billing (1 step, 1 token)"
+
+
 def _sample_event() -> AgentEvent:
     return AgentEvent(
         agent_name="b",

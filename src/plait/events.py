@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from plait._util.json import JSONMixin
 from plait._util.record import record
+from plait._util.words import counted
 from plait.errors import PlaitError, RunCancelled, SerializationError
 from plait.messages import Message, Usage, merge_chunks
 
@@ -327,9 +328,12 @@ class HandoffLog(JSONMixin):
     tokens_used: int = 0
 
     def render(self) -> str:
-        """Render one line: `[14:30:01] triage → security: "…" (3 steps, 450 tokens)`."""
-        text = f'[{self.timestamp:%H:%M:%S}] {self.from_agent} → {self.to_agent}: "{self.message}"'
-        return f"{text} ({self.step_count} steps, {self.tokens_used} tokens)"
+        """Render one line: `[14:30:01] triage → security: "…" (3 steps, 450 tokens)`, the
+        counts in their number (`1 step`), without `: "…"` when there is no message."""
+        text = f"[{self.timestamp:%H:%M:%S}] {self.from_agent} → {self.to_agent}"
+        said = f': "{self.message}"' if self.message else ""
+        counts = f"{counted(self.step_count, 'step')}, {counted(self.tokens_used, 'token')}"
+        return f"{text}{said} ({counts})"
 
 
 @record

@@ -24,10 +24,11 @@ def target(name: str) -> str:
 
 
 def plait_env(**extra: str) -> dict[str, str]:
-    """Return an environment in which `python -m plait` runs this checkout's plait."""
+    """Return an environment in which `python -m plait` runs this checkout's plait (`extra`
+    may replace its PYTHONPATH and COLUMNS too)."""
     paths = [str(ROOT / "src"), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     env = {k: v for k, v in os.environ.items() if k not in ("PLAIT_MODEL", "PLAIT_LOCAL_MODEL")}
-    env.update(PYTHONPATH=os.pathsep.join(p for p in paths if p), COLUMNS="200", **extra)
+    env.update({"PYTHONPATH": os.pathsep.join(p for p in paths if p), "COLUMNS": "200", **extra})
     return env
 
 

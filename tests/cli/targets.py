@@ -13,6 +13,7 @@ test opens it, so a test acts while the call is in flight without guessing a tim
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 import time
@@ -101,6 +102,25 @@ def scripted_support() -> ChatModelAgent:
 
     model = ScriptedModel([call("lookup", {"order": "A-1"}), reply("Your order has shipped.")])
     return ChatModelAgent("support", model, description="Orders.", tools=[lookup])
+
+
+@tool
+def forecast(city: str) -> str:
+    """The weather of a city, as JSON text with its non-ASCII characters escaped.
+
+    Args:
+        city: The city.
+    """
+    return json.dumps({"city": city, "temperature": "18°C"})  # "18\\u00b0C"
+
+
+def weather() -> ChatModelAgent:
+    """Return an agent whose model, as many providers' do, escapes the non-ASCII characters
+    of a tool call's arguments (`"Z\\u00fcrich"`), and whose tool answers escaped JSON."""
+    model = ScriptedModel(
+        [call("forecast", '{"city": "Z\\u00fcrich"}'), reply("It is 18°C in Zürich.")]
+    )
+    return ChatModelAgent("weather", model, description="Weather.", tools=[forecast])
 
 
 def desk() -> Team:

@@ -76,7 +76,7 @@ def test_transfers_and_handoffs_are_shown(cli: Cli) -> None:
     code, stdout, _ = cli("run", target("desk"), "my bill")
     assert code == 0
     assert "  transfer → billing: a bill question" in stdout
-    assert re.search(r"  handoff \[[\d:]+\] triage → billing: \"\" \(1 steps, 0 tokens\)", stdout)
+    assert re.search(r"  handoff \[[\d:]+\] triage → billing \(1 step, 0 tokens\)\n", stdout)
     assert stdout.index("triage") < stdout.index("billing\n") < stdout.index("Your bill is 10.")
 
 

@@ -1,4 +1,5 @@
-"""`plait --version`, and `plait --help` / `--version` without the heavy libraries."""
+"""`plait --version`, and `plait --help` / `--version` without the heavy libraries (nor
+typer: they answer before it is loaded)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ HEAVY = [
     "aiosqlite",
     "opentelemetry",
     "mcp",
+    "pydantic",
+    "pydantic_core",
+    "rich",
 ]
 
 # Runs the command's entry point with ARGS, then prints the top-level modules it imported.
@@ -56,12 +60,20 @@ def _imported(*args: str) -> tuple[str, set[str]]:
     return out.stdout + "\n".join(printed), set(json.loads(modules))
 
 
-@pytest.mark.parametrize("args", [("--help",), ("--version",), ()])
+@pytest.mark.parametrize("args", [("--help",), ("--version",), (), ("run", "--help")])
 def test_help_and_version_import_no_server_model_or_store_library(args: tuple[str, ...]) -> None:
     printed, modules = _imported(*args)
     assert "plait" in modules
     assert (f"plait {__version__}" if args == ("--version",) else "Usage:") in printed
     assert sorted(modules & set(HEAVY)) == []
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",)])
+def test_help_and_version_answer_before_typer_is_loaded(args: tuple[str, ...]) -> None:
+    _, modules = _imported(*args)
+    assert "typer" not in modules
+    _, modules = _imported("run", "--help")
+    assert "typer" in modules  # the check above would see it
 
 
 def test_the_heavy_libraries_are_seen_when_they_are_imported() -> None:

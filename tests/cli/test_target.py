@@ -66,7 +66,7 @@ def test_a_file_that_fails_to_import_names_the_error_and_line(tmp_path: Path) ->
         stderr
     )
     stderr = _one_line_error(*_run(tmp_path, "run", f"{tmp_path}/typo.py:agent", "hi"))
-    assert "importing typo.py failed: SyntaxError" in stderr
+    assert stderr.endswith("importing typo.py failed: SyntaxError: invalid syntax (typo.py:1)\n")
 
 
 def test_a_module_whose_own_import_fails_names_the_missing_dependency(

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from plait._util.alongside import Prefetch, alongside
+from plait._util.tasks import current_task
 from plait.agents._chunks import CheckedChunks, CheckedModel, streaming_output
 from plait.core.context import Frame
 from plait.core.context_events import message_event
@@ -152,6 +153,7 @@ class ModelCalls:
         "agent",
         "calls_made",
         "ctx",
+        "hooked",
         "hooks",
         "messages",
         "options",
@@ -163,6 +165,7 @@ class ModelCalls:
     agent: CallingAgent
     calls_made: int
     ctx: Frame
+    hooked: bool  # `before_model`, `during_model` or `wrap_model` hooks see each call
     hooks: HookChain
     messages: list[Message]
     options: dict[str, Any]
@@ -228,13 +231,8 @@ class ModelCalls:
 
     async def model_call(self) -> list[AgentEvent]:
         """Call the model once (not streaming); return its events."""
-        ctx, box, hooks = self.ctx, Reply(), self.hooks
-        if (
-            hooks.before_model
-            or hooks.during_model
-            or hooks.wrap_model
-            or self.run.interceptor is not None
-        ):
+        ctx, box = self.ctx, Reply()
+        if self.hooked or self.run.interceptor is not None:
             error = await self._open_call(box)
             if error is not None:
                 return [*box.events, ctx.event(error=error)]
@@ -256,7 +254,7 @@ class ModelCalls:
             self.calls_made += 1  # `_before_call`, inline
         run = self.run
         run.requests += 1
-        task = asyncio.current_task()
+        task = current_task(asyncio.get_running_loop())
         flight = run.model_calls_in_flight
         flight.add(task)  # type: ignore[arg-type]  # a task: what a stop request cancels
         try:

@@ -115,7 +115,7 @@ async def react_loop(agent: ReactAgent, input: AgentInput, ctx: Frame) -> Events
 class _Loop(ModelCalls):
     """One run of a ChatModelAgent's ReAct loop: its model input and where it stands."""
 
-    __slots__ = ("answer", "check", "done", "input", "resumed_tools", "round")
+    __slots__ = ("answer", "check", "done", "input", "plain", "resumed_tools", "round")
 
     agent: ReactAgent
 
@@ -128,7 +128,8 @@ class _Loop(ModelCalls):
         self.done: dict[int, Outcome] = {}  # results from before a pause
         self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
-        self.hooks = ctx.run.hooks.around(agent.agent_hooks)  # the runner's, then the agent's
+        self.hooks = hooks = ctx.run.hooks.around(agent.agent_hooks)  # the runner's, then its own
+        self.hooked = bool(hooks.before_model or hooks.during_model or hooks.wrap_model)
         self.options = agent._call_options()
         output = agent._output
         self.check = None if output is None else OutputCheck(output, agent.name, agent._final_tool)
@@ -136,6 +137,8 @@ class _Loop(ModelCalls):
         self.resumed_tools = False  # the run resumes in a round of tool calls
         self.run = ctx.run  # its flags and counters, read on every step
         self.teams = ctx.under_budgets  # team budgets apply
+        # a reply goes on without awaiting: no `after_model` hook, team budget or output check
+        self.plain = not (hooks.after_model or self.teams or self.check is not None)
 
     def start(self) -> Step:
         """Begin from the input, or from the record saved when the run was saved."""
@@ -188,9 +191,7 @@ class _Loop(ModelCalls):
             reply is None
             or box.refused is not None
             or box.paused
-            or self.hooks.after_model
-            or self.teams
-            or self.check is not None
+            or not self.plain
             or run.cancel_requested
             or run.durability == "step"
         ):

@@ -5,7 +5,7 @@
 - `plait serve TARGET...` / `plait web TARGET...`: the HTTP API (and the dev page).
 - `plait dev TARGET...`: serve with the dev page, reloading when a source file changes.
 - `plait mcp TARGET...`: an MCP server on stdio (or streamable HTTP), one tool per agent.
-- `plait eval EVALSET.json TARGET`: run an eval set on an agent (exit 1 below the threshold).
+- `plait eval EVALSET TARGET`: run an eval set on an agent (exit 1 below the threshold).
 
 A TARGET is `path/to/file.py:name` or `package.module:name`: an `Agent`, or a function that
 takes no arguments and returns one. Exit codes: 0 completed, 1 failed, 2 usage error,
@@ -14,35 +14,33 @@ escapes a command (a TARGET that cannot be loaded, a store out of reach, a missi
 an extra that is not installed) ends it with one line on stderr and exit code 2, not a
 traceback. See docs/cli.md.
 
-The commands' modules are imported when a command runs, so `plait --help` and
-`plait --version` load neither the demo nor any server, model or store library.
+The commands (`plait.cli.commands`, on typer) are imported by `main()` and on first use of
+`plait.cli.app`. `plait --version` and `plait --help` alone answer without them: the version,
+and the list of commands (`plait.cli.listing`, the words the commands are registered with)
+laid out as typer lays it out on a terminal 80 or more columns wide.
+Each command's module is imported when the command runs, so no `--help` loads the demo, a
+server, model, store or pydantic library.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec
-
-import typer
+from typing import TYPE_CHECKING
 
 from plait._util.lazy import lazy_exports
-from plait.cli.store import DEFAULT_STORE
-from plait.errors import PlaitError
 
 if TYPE_CHECKING:  # the types of the names `__getattr__` imports on first use
+    from plait.cli.commands import app
     from plait.cli.demo import run_demo  # noqa: F401
     from plait.cli.run import resume_command, run_command  # noqa: F401
     from plait.cli.serve import ServeOptions, serve_command  # noqa: F401
 
 __all__ = ["app", "main"]
 
-_P = ParamSpec("_P")
-
-# The commands' functions, imported on first use (`plait.cli.run_demo` and so on).
+# The typer app and the commands' functions, imported on first use (`plait.cli.run_demo`
+# and so on; a test may replace one here, and the command then calls the replacement).
 _LAZY = {
+    "app": "plait.cli.commands",
     "run_demo": "plait.cli.demo",
     "run_command": "plait.cli.run",
     "resume_command": "plait.cli.run",
@@ -50,304 +48,25 @@ _LAZY = {
     "ServeOptions": "plait.cli.serve",
 }
 
-
 __getattr__ = lazy_exports(__name__, _LAZY)
 
 
-def _lazy(name: str) -> Any:
-    """Return the command function `name` (imported now, or as a test replaced it)."""
-    return getattr(sys.modules[__name__], name)
-
-
-def _show_version(value: bool) -> None:
-    if value:
+def main() -> None:
+    """Run the `plait` command (`plait --version` and `plait --help` alone answer before
+    typer is loaded)."""
+    args = sys.argv[1:]
+    if args == ["--version"]:
         from plait import __version__
 
-        typer.echo(f"plait {__version__}")
-        raise typer.Exit()
+        print(f"plait {__version__}")
+        return
+    if args == ["--help"]:
+        from plait.cli.listing import quick_help
 
+        text = quick_help()
+        if text is not None:
+            sys.stdout.write(text)
+            return
+    from plait.cli.commands import app as commands
 
-app = typer.Typer(
-    help="plait: agents that work together, pause for a person and resume later.",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,  # plain help: rendering it with rich would double its time
-)
-
-
-@app.callback()
-def _plait(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        is_eager=True,
-        callback=_show_version,
-        help="Print plait's version and exit.",
-    ),
-) -> None:
-    """plait: agents that work together, pause for a person and resume later."""
-
-
-def _command(fn: Callable[_P, None]) -> Callable[_P, None]:
-    """Register `fn` as a command whose `PlaitError`s are one line on stderr and exit 2, and
-    which Ctrl-C stops within a second with exit code 130."""
-
-    @functools.wraps(fn)
-    def run(*args: _P.args, **kwargs: _P.kwargs) -> None:
-        from plait.cli.stop import EXIT_STOPPED, guard, say_stopped
-
-        try:
-            with guard():
-                fn(*args, **kwargs)
-        except PlaitError as exc:
-            message = " ".join(str(exc).split()) or type(exc).__name__
-            typer.echo(f"plait: error: {message}", err=True)
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            say_stopped()
-            raise typer.Exit(EXIT_STOPPED) from None
-
-    app.command()(run)
-    return run
-
-
-_TARGET_HELP = "The agent: path/to/file.py:name or package.module:name (an Agent or a factory)."
-_STORE_HELP = "Where runs and sessions are kept: sqlite:///file.db, postgresql://..., redis://..."
-
-
-@_command
-def demo(
-    model: str | None = typer.Option(
-        None, "--model", help='A model spec such as "openai:gpt-4o-mini" (else PLAIT_MODEL).'
-    ),
-    scripted: bool = typer.Option(False, "--scripted", help="Replay scripted replies instead."),
-    stream: bool = typer.Option(True, "--stream/--no-stream", help="Stream the replies."),
-) -> None:
-    """Run the demo: a router transfers three questions to weather and math specialists.
-
-    Without --model or PLAIT_MODEL it runs on the embedded local model, offline.
-    """
-    raise typer.Exit(_lazy("run_demo")(model=model, scripted=scripted, streaming=stream))
-
-
-@_command
-def run(
-    target: str = typer.Argument(..., help=_TARGET_HELP, show_default=False),
-    query: str | None = typer.Argument(
-        None, help="The request. Without it: a chat on one session.", show_default=False
-    ),
-    session: str | None = typer.Option(
-        None, "--session", help="Continue this session (the chat makes one up without it)."
-    ),
-    store: str = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP),
-    json_lines: bool = typer.Option(
-        False, "--json", help="Print JSON lines: each event, then the run summary."
-    ),
-) -> None:
-    """Run an agent live: streamed text, tool calls, handoffs, usage; answer its interrupts.
-
-    Exit codes: 0 completed, 1 failed, 2 usage error, 3 paused, 130 stopped (Ctrl-C).
-
-    When stdin is not a terminal, a pause prints the checkpoint id on stderr (exit 3).
-    """
-    run_command = _lazy("run_command")
-    raise typer.Exit(
-        run_command(target, query, session_id=session, store_url=store, json_lines=json_lines)
-    )
-
-
-@_command
-def resume(
-    checkpoint_id: str = typer.Argument(..., help="The paused run's checkpoint id."),
-    target: str = typer.Argument(..., help=_TARGET_HELP, show_default=False),
-    store: str = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP),
-    value: str | None = typer.Option(
-        None, "--value", help="The answer to its one interrupt: JSON, else plain text."
-    ),
-    targets: str | None = typer.Option(
-        None, "--targets", help='Answers by interrupt id, as a JSON object: {"<id>": ...}.'
-    ),
-    json_lines: bool = typer.Option(
-        False, "--json", help="Print JSON lines: each event, then the run summary."
-    ),
-) -> None:
-    """Resume a paused run and follow it live (same exit codes as `run`).
-
-    Without --value or --targets its interrupts are asked on the terminal again.
-    """
-    code = _lazy("resume_command")(
-        checkpoint_id,
-        target,
-        store_url=store,
-        value=value,
-        targets=targets,
-        json_lines=json_lines,
-    )
-    raise typer.Exit(code)
-
-
-def _serve_options(
-    targets: list[str],
-    host: str,
-    port: int,
-    store: str,
-    api_keys: Path | None,
-    ui: bool,
-    allowed_hosts: list[str] | None,
-    a2a: bool = False,
-) -> ServeOptions:
-    keys = None if api_keys is None else str(api_keys)
-    hosts = tuple(allowed_hosts) if allowed_hosts else None
-    options: ServeOptions = _lazy("ServeOptions")(
-        targets, host, port, store, keys, ui, allowed_hosts=hosts, a2a=a2a
-    )
-    return options
-
-
-_TARGETS = typer.Argument(..., help="The agents to serve (each a TARGET).", show_default=False)
-_HOST = typer.Option("127.0.0.1", "--host", help="The address to listen on.")
-_PORT = typer.Option(8000, "--port", help="The port to listen on (0: any free port).")
-_SERVE_STORE = typer.Option(DEFAULT_STORE, "--store", help=_STORE_HELP)
-_KEYS = typer.Option(
-    None, "--api-keys", help="A file of 'KEY USER_ID' lines; then every route needs a key."
-)
-_ALLOWED_HOSTS = typer.Option(
-    None,
-    "--allowed-host",
-    help=(
-        "A host name the server answers besides its loopback names and own address (a "
-        "proxy's name; repeat for several, '*' for any). Checked always when given, else "
-        "only without --api-keys."
-    ),
-)
-
-
-@_command
-def serve(
-    targets: list[str] = _TARGETS,
-    host: str = _HOST,
-    port: int = _PORT,
-    store: str = _SERVE_STORE,
-    api_keys: Path | None = _KEYS,
-    ui: bool = typer.Option(False, "--ui", help="Also serve the dev page at /."),
-    allowed_host: list[str] | None = _ALLOWED_HOSTS,
-    a2a: bool = typer.Option(
-        False, "--a2a", help="Also serve every agent over A2A at /a2a/{agent} (plait[a2a])."
-    ),
-    run_lease: float | None = typer.Option(
-        None,
-        "--run-lease",
-        help=(
-            "Seconds this worker's lease on its runs lasts in the store (default 30): the "
-            "runs of a worker that was killed are taken over by the others this long after."
-        ),
-    ),
-) -> None:
-    """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
-    options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host, a2a)
-    if run_lease is not None:
-        import dataclasses
-
-        options = dataclasses.replace(options, run_lease=run_lease)
-    raise typer.Exit(_lazy("serve_command")(options))
-
-
-@_command
-def web(
-    targets: list[str] = _TARGETS,
-    host: str = _HOST,
-    port: int = _PORT,
-    store: str = _SERVE_STORE,
-    api_keys: Path | None = _KEYS,
-    allowed_host: list[str] | None = _ALLOWED_HOSTS,
-) -> None:
-    """Serve agents with the dev page and open it in a browser (`serve --ui`)."""
-    options = _serve_options(targets, host, port, store, api_keys, True, allowed_host)
-    import dataclasses
-
-    raise typer.Exit(_lazy("serve_command")(dataclasses.replace(options, open_browser=True)))
-
-
-@_command
-def dev(
-    targets: list[str] = _TARGETS,
-    host: str = _HOST,
-    port: int = _PORT,
-    store: str = _SERVE_STORE,
-    api_keys: Path | None = _KEYS,
-    allowed_host: list[str] | None = _ALLOWED_HOSTS,
-) -> None:
-    """Serve agents with the dev page; reload them when a Python file under the working
-    directory changes (the store is kept, so paused runs survive a reload)."""
-    from plait.cli.dev import dev_command
-
-    options = _serve_options(targets, host, port, store, api_keys, True, allowed_host)
-    raise typer.Exit(dev_command(options))
-
-
-_MCP_ALLOWED_HOSTS = typer.Option(
-    None,
-    "--allowed-host",
-    help=(
-        "With --http: a host name it answers besides its loopback names and own address "
-        "(repeat for several, '*' for any)."
-    ),
-)
-
-
-@_command
-def mcp(
-    targets: list[str] = _TARGETS,
-    store: str = _SERVE_STORE,
-    http: int | None = typer.Option(
-        None, "--http", help="Serve streamable HTTP at /mcp on this port instead of stdio."
-    ),
-    host: str | None = typer.Option(
-        None, "--host", help="With --http: the address to listen on (default 127.0.0.1)."
-    ),
-    allowed_host: list[str] | None = _MCP_ALLOWED_HOSTS,
-) -> None:
-    """Serve agents as an MCP server, on stdio or over streamable HTTP (--http PORT): one
-    tool per agent (`input` -> its answer)."""
-    from plait.cli.mcp import mcp_command
-
-    code = mcp_command(targets, store, http=http, host=host, allowed_hosts=allowed_host or None)
-    raise typer.Exit(code)
-
-
-@_command
-def eval(  # the command's name; the builtin is not used in this module
-    evalset: str = typer.Argument(
-        ..., help="The eval set: a JSON file (plait's or Google ADK's).", show_default=False
-    ),
-    target: str = typer.Argument(..., help=_TARGET_HELP, show_default=False),
-    json_report: bool = typer.Option(False, "--json", help="Print only the JSON report."),
-    threshold: float = typer.Option(
-        0.8, "--threshold", help="The pass rate to reach (0 to 1); below it the exit code is 1."
-    ),
-    judge: str | None = typer.Option(
-        None, "--judge", help='The model judging "judge" responses, e.g. "openai:gpt-4o-mini".'
-    ),
-) -> None:
-    """Run an eval set on an agent: tool trajectories, responses, tokens and latency.
-
-    Exit codes: 0 pass rate at or above --threshold, 1 below it, 2 usage error.
-    """
-    from plait.cli.eval import eval_command
-
-    raise typer.Exit(
-        eval_command(evalset, target, json_report=json_report, threshold=threshold, judge=judge)
-    )
-
-
-@_command
-def version() -> None:
-    """Print plait's version number (`plait --version` prints "plait X.Y.Z")."""
-    from plait import __version__
-
-    typer.echo(__version__)
-
-
-def main() -> None:
-    """Run the `plait` command."""
-    app()
+    commands()

@@ -21,6 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from plait import AgentEvent, Runner
+from plait._util.words import counted
+from plait.cli.render import shown_json
 from plait.cli.stop import EXIT_STOPPED, Stopper
 from plait.errors import PlaitError, UsageError
 from plait.examples.router import QUERIES, build_router, routes_only, scripted_models
@@ -40,7 +42,9 @@ class _Tally:
 async def _show(console: Console, event: AgentEvent, tally: _Tally) -> None:
     who = escape(f"[{event.agent_name}]")
     if event.error is not None:
-        console.print(f"  [red]error[/red] {who} {type(event.error).__name__}: {event.error}")
+        console.print(
+            f"  [red]error[/red] {who} {type(event.error).__name__}: {escape(str(event.error))}"
+        )
         return
     variant = event.message
     if variant is not None:
@@ -62,17 +66,19 @@ async def _show(console: Console, event: AgentEvent, tally: _Tally) -> None:
             if message.content and variant.stream is None:
                 console.print(f"  [dim]{who}[/dim] [bold]{escape(message.content)}[/bold]")
         if message.role == "tool":
-            console.print(f"  [dim]{who}[/dim] {variant.tool_name} → {escape(message.content)}")
+            result = escape(shown_json(message.content))
+            console.print(f"  [dim]{who}[/dim] {escape(variant.tool_name or '')} → {result}")
         for tc in message.tool_calls:
-            console.print(
-                f"  [dim]{who}[/dim] calls [cyan]{tc.name}[/cyan]({escape(tc.arguments)})"
-            )
+            arguments = escape(shown_json(tc.arguments))
+            console.print(f"  [dim]{who}[/dim] calls [cyan]{escape(tc.name)}[/cyan]({arguments})")
     action = event.action
     if action is not None and action.transfer_to_agent is not None:
         target = action.transfer_to_agent.dest_agent_name
-        console.print(f"  [magenta]transfer[/magenta] {event.agent_name} → {target}")
+        console.print(
+            f"  [magenta]transfer[/magenta] {escape(event.agent_name)} → {escape(target)}"
+        )
     if action is not None and action.exit:
-        console.print(f"  [magenta]exit[/magenta] {event.agent_name}")
+        console.print(f"  [magenta]exit[/magenta] {escape(event.agent_name)}")
 
 
 def _choose(
@@ -112,8 +118,8 @@ def _choose(
         if not stats.seconds:
             return ""
         return (
-            f" · model {stats.evaluated} tokens evaluated + {stats.decoded} decoded in "
-            f"{stats.seconds:.1f} s ({(stats.evaluated + stats.decoded) / stats.seconds:.0f} "
+            f" · model {counted(stats.evaluated, 'token')} evaluated + {stats.decoded} decoded "
+            f"in {stats.seconds:.1f} s ({(stats.evaluated + stats.decoded) / stats.seconds:.0f} "
             "tokens/s)"
         )
 
@@ -160,8 +166,8 @@ def run_demo(
             saved = json.loads(await store.get_session("demo") or b"{}")
         turns = sum(1 for author, _ in saved.get("messages", []) if author == "user")
         console.print(
-            f"\n[dim]session 'demo': {turns} turns kept in a temporary SQLite store, deleted "
-            "as the demo ends[/dim]"
+            f"\n[dim]session 'demo': {counted(turns, 'turn')} kept in a temporary SQLite store, "
+            "deleted as the demo ends[/dim]"
         )
         return 1 if failures else 0
 
@@ -172,7 +178,7 @@ def run_demo(
     elapsed = time.perf_counter() - started
     tokens = tally.usage
     console.print(
-        f"[bold]summary:[/bold] model {escape(label)} · {tally.steps} model steps · "
+        f"[bold]summary:[/bold] model {escape(label)} · {counted(tally.steps, 'model step')} · "
         f"{tokens.input_tokens} prompt + {tokens.output_tokens} generated tokens · "
         f"{elapsed:.1f} s{escape(speed())}"
     )

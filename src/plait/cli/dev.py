@@ -41,7 +41,7 @@ from plait.cli.serve import (
     _signals_kept,
     _Start,
     _url,
-    _uvicorn,
+    need_server_extra,
 )
 from plait.cli.store import check_store
 from plait.errors import PlaitError, UsageError
@@ -67,7 +67,7 @@ def dev_command(options: ServeOptions) -> int:
         UsageError: watchfiles or uvicorn is missing, or the store or the address is not
             usable.
     """
-    _uvicorn()
+    need_server_extra(options.command)
     if importlib.util.find_spec("watchfiles") is None:
         raise UsageError(f"plait dev needs watchfiles: {_INSTALL}")
     check_store(options.store_url)

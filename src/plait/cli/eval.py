@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from plait._util.words import counted
 from plait.cli.stop import Stopper
 from plait.cli.target import load_target
 from plait.errors import UsageError
@@ -78,8 +79,9 @@ def _show(console: Console, report: Any, threshold: float) -> None:
     total = report.usage
     verdict = "[green]passed[/green]" if report.pass_rate >= threshold else "[red]failed[/red]"
     seconds = sum(case.latency_s for case in report.cases)
+    cases = counted(len(report.cases), "case")
     console.print(
-        f"pass rate {report.pass_rate:.0%} ({report.passed}/{len(report.cases)} cases) · "
+        f"pass rate {report.pass_rate:.0%} ({report.passed}/{cases}) · "
         f"threshold {threshold:.0%} {verdict} · {total.input_tokens} prompt + "
         f"{total.output_tokens} generated tokens · {seconds:.1f} s"
     )

@@ -19,7 +19,7 @@ from rich.markup import escape
 from plait.events import AgentEvent, InterruptCtx, MessageVariant, RunResult
 from plait.messages import Message
 
-__all__ = ["LiveView", "message_text", "shown_value"]
+__all__ = ["LiveView", "message_text", "shown_json", "shown_value"]
 
 #: The longest tool result shown, in characters.
 RESULT_CHARS = 400
@@ -38,10 +38,24 @@ def shown_value(value: Any) -> str:
         return repr(value)
 
 
+def shown_json(text: str) -> str:
+    """Return JSON text (a tool call's arguments, a tool's result) with its characters as
+    they are: `"18°C"` where a model or a tool wrote `"18\\u00b0C"`. Text without such
+    escapes, or that is not JSON, is returned as it is."""
+    if "\\u" not in text:
+        return text
+    try:
+        shown = json.dumps(json.loads(text), ensure_ascii=False)
+        shown.encode()  # a lone surrogate ("\\ud83d") stays escaped
+    except (ValueError, UnicodeEncodeError):
+        return text
+    return shown
+
+
 def message_text(message: Message) -> str:
     """Return a message as one line of text: `role: content`, then its tool calls."""
     parts = [message.content] if message.content else []
-    parts += [f"→ {call.name}({call.arguments or '{}'})" for call in message.tool_calls]
+    parts += [f"→ {call.name}({shown_json(call.arguments or '{}')})" for call in message.tool_calls]
     return f"{message.role}: {' '.join(parts)}"
 
 
@@ -110,7 +124,7 @@ class LiveView:
         except Exception:  # a failed model stream: the run reports it as its last event
             return
         if message.role == "tool":
-            result = escape(_clip(message.content))
+            result = escape(_clip(shown_json(message.content)))
             self.console.print(f"{pad}[green]← {escape(variant.tool_name or '')}[/] {result}")
             return
         if variant.stream is None and message.content:
@@ -137,7 +151,7 @@ class LiveView:
 
     def _calls(self, message: Message, pad: str) -> None:
         for call in message.tool_calls:
-            arguments = escape(_clip(call.arguments or "{}"))
+            arguments = escape(_clip(shown_json(call.arguments or "{}")))
             self.console.print(f"{pad}[yellow]→ {escape(call.name)}[/]({arguments})")
 
     def _actions(self, event: AgentEvent, pad: str) -> None:

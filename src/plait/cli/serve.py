@@ -39,7 +39,13 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-__all__ = ["GRACEFUL_SECONDS", "ServeOptions", "read_api_keys", "serve_command"]
+__all__ = [
+    "GRACEFUL_SECONDS",
+    "ServeOptions",
+    "need_server_extra",
+    "read_api_keys",
+    "serve_command",
+]
 
 #: Seconds uvicorn gives open requests to finish when the server stops.
 GRACEFUL_SECONDS = 10
@@ -49,7 +55,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
-    """What `plait serve` was asked for."""
+    """What `plait serve` (or `web`, `dev`: `command`, which messages name) was asked for."""
 
     targets: list[str]
     host: str
@@ -60,6 +66,7 @@ class ServeOptions:
     open_browser: bool = False
     allowed_hosts: tuple[str, ...] | None = None
     a2a: bool = False
+    command: str = "serve"
     run_lease: float | None = None
 
 
@@ -144,7 +151,9 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
         from plait.server import create_app
         from plait.server.leases import DEFAULT_LEASE
     except ImportError as exc:  # pragma: no cover - plait.server reports its own extra
-        raise UsageError(f"plait serve needs the server extra: {_INSTALL} ({exc})") from None
+        raise UsageError(
+            f"plait {options.command} needs the server extra: {_INSTALL} ({exc})"
+        ) from None
     if options.run_lease is not None and not options.run_lease > 0:
         raise UsageError(f"--run-lease {options.run_lease:g} must be a positive number of seconds")
     agents = load_targets(options.targets)
@@ -175,9 +184,18 @@ def _check_names(targets: list[str], names: list[str]) -> None:
         seen[name] = target
 
 
-def _uvicorn() -> None:
-    if importlib.util.find_spec("uvicorn") is None:
-        raise UsageError(f"plait serve needs uvicorn: {_INSTALL}")
+def need_server_extra(command: str) -> None:
+    """Refuse to start `plait COMMAND` when the server extra is not installed.
+
+    Raises:
+        UsageError: uvicorn or FastAPI is missing; the message names the command, what is
+            missing and the extra to install.
+    """
+    missing = [name for name in ("uvicorn", "fastapi") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(
+            f"plait {command} needs {' and '.join(missing)} (the server extra): {_INSTALL}"
+        )
 
 
 def serve_command(options: ServeOptions) -> int:
@@ -186,7 +204,7 @@ def serve_command(options: ServeOptions) -> int:
     Raises:
         UsageError: A target, the API-keys file, the store or the address is not usable.
     """
-    _uvicorn()
+    need_server_extra(options.command)
     seconds = stop_seconds()
     store = from_url(options.store_url)
     app, names = _build(options, store)

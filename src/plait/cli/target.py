@@ -190,11 +190,53 @@ def _check_no_arguments(found: Any, name: str, target: str) -> None:
 
 
 def _brief(exc: BaseException) -> str:
-    """Return `Type: message (file:line)` of an exception, on one line."""
-    text = " ".join(str(exc).split())
-    where = ""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if frames:
-        last = frames[-1]
-        where = f" ({Path(last.filename).name}:{last.lineno})"
+    """Return `Type: message (file:line)` of an exception, on one line: the place in the
+    user's code it comes from (`_where`)."""
+    text = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+    text = " ".join(text.split())
+    where = _where(exc)
+    where = f" ({where})" if where else ""
     return f"{type(exc).__name__}: {text}{where}" if text else f"{type(exc).__name__}{where}"
+
+
+def _where(exc: BaseException) -> str:
+    """Return `file:line` of where `exc` comes from, or "" when no file is known.
+
+    A syntax error is where the parser stopped; anything else the deepest frame of the
+    user's code in its traceback: not Python's import machinery (`<frozen ...>`), not this
+    module, and not the standard library or an installed package unless every frame is.
+    """
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return f"{_shown_file(exc.filename)}:{exc.lineno}"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<") and frame.filename != __file__
+    ]
+    if not frames:
+        return ""
+    libraries = _library_folders()
+    users = [frame for frame in frames if not frame.filename.startswith(libraries)]
+    frame = (users or frames)[-1]
+    return f"{_shown_file(frame.filename)}:{frame.lineno}"
+
+
+def _library_folders() -> tuple[str, ...]:
+    """The folders of the standard library and of installed packages."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple({paths[key] + "/" for key in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def _shown_file(filename: str) -> str:
+    """Return a file's path from the working directory when it is under it (and that is
+    not the root folder), else its name."""
+    path = Path(filename)
+    try:
+        here = Path.cwd()
+        if here != Path(here.anchor):
+            return str(path.resolve().relative_to(here))
+    except (OSError, ValueError):
+        pass
+    return path.name

@@ -130,6 +130,7 @@ async def _run(
         ctx.enter_resume(agent)
     replay = _Replay(ctx)
     skip, emitted = replay.skip, 0  # its own events: said before a pause, and seen now
+    own = replay.own
     path, depth = ctx.run_path, ctx.depth
     history = ctx.lane_history if record else None
     events = agent.run(agent_input, ctx)
@@ -155,10 +156,11 @@ async def _run(
                 replay.pause(emitted)
             elif event.depth == depth and event.run_path == path:  # one of its own
                 emitted += 1
-                if emitted <= skip and replay.said_before(emitted, event):
-                    continue  # said before the pause
-                skip = 0  # it says something new: from here on all is passed on
-                replay.own.append(event)
+                if skip:
+                    if emitted <= skip and replay.said_before(emitted, event):
+                        continue  # said before the pause
+                    skip = 0  # it says something new: from here on all is passed on
+                own.append(event)
                 output = event.output
                 if history is not None and output is not None and output.message is not None:
                     history.append((event.agent_name, output.message))

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from plait._util.json import load_plain
+from plait._util.words import counted
 from plait.errors import EvalSetError
 from plait.messages import Message
 
@@ -235,7 +236,8 @@ def _error(exc: ValidationError, data: dict[str, Any]) -> EvalSetError:
     where = " ".join(
         part for part in (f"case {case!r}:" if case else "", f"{field}:" if field else "") if part
     )
-    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+    others = exc.error_count() - 1
+    more = f" (and {counted(others, 'more problem')})" if others else ""
     message = f"invalid eval set: {where} {problem}{more}".replace("  ", " ")
     return EvalSetError(message, case=case, field=field)
 

@@ -14,17 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from plait._util.lazy import lazy_exports
-from plait.memory.base import (
-    MAX_K,
-    MAX_METADATA_BYTES,
-    MAX_QUERY_LENGTH,
-    MAX_TEXT_LENGTH,
-    MAX_USER_ID_LENGTH,
-    MAX_WORD_LENGTH,
-    MemoryItem,
-    MemoryService,
-    words,
-)
+from plait.memory import limits
+from plait.memory.base import MemoryItem, MemoryService, words
+from plait.memory.limits import *  # noqa: F403 - the limits are part of the package's face
 from plait.memory.recall import USER_ID, RecallTool
 from plait.memory.turns import save_turns
 
@@ -33,12 +25,6 @@ if TYPE_CHECKING:
     from plait.memory.sqlite import SqliteMemoryService
 
 __all__ = [
-    "MAX_K",
-    "MAX_METADATA_BYTES",
-    "MAX_QUERY_LENGTH",
-    "MAX_TEXT_LENGTH",
-    "MAX_USER_ID_LENGTH",
-    "MAX_WORD_LENGTH",
     "USER_ID",
     "MemoryItem",
     "MemoryService",
@@ -48,6 +34,7 @@ __all__ = [
     "save_turns",
     "words",
 ]
+__all__ += limits.__all__
 
 _BACKENDS = {
     "PostgresMemoryService": "plait.memory.postgres",

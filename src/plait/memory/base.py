@@ -20,15 +20,17 @@ from typing import Any, Protocol, runtime_checkable
 from plait._util.closing import Closing
 from plait._util.json import json_mapping
 from plait.errors import UsageError
+from plait.memory.limits import (
+    MAX_K,
+    MAX_METADATA_BYTES,
+    MAX_QUERY_LENGTH,
+    MAX_TEXT_LENGTH,
+    MAX_USER_ID_LENGTH,
+    MAX_WORD_LENGTH,
+)
 from plait.stores.base import check_id
 
 __all__ = [
-    "MAX_K",
-    "MAX_METADATA_BYTES",
-    "MAX_QUERY_LENGTH",
-    "MAX_TEXT_LENGTH",
-    "MAX_USER_ID_LENGTH",
-    "MAX_WORD_LENGTH",
     "ClosingMemoryService",
     "MemoryItem",
     "MemoryService",
@@ -43,18 +45,6 @@ __all__ = [
     "words",
 ]
 
-#: The longest user id, in characters.
-MAX_USER_ID_LENGTH = 256
-#: The longest memory text, in characters.
-MAX_TEXT_LENGTH = 100_000
-#: The longest search query, in characters.
-MAX_QUERY_LENGTH = 10_000
-#: The most memories one search returns.
-MAX_K = 1_000
-#: The largest metadata, in bytes of its JSON encoding.
-MAX_METADATA_BYTES = 65_536
-#: The longest word that is indexed and searched; longer runs of letters are ignored.
-MAX_WORD_LENGTH = 100
 
 _WORD = re.compile(r"[^\W_]+")
 _MEMORY_ID = re.compile(r"[0-9a-f]{32}")

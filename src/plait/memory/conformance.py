@@ -13,15 +13,8 @@ from typing import Any
 
 from plait._util.expect import raised
 from plait.errors import UsageError
-from plait.memory.base import (
-    MAX_K,
-    MAX_METADATA_BYTES,
-    MAX_QUERY_LENGTH,
-    MAX_TEXT_LENGTH,
-    MAX_USER_ID_LENGTH,
-    MAX_WORD_LENGTH,
-    MemoryService,
-)
+from plait.memory import limits
+from plait.memory.base import MemoryService
 
 __all__ = ["CHECKS", "Check"]
 
@@ -71,8 +64,8 @@ async def k_bounds_the_results(service: MemoryService) -> None:
     assert len(await service.search(user, "garden")) == 5
     assert len(await service.search(user, "garden", k=3)) == 3
     assert len(await service.search(user, "garden", 1)) == 1
-    assert len(await service.search(user, "garden", k=MAX_K)) == 8
-    for bad in (0, -1, MAX_K + 1, True, 2.0, "3", None):
+    assert len(await service.search(user, "garden", k=limits.MAX_K)) == 8
+    for bad in (0, -1, limits.MAX_K + 1, True, 2.0, "3", None):
         await raised(UsageError, service.search(user, "garden", k=bad))  # type: ignore[arg-type]
 
 
@@ -149,7 +142,7 @@ _HOSTILE = [
     "\ud800tea",
     "\t\n\r",
     "tea" * 50,
-    "a" * (MAX_WORD_LENGTH + 1),
+    "a" * (limits.MAX_WORD_LENGTH + 1),
     "TEA" + "!" * 500,
     " ".join(["tea"] * 200),
     " ".join(f"w{n}" for n in range(1_000)),
@@ -241,7 +234,7 @@ async def metadata_round_trips(service: MemoryService) -> None:
         {"nan": float("nan")},
         {"set": {1, 2}},
         {"object": object()},
-        {"big": "x" * MAX_METADATA_BYTES},
+        {"big": "x" * limits.MAX_METADATA_BYTES},
     ]
     for value in bad:
         await raised(UsageError, service.add(user, "refused entry", value))
@@ -265,20 +258,20 @@ async def size_limits_are_enforced(service: MemoryService) -> None:
     limit; queries over `MAX_QUERY_LENGTH` are a `UsageError`; a word over
     `MAX_WORD_LENGTH` characters is ignored."""
     user = _user()
-    body = "longest " + "x" * (MAX_TEXT_LENGTH - len("longest  end")) + " end"
-    assert len(body) == MAX_TEXT_LENGTH
+    body = "longest " + "x" * (limits.MAX_TEXT_LENGTH - len("longest  end")) + " end"
+    assert len(body) == limits.MAX_TEXT_LENGTH
     memory = await service.add(user, body)
     [item] = await service.search(user, "longest")
     assert (item.id, item.text) == (memory, body)
     error = await raised(UsageError, service.add(user, body + "!"))
-    assert str(MAX_TEXT_LENGTH) in str(error)
+    assert str(limits.MAX_TEXT_LENGTH) in str(error)
     for bad in ("", "   ", None, 3, b"bytes", "nul \x00 inside", "lone \ud800 surrogate"):
         await raised(UsageError, service.add(user, bad))  # type: ignore[arg-type]
-    assert await service.search(user, "q " * (MAX_QUERY_LENGTH // 2)) == []
-    error = await raised(UsageError, service.search(user, "q" * (MAX_QUERY_LENGTH + 1)))
-    assert str(MAX_QUERY_LENGTH) in str(error)
+    assert await service.search(user, "q " * (limits.MAX_QUERY_LENGTH // 2)) == []
+    error = await raised(UsageError, service.search(user, "q" * (limits.MAX_QUERY_LENGTH + 1)))
+    assert str(limits.MAX_QUERY_LENGTH) in str(error)
     await raised(UsageError, service.search(user, None))  # type: ignore[arg-type]
-    longest, too_long = "w" * MAX_WORD_LENGTH, "v" * (MAX_WORD_LENGTH + 1)
+    longest, too_long = "w" * limits.MAX_WORD_LENGTH, "v" * (limits.MAX_WORD_LENGTH + 1)
     await service.add(user, f"{longest} {too_long}")
     assert len(await service.search(user, longest)) == 1
     assert await service.search(user, too_long) == []
@@ -288,11 +281,11 @@ async def bad_user_ids_are_refused(service: MemoryService) -> None:
     """A user id that is not a non-empty str without control characters (at most 256
     characters) is a `UsageError` in every method."""
     memory = uuid.uuid4().hex
-    longest = "x" * MAX_USER_ID_LENGTH
+    longest = "x" * limits.MAX_USER_ID_LENGTH
     assert len(await service.search(longest, "text")) == 0
     await service.add(longest, "text")
     assert len(await service.search(longest, "text")) == 1
-    for bad in ("", None, 7, "tab\there", "nul\x00", "x" * (MAX_USER_ID_LENGTH + 1)):
+    for bad in ("", None, 7, "tab\there", "nul\x00", "x" * (limits.MAX_USER_ID_LENGTH + 1)):
         await raised(UsageError, service.add(bad, "text"))  # type: ignore[arg-type]
         await raised(UsageError, service.search(bad, "text"))  # type: ignore[arg-type]
         await raised(UsageError, service.delete(bad, memory))  # type: ignore[arg-type]

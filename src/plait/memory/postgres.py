@@ -69,15 +69,11 @@ class PostgresMemoryService(PostgresClient, ClosingMemoryService):
     in; a call from another loop opens a new one. Close it with `await service.close()` or
     `async with` (else its loop's end closes it); it runs no task of its own.
 
-    Args:
-        dsn: The server, e.g. `postgresql://user:password@host:5432/db`.
-        max_size: Connections open at most; more operations at once wait their turn.
-        table_prefix: Put before every table name, to keep several services in one database.
-        timeout: Seconds each operation may take (default 10).
-
-    Raises:
-        UsageError: psycopg is not installed, or the size, the prefix or the timeout are
-            invalid.
+    The connection settings are `PostgresStore`'s (`plait.stores.postgres`), whose pool
+    code it shares: `dsn` names the server; `max_size` caps the connections (at least 1;
+    operations beyond it wait their turn); `table_prefix` goes before every table name, so
+    several services can share a database; `timeout` is the seconds each operation may take.
+    An invalid one, or psycopg missing, is a `UsageError`.
     """
 
     _migrations = MIGRATIONS

@@ -8,7 +8,8 @@ from plait._util.json import to_json
 from plait.core.context import Frame
 from plait.core.history import USER
 from plait.errors import PlaitError, UsageError
-from plait.memory.base import MAX_TEXT_LENGTH, MemoryService
+from plait.memory.base import MemoryService
+from plait.memory.limits import MAX_TEXT_LENGTH
 from plait.memory.recall import user_id_of
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -47,27 +48,22 @@ CURRENT_CALL: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
 )
 
 
+@dataclasses.dataclass(eq=False)
 class Call:
     """One tool call in flight on an MCP session, and the questions its server asks during
     it: the callbacks `ask`, the call's task answers (`run`)."""
 
-    def __init__(
-        self,
-        ctx: AgentContext,
-        *,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any],
-        elicitation: bool,
-    ) -> None:
-        self.ctx = ctx
-        self.server = server
-        self.tool = tool
-        self.arguments = arguments
-        self.elicitation = elicitation
-        self._asks: list[tuple[Any, asyncio.Future[Any]]] = []
-        self._wake: asyncio.Future[None] | None = None
-        self._ended = False
+    ctx: AgentContext
+    _: dataclasses.KW_ONLY
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    elicitation: bool
+    _asks: list[tuple[Any, asyncio.Future[Any]]] = dataclasses.field(
+        default_factory=list, init=False
+    )
+    _wake: asyncio.Future[None] | None = dataclasses.field(default=None, init=False)
+    _ended: bool = dataclasses.field(default=False, init=False)
 
     @property
     def model(self) -> object:

@@ -157,7 +157,7 @@ class RunStream(RunSaves):
                             raise
                         if event.action is None and event.error is None and not self._paused:
                             self._last_event = event  # `_after_event` of a plain event
-                            self._note(event)
+                            self._note_output(event)
                         else:
                             event = await self._after_event(event)
                     elif self._upcoming is not None:
@@ -411,6 +411,11 @@ class RunStream(RunSaves):
         if event.error is not None:
             self._error = event.error
             return
+        self._note_output(event)
+
+    def _note_output(self, event: AgentEvent) -> None:
+        """Keep `event` as the run's last output if it is one, and its handoff (`_note` of
+        an event that neither pauses nor fails)."""
         output = event.output
         if (
             output is not None

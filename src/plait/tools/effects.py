@@ -22,6 +22,7 @@ answered question leaves the inbox as its answer is applied.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
@@ -79,36 +80,29 @@ def parsed(arguments: str) -> Any:
         return arguments
 
 
+def _no_checkpoint() -> str | None:
+    return None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
 class EffectRun:
     """What the gates of one run's tool calls use: the store, whose calls (`user`, for
     standing rules), who answers on this resume (`approver`), the ttl of the run's records,
     the run's checkpoint id, the checkpoint this run resumed and the questions it answers,
     and the questions raised in this run (for the inbox)."""
 
-    __slots__ = (
-        "agent",
-        "answered",
-        "approver",
-        "checkpoint",
-        "resumed",
-        "store",
-        "ttl",
-        "user",
-        "waiting",
-    )
-
-    def __init__(
-        self, store: EffectStore, *, user: str, approver: str, ttl: float | None, agent: str
-    ) -> None:
-        self.store = store
-        self.user = user
-        self.approver = approver
-        self.ttl = ttl
-        self.agent = agent
-        self.checkpoint: Callable[[], str | None] = lambda: None
-        self.resumed: str | None = None  # the checkpoint this run resumed
-        self.answered: dict[str, str] = {}  # address -> id of the interrupt this resume answers
-        self.waiting: dict[str, dict[str, Any]] = {}  # address -> inbox item, while it pauses
+    store: EffectStore
+    _: dataclasses.KW_ONLY
+    user: str
+    approver: str
+    ttl: float | None
+    agent: str
+    checkpoint: Callable[[], str | None] = dataclasses.field(default=_no_checkpoint, init=False)
+    resumed: str | None = dataclasses.field(default=None, init=False)  # the run it resumed
+    # address -> id of the interrupt this resume answers
+    answered: dict[str, str] = dataclasses.field(default_factory=dict, init=False)
+    # address -> inbox item, while it pauses
+    waiting: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict, init=False)
 
     def answering(self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...]) -> None:
         """Note the checkpoint this run resumes and the interrupts it answers."""

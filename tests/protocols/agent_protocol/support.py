@@ -95,6 +95,11 @@ def make_agents() -> dict[str, Agent]:
     return {"echo": echo, "asker": asker, "desk": desk, "worker": worker, "reporter": reporter}
 
 
+def served_asker() -> Agent:
+    """The `asker` agent, as a TARGET of `plait serve` (`support.py:served_asker`)."""
+    return make_agents()["asker"]
+
+
 @dataclass
 class Served:
     """A running server and the clients of its two users."""
@@ -105,11 +110,14 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serve(tmp_path: Path, **options: Any) -> AsyncIterator[Served]:
-    """Serve the test agents on a SQLite store in `tmp_path`, with two users' keys (and
-    `options` for `create_app`)."""
+async def serve(
+    tmp_path: Path, agents: dict[str, Agent] | None = None, **options: Any
+) -> AsyncIterator[Served]:
+    """Serve the test agents (or `agents`) on a SQLite store in `tmp_path`, with two users'
+    keys (and `options` for `create_app`)."""
     store = SqliteStore(tmp_path / "ap.db")
-    app = create_app(make_agents(), store=store, api_keys=KEYS, **options)
+    served = make_agents() if agents is None else agents
+    app = create_app(served, store=store, api_keys=KEYS, **options)
     with ServerThread(app) as server:
         async with (
             get_client(url=server.url, api_key="key-ann") as ann,

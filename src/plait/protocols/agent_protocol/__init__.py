@@ -7,11 +7,13 @@ body limit, per-user view of the store and runs. What maps to what:
 
 - an assistant is a served agent (`graph_id` = its public name) or a stored configuration
   of one (`assistants`);
-- a thread is a plait session (`thread_id` = session id; `threads`);
+- a thread is a plait session (`thread_id` = session id; `threads`), its history the
+  step snapshots its runs kept (`state`);
 - a thread's run is a run of the server (`plait.server.runs`; `runs`); a stateless run
   is one on a temporary thread (`stateless`);
 - a store item is an entry of the user's `store` document in the server's store (`store`);
-- a cron is a record of the server's, fired by each worker's `Scheduler` (`crons`).
+- a cron is a record of the server's, fired by each worker's `Scheduler` (`crons`);
+- what is not served answers `501`, naming it (`not_served`).
 
 Messages cross in the SDK's shape, through one converter (`messages`).
 """
@@ -24,9 +26,12 @@ from typing import Any
 from fastapi import APIRouter
 
 from plait.protocols.agent_protocol.assistants import assistants_router
+from plait.protocols.agent_protocol.cancel import cancel_router
 from plait.protocols.agent_protocol.crons import Scheduler, crons_router
+from plait.protocols.agent_protocol.not_served import not_served_router
 from plait.protocols.agent_protocol.replay import RunLogs
 from plait.protocols.agent_protocol.runs import runs_router
+from plait.protocols.agent_protocol.state import state_router
 from plait.protocols.agent_protocol.stateless import stateless_router
 from plait.protocols.agent_protocol.store import store_router
 from plait.protocols.agent_protocol.threads import threads_router
@@ -38,7 +43,8 @@ def agent_protocol_router(caller: Callable[..., Any]) -> APIRouter:
     """Return every Agent Protocol route; `caller` is the app's dependency that checks the
     API key."""
     router = APIRouter()
-    for part in (assistants_router, threads_router, crons_router, store_router):
+    parts = (assistants_router, threads_router, state_router, crons_router, store_router)
+    for part in (*parts, cancel_router, not_served_router):
         router.include_router(part(caller))
     logs = RunLogs()  # the events of this process's runs, for clients that re-attach
     router.include_router(runs_router(caller, logs))

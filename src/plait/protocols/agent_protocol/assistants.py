@@ -9,6 +9,8 @@ are `RunOption` fields by name (`model` as a spec string, `instruction`,
 `max_iterations`, `model_options`), given to each run of that assistant. `update` adds a
 version (fields not given stay; `metadata` is merged), `set_latest` picks the version runs
 use. A served agent's assistant can be updated like any other, not deleted (`409`).
+`get_schemas` gives an agent's input, output and state as `{"messages": [...]}` plus
+any session value, and a graph's (`plait.graph`) as its state's keys.
 Assistants live in the user's `assistants` document (`plait.protocols.agent_protocol.
 documents`).
 """
@@ -19,13 +21,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict
+from fastapi import APIRouter, Response
+from pydantic import TypeAdapter
 
 from plait.agents.options import RunOption
+from plait.core.agent import Agent
 from plait.errors import UsageError
+from plait.graph import CompiledGraph
 from plait.protocols.agent_protocol.documents import Document, now
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.not_served import NOT_YET
+from plait.protocols.agent_protocol.shapes import Body, Page, SortedPage, errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 from plait.server.topology import describe
@@ -50,11 +55,7 @@ def served_id(name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class AssistantCreate(_Body):
+class AssistantCreate(Body):
     """What `assistants.create` sends."""
 
     graph_id: str
@@ -67,7 +68,7 @@ class AssistantCreate(_Body):
     description: str | None = None
 
 
-class AssistantPatch(_Body):
+class AssistantPatch(Body):
     """What `assistants.update` sends."""
 
     graph_id: str | None = None
@@ -78,27 +79,18 @@ class AssistantPatch(_Body):
     description: str | None = None
 
 
-class AssistantSearch(_Body):
+class AssistantSearch(SortedPage):
     """What `assistants.search` and `count` send."""
 
-    metadata: dict[str, Any] | None = None
     graph_id: str | None = None
     name: str | None = None
-    limit: int = 10
-    offset: int = 0
-    sort_by: str | None = None
-    sort_order: Literal["asc", "desc"] | None = None
 
 
-class VersionSearch(_Body):
+class VersionSearch(Page):
     """What `assistants.get_versions` sends."""
 
-    metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
 
-
-class LatestVersion(_Body):
+class LatestVersion(Body):
     """What `assistants.set_latest` sends."""
 
     version: int
@@ -162,6 +154,18 @@ def _served(who: Caller) -> dict[str, dict[str, Any]]:
 def _all(who: Caller, stored: dict[str, Any]) -> dict[str, Assistant]:
     every = {**_served(who), **stored}
     return {key: Assistant(key, data) for key, data in every.items()}
+
+
+def _one(who: Caller, stored: dict[str, Any], key: str) -> Assistant:
+    """Return the caller's assistant `key` (served or stored).
+
+    Raises:
+        ApiError: 404, there is none.
+    """
+    found = _all(who, stored).get(key)
+    if found is None:
+        raise ApiError(404, f"no assistant '{key[:128]}'")
+    return found
 
 
 def _version(
@@ -262,10 +266,7 @@ def _update(who: Caller, key: str, body: AssistantPatch) -> Callable[[dict[str, 
     """Return the change that adds a version to assistant `key`."""
 
     def edit(stored: dict[str, Any]) -> dict[str, Any]:
-        every = _all(who, stored)
-        if key not in every:
-            raise ApiError(404, f"no assistant '{key[:128]}'")
-        data = every[key].data
+        data = _one(who, stored, key).data
         graph = body.graph_id or data["graph_id"]
         if graph not in who.server.agents:
             raise ApiError(404, f"no graph '{graph[:128]}'")
@@ -293,10 +294,7 @@ def _update(who: Caller, key: str, body: AssistantPatch) -> Callable[[dict[str, 
 
 def _set_latest(who: Caller, key: str, number: int) -> Callable[[dict[str, Any]], Any]:
     def edit(stored: dict[str, Any]) -> dict[str, Any]:
-        every = _all(who, stored)
-        if key not in every:
-            raise ApiError(404, f"no assistant '{key[:128]}'")
-        assistant = every[key]
+        assistant = _one(who, stored, key)
         assistant.version(number)  # 404 when there is no such version
         stored[key] = {**assistant.data, "version": number, "updated_at": now()}
         return Assistant(key, stored[key]).to_json()
@@ -344,9 +342,10 @@ _MESSAGE = {
         "name": {"type": "string"},
     },
 }
+_MESSAGES = {"type": "array", "items": _MESSAGE}
 _STATE = {
     "type": "object",
-    "properties": {"messages": {"type": "array", "items": _MESSAGE}},
+    "properties": {"messages": _MESSAGES},
     "additionalProperties": True,
 }
 _OPTIONS = {
@@ -361,15 +360,25 @@ _OPTIONS = {
 }
 
 
+def _state_schema(agent: Agent | None) -> dict[str, Any]:
+    """Return the JSON schema of an agent's state: a graph's keys (`messages` as the SDK's
+    messages; a key whose type has no schema, any value), else `_STATE`."""
+    if not isinstance(agent, CompiledGraph):
+        return _STATE
+    properties: dict[str, Any] = {}
+    for key, hint in agent.graph.hints.items():
+        try:
+            found = TypeAdapter(hint).json_schema()
+        except Exception:  # a type pydantic cannot describe
+            found = {}
+        properties[key] = _MESSAGES if key == "messages" else found
+    return {"title": agent.name, "type": "object", "properties": properties}
+
+
 def assistants_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the `/assistants…` routes; `caller` is the app's dependency that checks the
     API key."""
-    router = APIRouter(tags=["agent protocol: assistants"])
-    who_dep: Any = Depends(caller)
-    _writing_routes(router, who_dep)
-    _reading_routes(router, who_dep)
-    _describing_routes(router, who_dep)
-    return router
+    return router_of("assistants", caller, _writing_routes, _reading_routes, _describing_routes)
 
 
 def _writing_routes(router: APIRouter, who_dep: Any) -> None:
@@ -396,10 +405,14 @@ def _writing_routes(router: APIRouter, who_dep: Any) -> None:
         "/assistants/{assistant_id}",
         status_code=204,
         summary="Delete an assistant",
-        responses=errors(401, 404, 409),
+        responses=errors(401, 404, 409, 501),
     )
-    async def delete(assistant_id: str, who: Caller = who_dep) -> Response:
+    async def delete(
+        assistant_id: str, who: Caller = who_dep, delete_threads: bool = False
+    ) -> Response:
         """Delete an assistant the caller created (a served agent's answers `409`)."""
+        if delete_threads:
+            raise ApiError(501, f"assistants.delete with delete_threads {NOT_YET}")
         key = (await find_assistant(who, assistant_id)).assistant_id
         await Document(who, _DOC).change(_delete(who, key))
         return Response(status_code=204)
@@ -480,11 +493,12 @@ def _describing_routes(router: APIRouter, who_dep: Any) -> None:
     async def schemas(assistant_id: str, who: Caller = who_dep) -> dict[str, Any]:
         """Return the JSON schemas of the assistant's input, output, state and options."""
         assistant = await find_assistant(who, assistant_id)
+        state = _state_schema(who.server.agents.get(assistant.graph_id))
         return {
             "graph_id": assistant.graph_id,
-            "input_schema": _STATE,
-            "output_schema": _STATE,
-            "state_schema": _STATE,
+            "input_schema": state,
+            "output_schema": state,
+            "state_schema": state,
             "config_schema": {"type": "object", "properties": {"configurable": _OPTIONS}},
             "context_schema": _OPTIONS,
         }

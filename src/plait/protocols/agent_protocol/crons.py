@@ -37,8 +37,9 @@ from pydantic import BaseModel, ConfigDict
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import aware, claim_delayed, clock_now
 from plait.protocols.agent_protocol.documents import SharedDocument, now
+from plait.protocols.agent_protocol.not_served import refuse_options
 from plait.protocols.agent_protocol.runs import RunCreate, start_queued, start_run
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import SortedPage, errors, search_routes
 from plait.protocols.agent_protocol.threads import find_thread, make_thread
 from plait.protocols.agent_protocol.workers import sweep_queues
 from plait.server.caller import Caller, Server
@@ -69,6 +70,8 @@ class CronCreate(BaseModel):
     end_time: datetime | None = None
     enabled: bool | None = None
     timezone: str | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
 
 
 class CronPatch(BaseModel):
@@ -85,21 +88,16 @@ class CronPatch(BaseModel):
     webhook: str | None = None
     enabled: bool | None = None
     timezone: str | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
 
 
-class CronSearch(BaseModel):
+class CronSearch(SortedPage):
     """What `crons.search` and `count` send."""
-
-    model_config = ConfigDict(extra="ignore")
 
     assistant_id: str | None = None
     thread_id: str | None = None
     enabled: bool | None = None
-    metadata: dict[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
-    sort_by: str | None = None
-    sort_order: Literal["asc", "desc"] | None = None
 
 
 def _zone(name: str | None) -> ZoneInfo:
@@ -215,6 +213,7 @@ async def _create(
     who: Caller, body: CronCreate, thread_id: str | None, moment: datetime
 ) -> dict[str, Any]:
     """Check and store a new cron of the caller; return it as the SDK reads it."""
+    refuse_options(body)
     _check_schedule(body.schedule)
     _zone(body.timezone)
     assistant = await find_assistant(who, body.assistant_id)
@@ -308,7 +307,7 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
     router = APIRouter(tags=["agent protocol: crons"])
     who_dep: Any = Depends(caller)
 
-    @router.post("/runs/crons", summary="Create a cron", responses=errors(401, 404, 422))
+    @router.post("/runs/crons", summary="Create a cron", responses=errors(401, 404, 422, 501))
     async def create(body: CronCreate, who: Caller = who_dep) -> dict[str, Any]:
         """Run the assistant on `schedule`, each time on a new thread."""
         return await _create(who, body, None, clock_now(who.server))
@@ -316,7 +315,7 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
     @router.post(
         "/threads/{thread_id}/runs/crons",
         summary="Create a thread's cron",
-        responses=errors(401, 404, 422),
+        responses=errors(401, 404, 422, 501),
     )
     async def create_for_thread(
         thread_id: str, body: CronCreate, who: Caller = who_dep
@@ -333,23 +332,18 @@ def crons_router(caller: Callable[..., Any]) -> APIRouter:
 def _reading_routes(router: APIRouter, who_dep: Any) -> None:
     """Add the routes that search and count the caller's crons."""
 
-    @router.post("/runs/crons/search", summary="Search crons", responses=errors(401, 404))
-    async def search(body: CronSearch, who: Caller = who_dep) -> list[dict[str, Any]]:
-        """Return the caller's crons that match, newest first."""
-        return (await _search(who, body))[body.offset : body.offset + body.limit]
-
-    @router.post("/runs/crons/count", summary="Count crons", responses=errors(401, 404))
-    async def count(body: CronSearch, who: Caller = who_dep) -> int:
-        """Return how many of the caller's crons match."""
-        return len(await _search(who, body))
+    search_routes(router, who_dep, "runs/crons", CronSearch, _search, (401, 404))
 
 
 def _changing_routes(router: APIRouter, who_dep: Any) -> None:
     """Add the routes that change and delete a cron."""
 
-    @router.patch("/runs/crons/{cron_id}", summary="Change a cron", responses=errors(401, 404, 422))
+    @router.patch(
+        "/runs/crons/{cron_id}", summary="Change a cron", responses=errors(401, 404, 422, 501)
+    )
     async def update(cron_id: str, body: CronPatch, who: Caller = who_dep) -> dict[str, Any]:
         """Change the cron (`enabled` pauses or restarts it); its next date is read anew."""
+        refuse_options(body)
         if body.schedule is not None:
             _check_schedule(body.schedule)
         _zone(body.timezone)

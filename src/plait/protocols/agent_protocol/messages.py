@@ -18,7 +18,7 @@ from typing import Any
 from plait.messages import Message, Role, ToolCall
 from plait.server.limits import ApiError
 
-__all__ = ["from_sdk", "input_messages", "message_id", "to_sdk"]
+__all__ = ["from_sdk", "input_messages", "message_id", "split_input", "to_sdk"]
 
 _TYPES: dict[str, str] = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system"}
 _ROLES: dict[str, Role] = {
@@ -119,3 +119,17 @@ def input_messages(value: object) -> list[Message]:
     if not isinstance(value, list):
         raise ApiError(422, 'input is {"messages": [...]}')
     return [Message.user(m) if isinstance(m, str) else from_sdk(m) for m in value]
+
+
+def split_input(value: object) -> tuple[list[Message], dict[str, Any]]:
+    """Return the messages of a run's `input` and its other keys (session values).
+
+    Raises:
+        ApiError: `422`, an input that holds no messages.
+    """
+    extra = (
+        {str(k): v for k, v in value.items() if k != "messages"}
+        if isinstance(value, Mapping)
+        else {}
+    )
+    return input_messages(value), extra

@@ -32,8 +32,11 @@ _MODE_OF = {"messages": {"messages-tuple", "messages"}}
 
 
 def event_id(given: str | None) -> int | None:
-    """Return the event id of a `Last-Event-ID` header (None: none given); `422` for one
-    that is not an event id."""
+    """Return the event id of a `Last-Event-ID` header (None: none given).
+
+    Raises:
+        ApiError: `422`, not an event id.
+    """
     if not given:
         return None
     try:

@@ -20,16 +20,17 @@ when the run starts, signed, retried, beside the run); one with `after_seconds` 
 `pending`, until a worker's scheduler starts it
 (`plait.protocols.agent_protocol.delayed`).
 
-Not served yet (`501`, saying so): `after_seconds` on a streamed run and
-`interrupt_before`/`interrupt_after`. Stateless runs (`/runs…`) run here on a temporary
-thread (`plait.protocols.agent_protocol.stateless`).
+Not served yet (`501`, saying so): `after_seconds` on a streamed run,
+`interrupt_before`/`interrupt_after` (`not_served`) and a `checkpoint` before the thread's
+state now (`state`). Stateless runs (`/runs…`) run here on a temporary thread
+(`plait.protocols.agent_protocol.stateless`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -42,7 +43,7 @@ from plait.messages import Message
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
 from plait.protocols.agent_protocol.documents import Document, now
-from plait.protocols.agent_protocol.messages import input_messages, message_id, to_sdk
+from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
 from plait.protocols.agent_protocol.multitask import (
     finish,
     keep_stopped_turns,
@@ -50,7 +51,7 @@ from plait.protocols.agent_protocol.multitask import (
     rewind,
     stop_runs,
 )
-from plait.protocols.agent_protocol.not_served import NOT_YET
+from plait.protocols.agent_protocol.not_served import NOT_YET, refuse_options
 from plait.protocols.agent_protocol.records import (
     FINAL,
     check_webhook,
@@ -62,11 +63,15 @@ from plait.protocols.agent_protocol.records import (
 )
 from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs, event_id
 from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.state import check_checkpoint, resume_targets
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
 from plait.protocols.agent_protocol.threads import (
     find_thread,
+    forget_run,
+    last_step,
     make_thread,
     note_run,
+    thread_session,
     thread_status,
 )
 from plait.protocols.agent_protocol.workers import reserve_run, start_next
@@ -78,6 +83,7 @@ from plait.server.runs import LiveRun
 
 __all__ = [
     "RunCreate",
+    "cancel_run",
     "create_run",
     "join_run",
     "runs_router",
@@ -110,12 +116,8 @@ class RunCreate(BaseModel):
     after_seconds: float | None = None
     interrupt_before: Any = None
     interrupt_after: Any = None
-
-
-def _refuse_what_is_not_served(body: RunCreate) -> None:
-    for name in ("interrupt_before", "interrupt_after"):
-        if getattr(body, name) is not None:
-            raise ApiError(501, f"{name} {NOT_YET}")
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 def _modes(body: RunCreate) -> frozenset[str]:
@@ -158,9 +160,10 @@ async def _begin(
     """Start (or resume) a run of the thread as `body` asks (as run `run_id`, a delayed
     run's, or a new one) and return it once it has started, or queue it on a busy thread
     (`multitask_strategy`) and return its id."""
-    _refuse_what_is_not_served(body)
+    refuse_options(body)
     _modes(body)
     thread = await _thread(who, thread_id, body)
+    await check_checkpoint(who, thread_id, body.checkpoint, body.checkpoint_id)
     assistant = await find_assistant(who, body.assistant_id)
     if assistant.graph_id not in who.server.agents:
         raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
@@ -204,14 +207,18 @@ async def _launch(
         found = await document.change(lambda stored: finish(stored, run_id, final, at))
         if found is not None and found.get("stop") == "rollback":
             await rewind(who, thread_id, before)
+            await forget_run(who, thread_id, found.get("checkpoint"))
         await run_ended(who, thread_id, run_id, body.webhook)
 
     async def then() -> None:
         await start_next(who, thread_id, _launcher(who, thread_id, logs))
 
     resume = body.command is not None and "resume" in body.command
-    given, extra = ([], {}) if resume else _input(body.input)
-    state = _state_at_start(thread_id, decode_session(thread_id, before), given, extra)
+    given, extra = ([], {}) if resume else split_input(body.input)
+    session = decode_session(thread_id, before)
+    if resume:  # the thread as it waits: its paused run's turn is not in its session yet
+        session = await thread_session(who, thread_id, await find_thread(who, thread_id))
+    state = _state_at_start(thread_id, session, given, extra)
     log = logs.open(run_id)
     relay = ProtocolRelay(run_id, thread_id, _modes(body), state, ended, log, then)
     try:
@@ -238,9 +245,11 @@ async def _start(
     thread = await find_thread(who, thread_id)
     assistant = await find_assistant(who, body.assistant_id)
     options = _options(body, assistant.options())
+    after = 0  # the steps its checkpoint kept before it: none for a new run
     if body.command is not None and "resume" in body.command:
         _, pending = await thread_status(who, thread)
-        live = await _resume(who, thread, pending, body.command["resume"], relay, options)
+        resumed = await _resume(who, thread, pending, body.command["resume"], relay, options)
+        live, after = resumed
     else:
         messages, extra = given
         live = await who.server.runs.start(
@@ -253,7 +262,8 @@ async def _start(
             relay=relay,
             options=options,
         )
-    await note_run(who, thread_id, live.run_id, assistant.graph_id)
+    kept = (live.checkpoint_id, relay.run_id, after)  # its steps, for the thread's history
+    await note_run(who, thread_id, live.run_id, assistant.graph_id, kept)
     return live
 
 
@@ -292,14 +302,6 @@ async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]
     return {"run_id": run_id, **record}
 
 
-def _input(value: Any) -> tuple[list[Message], dict[str, Any]]:
-    """Return the messages of a run's input and its other keys (session values)."""
-    extra = (
-        {k: v for k, v in value.items() if k != "messages"} if isinstance(value, Mapping) else {}
-    )
-    return input_messages(value), extra
-
-
 def _state_at_start(
     thread_id: str, session: SessionDocument, given: list[Message], extra: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -330,22 +332,20 @@ async def _resume(
     value: Any,
     relay: ProtocolRelay,
     options: list[RunOption],
-) -> LiveRun:
-    """Resume the thread's paused run with `value` (or `{interrupt id: value}`)."""
+) -> tuple[LiveRun, int]:
+    """Resume the thread's paused run with `value` (or `{interrupt id: value}`); return it
+    and the number of the last step its checkpoint kept before."""
     if not pending or thread.get("run") is None:
         raise ApiError(409, "the thread has no pending interrupt to resume")
     summary = await who.server.runs.summary(who.store, thread["run"])
     if summary.checkpoint_id is None:
         raise ApiError(409, "the thread has no pending interrupt to resume")
-    ids = {p["id"] for p in pending}
-    if isinstance(value, dict) and value and set(value) <= ids:
-        targets: dict[str, Any] | None = dict(value)
-        answer = None
-    else:
-        targets, answer = None, (value,)
-    return await who.server.runs.resume(
+    targets, answer = resume_targets(value, {p["id"] for p in pending})
+    after = await last_step(who, summary.checkpoint_id)
+    live = await who.server.runs.resume(
         who.store, summary.checkpoint_id, targets, answer, relay=relay, options=options
     )
+    return live, after
 
 
 async def join_run(who: Caller, thread_id: str, run_id: str, logs: RunLogs) -> dict[str, Any]:
@@ -390,7 +390,7 @@ async def _follow(
     return ResumableStream(log.follow(None, frozenset()), headers, log, None)
 
 
-async def _cancel(who: Caller, thread_id: str, run_id: str, action: str) -> None:
+async def cancel_run(who: Caller, thread_id: str, run_id: str, action: str) -> None:
     """Stop the run at its next safe point (`rollback`: then remove its turn from the
     thread); a queued run leaves the queue."""
     await find_run(who, thread_id, run_id)
@@ -411,7 +411,7 @@ def _leaving(
         return None
 
     async def leave() -> None:
-        await _cancel(who, thread_id, run_id, "interrupt")
+        await cancel_run(who, thread_id, run_id, "interrupt")
 
     return leave
 
@@ -571,7 +571,7 @@ def _ending_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     ) -> Any:
         """Stop the run at its next safe point, keeping a resumable checkpoint
         (`rollback`: its turn is then removed from the thread)."""
-        await _cancel(who, thread_id, run_id, action)
+        await cancel_run(who, thread_id, run_id, action)
         if wait:
             await join_run(who, thread_id, run_id, logs)
         return run_json(await find_run(who, thread_id, run_id))

@@ -1,12 +1,18 @@
-"""What the Agent Protocol's routes share: the error responses their documentation lists."""
+"""What the Agent Protocol's routes share: the error responses their documentation lists,
+the request bodies' base and paging, and how a group of routes becomes a router."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict
 
 from plait.server.bodies import error_responses
 
-__all__ = ["errors"]
+__all__ = ["Body", "Page", "SortedPage", "errors", "router_of", "search_routes"]
 
 #: What each error status means on the Agent Protocol's routes.
 _MEANINGS = {
@@ -19,3 +25,73 @@ _MEANINGS = {
 
 errors = functools.partial(error_responses, _MEANINGS)
 """Return a route's error responses for the given statuses."""
+
+
+class Body(BaseModel):
+    """A request body of the Agent Protocol: keys plait does not read are ignored, as newer
+    clients may send more."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Page(Body):
+    """A search's metadata filter and page, as the SDK sends them."""
+
+    metadata: dict[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+
+
+class SortedPage(Page):
+    """A page with the SDK's sort options."""
+
+    sort_by: str | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+
+
+def router_of(
+    tag: str, caller: Callable[..., Any], *groups: Callable[[APIRouter, Any], None]
+) -> APIRouter:
+    """Return a router tagged `agent protocol: <tag>` holding each group of routes; a group
+    adds its routes to the router, each depending on `caller` (the app's check of the API
+    key) for the user."""
+    router = APIRouter(tags=[f"agent protocol: {tag}"])
+    who_dep: Any = Depends(caller)
+    for group in groups:
+        group(router, who_dep)
+    return router
+
+
+def search_routes(
+    router: APIRouter,
+    who_dep: Any,
+    objects: str,
+    body_type: type[Page],
+    search: Callable[[Any, Any], Awaitable[list[dict[str, Any]]]],
+    codes: tuple[int, ...] = (401, 422),
+) -> None:
+    """Add `POST /<objects>/search` (one page of what `search(user, body)` finds, in its
+    order) and `POST /<objects>/count` (how many it finds), both taking a `body_type`."""
+    noun = objects.rsplit("/", 1)[-1]
+
+    async def search_page(body: Page, who: Any = who_dep) -> list[dict[str, Any]]:
+        return (await search(who, body))[body.offset : body.offset + body.limit]
+
+    async def count(body: Page, who: Any = who_dep) -> int:
+        return len(await search(who, body))
+
+    for endpoint, verb, what in (
+        (search_page, "search", f"Return the caller's {noun} that match (one page)."),
+        (count, "count", f"Return how many of the caller's {noun} match."),
+    ):
+        # the body's schema is the caller's own type: FastAPI reads it from the annotations
+        endpoint.__annotations__ = {**endpoint.__annotations__, "body": body_type}
+        endpoint.__doc__ = what
+        router.add_api_route(
+            f"/{objects}/{verb}",
+            endpoint,
+            methods=["POST"],
+            summary=f"{verb.capitalize()} {noun}",
+            responses=errors(*codes),
+            name=f"{noun}_{verb}",
+        )

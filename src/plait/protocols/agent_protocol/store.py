@@ -31,13 +31,13 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Query, Response
+from pydantic import Field
 
 from plait.errors import UsageError
 from plait.memory.base import words
 from plait.protocols.agent_protocol.documents import Document, now
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import Body, errors, router_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 from plait.stores.base import MAX_TTL, check_id
@@ -62,11 +62,7 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ItemPut(_Body):
+class ItemPut(Body):
     """What `store.put_item` sends."""
 
     namespace: list[str]
@@ -76,14 +72,14 @@ class ItemPut(_Body):
     ttl: float | None = None
 
 
-class ItemDelete(_Body):
+class ItemDelete(Body):
     """What `store.delete_item` sends."""
 
     namespace: list[str]
     key: str
 
 
-class ItemSearch(_Body):
+class ItemSearch(Body):
     """What `store.search_items` sends."""
 
     namespace_prefix: list[str] = Field(default_factory=list)
@@ -94,7 +90,7 @@ class ItemSearch(_Body):
     refresh_ttl: bool | None = None
 
 
-class NamespaceList(_Body):
+class NamespaceList(Body):
     """What `store.list_namespaces` sends."""
 
     prefix: list[str] | None = None
@@ -319,11 +315,7 @@ def _namespaces(stored: dict[str, Any], body: NamespaceList, at: float) -> list[
 def store_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the `/store…` routes; `caller` is the app's dependency that checks the API
     key."""
-    router = APIRouter(tags=["agent protocol: store"])
-    who_dep: Any = Depends(caller)
-    _item_routes(router, who_dep)
-    _listing_routes(router, who_dep)
-    return router
+    return router_of("store", caller, _item_routes, _listing_routes)
 
 
 def _item_routes(router: APIRouter, who_dep: Any) -> None:

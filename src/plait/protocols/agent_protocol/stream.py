@@ -4,16 +4,19 @@
 events through it, so the SSE writer, the queue and the run itself are the server's. It
 sends `metadata` first (`{"run_id", "attempt"}`), then per mode asked:
 - `values`: the thread's values (`{"messages": [...], **session values}`) at the start
-  and after each message of the root agent;
-- `updates`: `{agent name: {"messages": [message]}}` per message of any agent;
+  and after each message of the root agent (the session values as the run has them);
+- `updates`: `{agent name: {"messages": [message]}}` per message of any agent, and a graph
+  node's `{node: update}` as the node finishes;
 - `messages-tuple` (and `messages`): `[chunk, {"langgraph_node": agent, ...}]` per chunk
   of text a model streams, then the whole message;
-- `custom`: what a tool sends with `ctx.emit(value)` (the `custom` value of its event);
+- `custom`: what a tool sends with `ctx.emit(value)` (the `custom` value of its event; a
+  graph's final state too);
 - `debug`: each event's own JSON, as `{"type": "event", "payload": ...}`.
 A pause adds `{"__interrupt__": [{"value", "id"}]}` to `values` and `updates`. The stream
 ends with `end`, or with `error` (`{"error": <plait error class>, "message"}`) when the
-run failed. Each event has an `id:` (its place in the run's stream, from 0) and is kept in
-the run's log (`plait.protocols.agent_protocol.replay`) for clients that re-attach. When
+run failed. Values go out as JSON, plait messages in them in the SDK's shape. Each event
+has an `id:` (its place in the run's stream, from 0) and is kept in the run's log
+(`plait.protocols.agent_protocol.replay`) for clients that re-attach. When
 the run ends its status is written to the protocol's run record, then its last event is
 kept, then `then` (if any) runs: the thread's next queued run starts there.
 """
@@ -23,11 +26,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from plait.core.agent import AgentInput
 from plait.core.agent_context import HookContext
 from plait.events import AgentEvent, RunResult
+from plait.messages import Message
 from plait.protocols.agent_protocol.messages import message_id, to_sdk
 from plait.protocols.agent_protocol.replay import RunLog
 from plait.server.bodies import RunSummary
@@ -35,7 +41,7 @@ from plait.server.runs import LiveRun, Relay
 from plait.server.sse import encode
 from plait.server.summary import summarize
 
-__all__ = ["MODES", "ProtocolRelay", "final_log", "run_status"]
+__all__ = ["MODES", "ProtocolRelay", "final_log", "node_update", "plain", "run_status"]
 
 _log = logging.getLogger("plait.server")
 
@@ -54,6 +60,27 @@ _STATUS = {
 def run_status(summary: RunSummary) -> str:
     """Return the protocol's status of a run whose server summary is `summary`."""
     return _STATUS[summary.status]
+
+
+def plain(value: Any) -> Any:
+    """Return `value` with the plait messages in it in the SDK's shape (each with an id of
+    its own)."""
+    if isinstance(value, Message):
+        return to_sdk(value, str(uuid.uuid4()))
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def node_update(custom: object) -> dict[str, Any] | None:
+    """Return a graph node's update as `{node: update}`, if `custom` (an event's custom
+    value) is one (`plait.graph`: `{"node": name, "update": update}`), else None."""
+    if isinstance(custom, dict) and set(custom) == {"node", "update"}:
+        if isinstance(custom["node"], str):
+            return {custom["node"]: plain(custom["update"])}
+    return None
 
 
 def _event(name: str, data: object, event_id: int) -> bytes:
@@ -122,17 +149,22 @@ class ProtocolRelay(Relay):
         self._send("metadata", {"run_id": self.run_id, "attempt": 1})
         self._send_values()
 
+    async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
+        """The run starts: its session values, as its agents change them, are the thread's."""
+        self.values = ctx.session_values
+
     def _send_values(self, extra: dict[str, Any] | None = None) -> None:
         if "values" in self.modes:
-            self._send("values", {**self.values, "messages": self.messages, **(extra or {})})
+            values = {**plain(self.values), "messages": self.messages, **(extra or {})}
+            self._send("values", values)
 
     async def relay(self, event: AgentEvent) -> None:
         """Queue what each stream mode asked sends for `event`."""
         if "debug" in self.modes:
             self._send("debug", {"type": "event", "payload": json.loads(event.to_json())})
         output = event.output
-        if output is not None and output.custom is not None and "custom" in self.modes:
-            self._send("custom", output.custom)
+        if output is not None and output.custom is not None:
+            self._custom(output.custom)
         if output is not None and output.message is not None:
             await self._message(event)
         paused = event.action.interrupted if event.action is not None else None
@@ -141,6 +173,15 @@ class ProtocolRelay(Relay):
             if "updates" in self.modes:
                 self._send("updates", pending)
             self._send_values(pending)
+
+    def _custom(self, custom: object) -> None:
+        """Send a custom value: a graph node's update in `updates`, any other in `custom`."""
+        update = node_update(custom)
+        if update is not None:
+            if "updates" in self.modes:
+                self._send("updates", update)
+        elif "custom" in self.modes:
+            self._send("custom", plain(custom))
 
     async def _message(self, event: AgentEvent) -> None:
         assert event.output is not None and event.output.message is not None

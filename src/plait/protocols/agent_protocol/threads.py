@@ -2,96 +2,101 @@
 
 The session holds the thread's messages and values; the user's `threads` document
 (`plait.protocols.agent_protocol.documents`) holds what a session does not: each thread's
-metadata, times, and its latest run (the server's run id), whose summary gives the
-thread's status (`busy` while it runs, `interrupted` while it waits for an answer, `error`
-after a failure, else `idle`) and pending interrupts. A thread's values are
-`{"messages": [...]}` (in the SDK's shape, `plait.protocols.agent_protocol.messages`) plus
-the session values. `update_state` writes session values and appends messages (the
-caller's as the user's; any other as `as_node`'s, or the thread's `graph_id`'s).
-`get_history` lists the thread after each of its turns, newest first, from the session's
-messages (only the newest carries the session values: a session keeps the latest ones).
+metadata, times, its latest run (the server's run id), whose summary gives the thread's
+status (`busy` while it runs, `interrupted` while it waits for an answer, `error` after a
+failure, else `idle`) and pending interrupts, and the checkpoints of its last runs, whose
+kept steps are its history (`plait.protocols.agent_protocol.state`). A thread's values
+are `{"messages": [...]}` (in the SDK's shape, `plait.protocols.agent_protocol.messages`)
+plus the session values. `prune` deletes threads, or (`keep_latest`) forgets their
+history before their state now.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict
+from fastapi import APIRouter, Response
 
+from plait.core.checkpoint import Checkpoint
 from plait.core.history import USER
 from plait.errors import CheckpointNotFound
 from plait.messages import Message
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import from_sdk, message_id, to_sdk
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.not_served import NOT_YET
+from plait.protocols.agent_protocol.shapes import (
+    Body,
+    SortedPage,
+    errors,
+    router_of,
+    search_routes,
+)
 from plait.run.sessions import SessionDocument, SessionTurn
+from plait.run.time_travel import read_history
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
 from plait.server.users import id_problem
+from plait.stores.base import GuardedStore
 
 __all__ = [
+    "THREADS",
+    "StateWrite",
     "delete_thread",
     "find_thread",
+    "forget_run",
+    "last_step",
     "make_thread",
     "note_run",
+    "thread_session",
     "thread_status",
+    "thread_values",
     "threads_router",
+    "write_state",
 ]
 
-_DOC = "threads"
+#: The kind of the user's document of threads.
+THREADS = "threads"
+_DOC = THREADS
+#: The most runs whose checkpoints a thread keeps in its history.
+KEPT_RUNS = 100
 #: A run's status in the server's summary -> its thread's status.
 _STATUS = {"running": "busy", "paused": "interrupted", "failed": "error"}
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ThreadCreate(_Body):
+class ThreadCreate(Body):
     """What `threads.create` sends."""
 
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
-    supersteps: list[Any] | None = None
+    supersteps: list[dict[str, Any]] | None = None
+    ttl: Any = None
 
 
-class ThreadPatch(_Body):
+class ThreadPatch(Body):
     """What `threads.update` sends."""
 
     metadata: dict[str, Any] | None = None
+    ttl: Any = None
 
 
-class ThreadSearch(_Body):
+class ThreadPrune(Body):
+    """What `threads.prune` sends."""
+
+    thread_ids: list[str]
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+
+class ThreadSearch(SortedPage):
     """What `threads.search` and `count` send."""
 
-    metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
     ids: list[str] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = 10
-    offset: int = 0
-    sort_by: str | None = None
-    sort_order: Literal["asc", "desc"] | None = None
-
-
-class StateUpdate(_Body):
-    """What `threads.update_state` sends."""
-
-    values: dict[str, Any] | None = None
-    as_node: str | None = None
-    checkpoint_id: str | None = None
-
-
-class HistoryRequest(_Body):
-    """What `threads.get_history` sends."""
-
-    limit: int = 10
-    before: str | dict[str, Any] | None = None
 
 
 async def find_thread(who: Caller, thread_id: str) -> dict[str, Any]:
@@ -110,7 +115,8 @@ async def make_thread(
     who: Caller, thread_id: str | None, metadata: dict[str, Any], if_exists: str | None
 ) -> dict[str, Any]:
     """Create the caller's thread `thread_id` (None: a new UUID4); return its record with
-    its id (`if_exists` "do_nothing": an existing one as it is, else `409`)."""
+    its id, and `new` when it was made (`if_exists` "do_nothing": an existing one as it is,
+    else `409`)."""
     key = thread_id or str(uuid.uuid4())
     problem = id_problem(key)
     if problem is not None:
@@ -123,19 +129,59 @@ async def make_thread(
             raise ApiError(409, f"thread '{key}' exists")
         stamp = now()
         stored[key] = {"metadata": metadata, "created_at": stamp, "updated_at": stamp, "run": None}
-        return {**stored[key], "thread_id": key}
+        return {**stored[key], "thread_id": key, "new": True}
 
     return await Document(who, _DOC).change(edit)
 
 
-async def note_run(who: Caller, thread_id: str, run_id: str, graph_id: str) -> None:
-    """Record `run_id` (the server's run id) as the thread's latest run, of `graph_id`."""
+async def last_step(who: Caller, checkpoint: str) -> int:
+    """Return the number of the last step kept under the server's `checkpoint` (0: none)."""
+    steps = await read_history(GuardedStore(who.store), checkpoint)
+    return steps[-1].step if steps else 0
+
+
+async def note_run(
+    who: Caller, thread_id: str, run_id: str, graph_id: str, kept: tuple[str, str, int]
+) -> None:
+    """Record `run_id` (the server's run id) as the thread's latest run, of `graph_id`;
+    `kept` is the server's checkpoint id its steps are kept under, the protocol's run id
+    and the last step kept there before it (a resume keeps its steps where its run did),
+    for the thread's history."""
+    checkpoint, protocol_run, after = kept
 
     def edit(stored: dict[str, Any]) -> None:
         found = stored.get(thread_id)
-        if found is not None:
-            metadata = {"graph_id": graph_id, **found["metadata"]}
-            stored[thread_id] = {**found, "run": run_id, "metadata": metadata, "updated_at": now()}
+        if found is None:
+            return
+        runs = [dict(run) for run in found.get("checkpoints") or ()]
+        run = {"run_id": protocol_run, "at": now(), "after": after}
+        same = [kept for kept in runs if kept["checkpoint"] == checkpoint]
+        if same:  # its steps from `after` on are this run's
+            same[0]["runs"] = [*same[0]["runs"], run]
+        else:
+            runs.append({"checkpoint": checkpoint, "runs": [run]})
+        metadata = {"graph_id": graph_id, **found["metadata"]}
+        stored[thread_id] = {
+            **found,
+            "run": run_id,
+            "metadata": metadata,
+            "updated_at": now(),
+            "checkpoints": runs[-KEPT_RUNS:],
+            "head": "loop",
+        }
+
+    await Document(who, _DOC).change(edit)
+
+
+async def forget_run(who: Caller, thread_id: str, checkpoint: str | None) -> None:
+    """Drop the steps kept under `checkpoint` from the thread's history (a rolled-back
+    run's)."""
+
+    def edit(stored: dict[str, Any]) -> None:
+        found = stored.get(thread_id)
+        if found is not None and checkpoint is not None:
+            runs = [r for r in found.get("checkpoints") or () if r["checkpoint"] != checkpoint]
+            stored[thread_id] = {**found, "checkpoints": runs}
 
     await Document(who, _DOC).change(edit)
 
@@ -153,15 +199,72 @@ async def thread_status(who: Caller, record: dict[str, Any]) -> tuple[str, list[
     return _STATUS.get(summary.status, "idle"), pending
 
 
-async def _session(who: Caller, thread_id: str) -> SessionDocument:
-    return await who.sessions.read(thread_id) or SessionDocument()
+async def thread_session(who: Caller, thread_id: str, record: dict[str, Any]) -> SessionDocument:
+    """Return the thread's session; while the thread waits for an answer, with the turn of
+    its paused run added (what it said before the pause, and its session values then),
+    as the session will hold it once the resumed run ends."""
+    session = await who.sessions.read(thread_id) or SessionDocument()
+    run = record.get("run")
+    try:
+        summary = None if run is None else await who.server.runs.summary(who.store, run)
+    except CheckpointNotFound:
+        summary = None
+    if summary is None or summary.status != "paused" or summary.checkpoint_id is None:
+        return session
+    found = await GuardedStore(who.store).get_checkpoint(summary.checkpoint_id)
+    if found is not None:
+        paused = Checkpoint.decode(found.data, summary.checkpoint_id)
+        session.messages = [*session.messages, *paused.session_turn]
+        session.values = {**session.values, **paused.snapshot().session_values}
+    return session
 
 
-def _values(thread_id: str, session: SessionDocument, upto: int | None = None) -> dict[str, Any]:
-    kept = session.messages if upto is None else session.messages[:upto]
+@dataclasses.dataclass
+class StateWrite:
+    """What a state update writes: session values, and messages to append."""
+
+    values: dict[str, Any]
+    messages: list[Message]
+
+    @classmethod
+    def of(cls, values: object) -> StateWrite:
+        """Return the update of `values` as the SDK sends it (`messages` in its shape).
+
+        Raises:
+            ApiError: `422`, not an object, or a message that is not one.
+        """
+        if not isinstance(values, Mapping | None):
+            raise ApiError(422, "a state update's values are an object")
+        rest = dict(values or {})
+        given = rest.pop("messages", [])
+        return cls(
+            rest, [from_sdk(data) for data in (given if isinstance(given, list) else [given])]
+        )
+
+
+async def write_state(who: Caller, thread_id: str, update: StateWrite, as_node: str | None) -> None:
+    """Write `update` to the thread's session: its values, and its messages appended (the
+    user's as the user's, any other as `as_node`'s, or the thread's `graph_id`'s)."""
+    record = await find_thread(who, thread_id)
+    author = as_node or record["metadata"].get("graph_id") or "assistant"
+    turn = await SessionTurn.load(who.store, thread_id, [])
+    turn.turn = [(USER if m.role == "user" else author, m) for m in update.messages]
+    stamp = datetime.now(UTC)
+    await turn.save(who.store, update.values, [], None, stamp=stamp)
+    await who.store.session_catalog().touch(thread_id, stamp)
+
+    def edit(stored: dict[str, Any]) -> None:
+        if thread_id in stored:
+            stored[thread_id] = {**stored[thread_id], "head": "update", "updated_at": now()}
+
+    await Document(who, _DOC).change(edit)
+
+
+def thread_values(thread_id: str, session: SessionDocument) -> dict[str, Any]:
+    """Return a thread's values: its session's values and messages (in the SDK's shape)."""
+    kept = session.messages
     messages = [to_sdk(m, message_id(thread_id, i), a) for i, (a, m) in enumerate(kept)]
-    values = session.values if upto is None else {}
-    return {**values, "messages": messages}
+    return {**session.values, "messages": messages}
 
 
 async def _thread_json(who: Caller, thread_id: str, record: dict[str, Any]) -> dict[str, Any]:
@@ -172,80 +275,35 @@ async def _thread_json(who: Caller, thread_id: str, record: dict[str, Any]) -> d
         "updated_at": record["updated_at"],
         "metadata": record["metadata"],
         "status": status,
-        "values": _values(thread_id, await _session(who, thread_id)),
+        "values": thread_values(thread_id, await thread_session(who, thread_id, record)),
         "interrupts": {record["run"]: pending} if pending else {},
     }
 
 
-def _checkpoint(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
-    return {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+def _updates(supersteps: list[dict[str, Any]]) -> list[tuple[StateWrite, str | None]]:
+    """Return the updates of `threads.create`'s `supersteps`, checked, in order."""
+    found = []
+    for superstep in supersteps:
+        for update in superstep.get("updates") or ():
+            if not isinstance(update, dict) or update.get("command") is not None:
+                raise ApiError(501, f"a superstep update with a command {NOT_YET}")
+            as_node = update.get("as_node")
+            found.append((StateWrite.of(update.get("values")), as_node))
+    return found
 
 
-def _turn_ends(session: SessionDocument) -> list[int]:
-    """Return where each turn of the session ends (a turn starts at the user's messages)."""
-    ends = []
-    for i, (author, _) in enumerate(session.messages):
-        if author == USER and i > 0 and session.messages[i - 1][0] != USER:
-            ends.append(i)
-    return [*ends, len(session.messages)] if session.messages else []
-
-
-def _state(
-    thread_id: str, session: SessionDocument, end: int, newest: bool, pending: list[Any]
-) -> dict[str, Any]:
-    """Return the thread's state after the turn that ends at message `end`."""
-    checkpoint = message_id(thread_id, -end - 1)
-    return {
-        "values": _values(thread_id, session, None if newest else end),
-        "next": [],
-        "checkpoint": _checkpoint(thread_id, checkpoint),
-        "metadata": {"step": end},
-        "created_at": None if session.updated_at is None else session.updated_at.isoformat(),
-        "parent_checkpoint": None,
-        "tasks": [],
-        "interrupts": pending if newest else [],
-    }
-
-
-async def _get_state(who: Caller, thread_id: str) -> dict[str, Any]:
-    record = await find_thread(who, thread_id)
-    session = await _session(who, thread_id)
-    status, pending = await thread_status(who, record)
-    state = _state(thread_id, session, len(session.messages), True, pending)
-    if status == "interrupted":
-        state["next"] = [record["metadata"].get("graph_id", "")]
-    return state
-
-
-async def _history(who: Caller, thread_id: str, body: HistoryRequest) -> list[dict[str, Any]]:
-    record = await find_thread(who, thread_id)
-    session = await _session(who, thread_id)
-    _, pending = await thread_status(who, record)
-    ends = _turn_ends(session)
-    states = [_state(thread_id, session, e, e == ends[-1], pending) for e in reversed(ends)]
-    before = body.before.get("checkpoint_id") if isinstance(body.before, dict) else body.before
-    if before is not None:
-        found = [s["checkpoint"]["checkpoint_id"] for s in states]
-        states = states[found.index(before) + 1 :] if before in found else []
-    return states[: body.limit]
-
-
-async def _update_state(who: Caller, thread_id: str, body: StateUpdate) -> dict[str, Any]:
-    record = await find_thread(who, thread_id)
-    values = dict(body.values or {})
-    given = values.pop("messages", [])
-    author = body.as_node or record["metadata"].get("graph_id") or "assistant"
-    added: list[tuple[str, Message]] = []
-    for data in given if isinstance(given, list) else [given]:
-        message = from_sdk(data)
-        added.append((USER if message.role == "user" else author, message))
-    turn = await SessionTurn.load(who.store, thread_id, [])
-    turn.turn = added
-    stamp = datetime.now(UTC)
-    await turn.save(who.store, values, [], None, stamp=stamp)
-    await who.store.session_catalog().touch(thread_id, stamp)
-    size = len(turn.prior) + len(added)
-    return {"checkpoint": _checkpoint(thread_id, message_id(thread_id, -size - 1))}
+async def _create(who: Caller, body: ThreadCreate) -> dict[str, Any]:
+    """Create the thread `body` asks for, then write its supersteps' updates."""
+    if body.ttl is not None:
+        raise ApiError(501, f"threads.create with ttl {NOT_YET}")
+    updates = _updates(body.supersteps or [])
+    made = await make_thread(who, body.thread_id, body.metadata or {}, body.if_exists)
+    key = made["thread_id"]
+    if not made.get("new"):  # it existed (`if_exists="do_nothing"`): it stays as it is
+        updates = []
+    for values, as_node in updates:
+        await write_state(who, key, values, as_node)
+    return await _thread_json(who, key, await find_thread(who, key) if updates else made)
 
 
 async def _copy(who: Caller, thread_id: str) -> dict[str, Any]:
@@ -255,7 +313,28 @@ async def _copy(who: Caller, thread_id: str) -> dict[str, Any]:
     if raw is not None:
         await who.store.put_session(made["thread_id"], raw)
         await who.store.session_catalog().touch(made["thread_id"], datetime.now(UTC))
-    return await _thread_json(who, made["thread_id"], made)
+    kept = {"checkpoints": record.get("checkpoints") or [], "head": record.get("head", "loop")}
+    await Document(who, _DOC).change(lambda stored: stored[made["thread_id"]].update(kept))
+    return await _thread_json(who, made["thread_id"], {**made, **kept})
+
+
+async def _prune(who: Caller, body: ThreadPrune) -> int:
+    """Delete the caller's threads `body` names (`keep_latest`: forget their history
+    before their state now); return how many it found."""
+    if body.strategy == "delete":
+        stored = await Document(who, _DOC).read()
+        found = [key for key in dict.fromkeys(body.thread_ids) if key in stored]
+        for key in found:
+            await delete_thread(who, key)
+        return len(found)
+
+    def edit(stored: dict[str, Any]) -> int:
+        found = [key for key in dict.fromkeys(body.thread_ids) if key in stored]
+        for key in found:
+            stored[key] = {**stored[key], "checkpoints": []}
+        return len(found)
+
+    return await Document(who, _DOC).change(edit)
 
 
 def _matches(thread: dict[str, Any], body: ThreadSearch) -> bool:
@@ -303,11 +382,7 @@ async def _update(who: Caller, thread_id: str, metadata: dict[str, Any]) -> dict
 def threads_router(caller: Callable[..., Any]) -> APIRouter:
     """Return the `/threads…` routes (runs aside); `caller` is the app's dependency that
     checks the API key."""
-    router = APIRouter(tags=["agent protocol: threads"])
-    who_dep: Any = Depends(caller)
-    _thread_routes(router, who_dep)
-    _state_routes(router, who_dep)
-    return router
+    return router_of("threads", caller, _thread_routes)
 
 
 def _thread_routes(router: APIRouter, who_dep: Any) -> None:
@@ -315,30 +390,29 @@ def _thread_routes(router: APIRouter, who_dep: Any) -> None:
 
     @router.post("/threads", summary="Create a thread", responses=errors(401, 409, 422, 501))
     async def create(body: ThreadCreate, who: Caller = who_dep) -> dict[str, Any]:
-        """Create a thread (an empty session) with `metadata`."""
-        if body.supersteps:
-            raise ApiError(501, "threads.create with supersteps is not served by plait yet")
-        made = await make_thread(who, body.thread_id, body.metadata or {}, body.if_exists)
-        return await _thread_json(who, made["thread_id"], made)
+        """Create a thread (an empty session) with `metadata`, then write each of its
+        `supersteps`' updates in order, as `update_state` does."""
+        return await _create(who, body)
 
-    @router.post("/threads/search", summary="Search threads", responses=errors(401, 422))
-    async def search(body: ThreadSearch, who: Caller = who_dep) -> list[dict[str, Any]]:
-        """Return the caller's threads that match, newest first (one page)."""
-        return (await _search(who, body))[body.offset : body.offset + body.limit]
+    @router.post("/threads/prune", summary="Prune threads", responses=errors(401, 422))
+    async def prune(body: ThreadPrune, who: Caller = who_dep) -> dict[str, int]:
+        """Delete the caller's threads named (`keep_latest`: forget their history)."""
+        return {"pruned_count": await _prune(who, body)}
 
-    @router.post("/threads/count", summary="Count threads", responses=errors(401, 422))
-    async def count(body: ThreadSearch, who: Caller = who_dep) -> int:
-        """Return how many of the caller's threads match."""
-        return len(await _search(who, body))
+    search_routes(router, who_dep, "threads", ThreadSearch, _search)
 
     @router.get("/threads/{thread_id}", summary="Read a thread", responses=errors(401, 404))
     async def get(thread_id: str, who: Caller = who_dep) -> dict[str, Any]:
         """Return the thread with its status, values and pending interrupts."""
         return await _thread_json(who, thread_id, await find_thread(who, thread_id))
 
-    @router.patch("/threads/{thread_id}", summary="Update a thread", responses=errors(401, 404))
+    @router.patch(
+        "/threads/{thread_id}", summary="Update a thread", responses=errors(401, 404, 501)
+    )
     async def update(thread_id: str, body: ThreadPatch, who: Caller = who_dep) -> dict[str, Any]:
         """Merge `metadata` into the thread's."""
+        if body.ttl is not None:
+            raise ApiError(501, f"threads.update with ttl {NOT_YET}")
         return await _update(who, thread_id, body.metadata or {})
 
     @router.delete(
@@ -356,34 +430,3 @@ def _thread_routes(router: APIRouter, who_dep: Any) -> None:
     async def copy(thread_id: str, who: Caller = who_dep) -> dict[str, Any]:
         """Make a new thread with this one's metadata, messages and values."""
         return await _copy(who, thread_id)
-
-
-def _state_routes(router: APIRouter, who_dep: Any) -> None:
-    """Add the routes that read and write a thread's state."""
-
-    @router.get(
-        "/threads/{thread_id}/state", summary="Read a thread's state", responses=errors(401, 404)
-    )
-    async def get_state(thread_id: str, who: Caller = who_dep) -> dict[str, Any]:
-        """Return the thread's values, pending interrupts and what runs next."""
-        return await _get_state(who, thread_id)
-
-    @router.post(
-        "/threads/{thread_id}/state",
-        summary="Write a thread's state",
-        responses=errors(401, 404, 422),
-    )
-    async def update_state(
-        thread_id: str, body: StateUpdate, who: Caller = who_dep
-    ) -> dict[str, Any]:
-        """Write session values and append `messages` to the thread."""
-        return await _update_state(who, thread_id, body)
-
-    @router.post(
-        "/threads/{thread_id}/history", summary="List a thread's states", responses=errors(401, 404)
-    )
-    async def history(
-        thread_id: str, body: HistoryRequest, who: Caller = who_dep
-    ) -> list[dict[str, Any]]:
-        """Return the thread after each of its turns, newest first."""
-        return await _history(who, thread_id, body)
