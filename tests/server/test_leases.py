@@ -18,7 +18,7 @@ from plait.server import create_app
 from plait.stores import SqliteStore
 from tests.server.support import WAIT, Controls, ServerThread, make_agents
 
-LEASE = 0.6
+LEASE = 2.0
 
 
 def test_the_run_lease_must_be_positive() -> None:
