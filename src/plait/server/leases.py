@@ -16,7 +16,9 @@ over without waiting for the lease to run out (what a worker read of another's l
 trusted for a third of a lease at most).
 
 Workers compare lease times by their own clocks: keep the clocks of the machines that
-share a store in step (NTP) well within a lease.
+share a store in step (NTP) well within a lease. A worker that stalls for longer than its
+lease has its runs taken over while it may still run them: pick a lease well above the
+longest stall expected.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ __all__ = ["DEFAULT_LEASE", "WorkerLease", "take_over"]
 _log = logging.getLogger("plait.server")
 #: Seconds a worker's lease lasts unless renewed (`create_app(run_lease=...)`).
 DEFAULT_LEASE = 30.0
+#: How many other workers' leases are remembered before those that ran out are forgotten.
+_REMEMBERED = 1024
 
 
 class WorkerLease:
@@ -85,6 +89,8 @@ class WorkerLease:
             return True
         data = await self._store.get_session(self._key(worker))
         until = float(json.loads(data)["until"]) if data is not None else 0.0
+        if len(self._seen) >= _REMEMBERED:  # forget the workers long gone
+            self._seen = {k: seen for k, seen in self._seen.items() if seen[0] > now}
         self._seen[worker] = (until, now)
         return until > now
 
