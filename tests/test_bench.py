@@ -121,6 +121,15 @@ def test_once_cost_benchmark_runs_and_reports_every_figure() -> None:
             assert f"{prefix}_once_extra_per_call_us" in figures, prefix
 
 
+def test_quota_load_benchmark_runs_and_stays_within_one_call() -> None:
+    _require_servers()
+    figures = _quick("quota_load.py")
+    assert figures["runs"] == 20 and figures["model_calls"] > 0
+    assert figures["spent"] > 0 and _a_figure(figures["seconds"])
+    assert figures["overspend"] <= figures["largest_call"]
+    assert sum(figures["ended"].values()) == 20
+
+
 def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:
     pytest.importorskip("temporalio")
     figures = _quick("temporal_overhead.py")

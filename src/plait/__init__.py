@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from plait.core.hooks import Hooks, ModelRequest
     from plait.core.interrupt import interrupt, interrupt_state
     from plait.core.resume import ResumeInfo
-    from plait.errors import PlaitError
+    from plait.errors import PlaitError, QuotaExceeded
     from plait.events import (
         AgentAction,
         AgentEvent,
@@ -102,6 +102,7 @@ __all__ = [
     "ModelRequest",
     "ParallelAgent",
     "PlaitError",
+    "QuotaExceeded",
     "ResumeInfo",
     "RunContext",
     "RunOption",
@@ -165,6 +166,7 @@ _EXPORTS = {
     "ModelRequest": "plait.core.hooks",
     "ParallelAgent": "plait.agents",
     "PlaitError": "plait.errors",
+    "QuotaExceeded": "plait.errors",
     "IdSource": "plait.core.context",
     "AgentContext": "plait.core.agent_context",
     "HookContext": "plait.core.agent_context",

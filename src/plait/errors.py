@@ -22,7 +22,8 @@ PlaitError
 │   ├── TokenBudgetExceeded
 │   ├── NodeTimeout             (also a TimeoutError)
 │   ├── UsageLimitExceeded      a `Runner(limits=UsageLimits(...))` limit (names it)
-│   └── LoopDetected            a `ChatModelAgent(loop_guard=...)` stopped a repeating agent
+│   ├── LoopDetected            a `ChatModelAgent(loop_guard=...)` stopped a repeating agent
+│   └── QuotaExceeded           a user's server quota (`plait.server.Quota`; names it)
 ├── StoreError                  the store failed (a server gone away, a full disk)
 ├── SessionConflict             another turn wrote the session first; this turn was not saved
 ├── CassetteCorrupt             a cassette line is not a step (names the file and the line)
@@ -72,6 +73,7 @@ __all__ = [
     "NodeTimeout",
     "OutputValidationError",
     "PlaitError",
+    "QuotaExceeded",
     "RemoteAgentError",
     "RepetitiveHandoffError",
     "ResumeError",
@@ -389,6 +391,20 @@ class LoopDetected(LimitExceeded):
             count=count,
             reason=reason,
         )
+
+
+class QuotaExceeded(LimitExceeded):
+    """A user's quota on a server (`plait.server.Quota`) refused a run or a model call:
+    `quota` names it (`"tokens_per_day"`), `limit` is its value and `retry_after` the
+    seconds until it lets the user go on. A run it stops keeps a checkpoint that `resume`
+    continues once the quota allows (the call it stopped before is made then)."""
+
+    quota: str
+    limit: float
+    retry_after: int
+
+    def __init__(self, message: str, *, quota: str, limit: float, retry_after: int) -> None:
+        super().__init__(message, quota=quota, limit=limit, retry_after=retry_after)
 
 
 class StoreError(PlaitError):

@@ -201,6 +201,9 @@ class ModelCalls:
                     self.calls_made -= 1  # not made: it is made on the resume
                     box.paused = paused.contexts
                     return None
+                if self.run.cancel_requested:  # a stop asked (by a hook): made on the resume
+                    box.stopped = True
+                    return None
         if error is None:
             self.ctx.run.requests += 1
         box.refused = error
@@ -236,7 +239,7 @@ class ModelCalls:
             error = await self._open_call(box)
             if error is not None:
                 return [*box.events, ctx.event(error=error)]
-            if box.paused:
+            if box.paused or box.stopped:
                 return list(box.events)
             await self._generate(box)
             if box.message is None:
@@ -292,7 +295,7 @@ class ModelCalls:
         if error is not None:
             yield ctx.event(error=error)
             return
-        if box.paused:
+        if box.paused or box.stopped:
             return
         request = box.request or self._request()
         fns = self.hooks.during_model

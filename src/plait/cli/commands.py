@@ -92,6 +92,13 @@ def _command(fn: Callable[_P, None]) -> Callable[_P, None]:
 _TARGET_HELP = "The agent: path/to/file.py:name or package.module:name (an Agent or a factory)."
 _TARGET = typer.Argument(..., metavar="TARGET", help=_TARGET_HELP, show_default=False)
 _STORE_HELP = "Where runs and sessions are kept: sqlite:///file.db, postgresql://..., redis://..."
+
+
+def _option(name: str, metavar: str, help: str) -> Any:
+    """Return the option `name METAVAR` (None when not given), described by `help`."""
+    return typer.Option(None, name, metavar=metavar, help=help)
+
+
 _STORE = typer.Option(DEFAULT_STORE, "--store", metavar="URL", help=_STORE_HELP)
 _JSON_LINES = typer.Option(
     False, "--json", help="Print JSON lines: each event, then the run summary."
@@ -125,11 +132,8 @@ def run(
         help="The request. Without it: a chat on one session.",
         show_default=False,
     ),
-    session: str | None = typer.Option(
-        None,
-        "--session",
-        metavar="ID",
-        help="Continue this session (the chat makes one up without it).",
+    session: str | None = _option(
+        "--session", "ID", "Continue this session (the chat makes one up without it)."
     ),
     store: str = _STORE,
     json_lines: bool = _JSON_LINES,
@@ -153,17 +157,13 @@ def resume(
     ),
     target: str = _TARGET,
     store: str = _STORE,
-    value: str | None = typer.Option(
-        None,
-        "--value",
-        metavar="JSON",
-        help="The answer to its one interrupt: JSON, else plain text.",
+    value: str | None = _option(
+        "--value", "JSON", "The answer to its one interrupt: JSON, else plain text."
     ),
-    targets: str | None = typer.Option(
-        None,
+    targets: str | None = _option(
         "--targets",
-        metavar="JSON",
-        help="The answers by interrupt id, as one JSON object (interrupt id -> answer).",
+        "JSON",
+        "The answers by interrupt id, as one JSON object (interrupt id -> answer).",
     ),
     json_lines: bool = _JSON_LINES,
 ) -> None:
@@ -223,6 +223,12 @@ _KEYS = typer.Option(
     metavar="FILE",
     help="A file of 'KEY USER_ID' lines; then every route needs a key.",
 )
+_CONFIG = typer.Option(
+    None,
+    "--config",
+    metavar="FILE",
+    help="A TOML file of API keys, admin keys, quotas and webhook settings.",
+)
 _ALLOWED_HOSTS = typer.Option(
     None,
     "--allowed-host",
@@ -247,21 +253,21 @@ def serve(
     a2a: bool = typer.Option(
         False, "--a2a", help="Also serve every agent over A2A at /a2a/AGENT (plait[a2a])."
     ),
-    run_lease: float | None = typer.Option(
-        None,
+    config: Path | None = _CONFIG,
+    run_lease: float | None = _option(
         "--run-lease",
-        help=(
-            "Seconds this worker's lease on its runs lasts in the store (default 30): the "
-            "runs of a worker that was killed are taken over by the others this long after."
-        ),
+        "SECONDS",
+        "How long this worker's lease on its runs lasts in the store (default 30): the runs "
+        "of a worker that was killed are taken over by the others this long after.",
     ),
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
     options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host, a2a)
-    if run_lease is not None:
+    if config is not None or run_lease is not None:
         import dataclasses
 
-        options = dataclasses.replace(options, run_lease=run_lease)
+        given = None if config is None else str(config)
+        options = dataclasses.replace(options, config=given, run_lease=run_lease)
     raise typer.Exit(_lazy("serve_command")(options))
 
 
@@ -315,17 +321,11 @@ _MCP_ALLOWED_HOSTS = typer.Option(
 def mcp(
     targets: list[str] = _TARGETS,
     store: str = _STORE,
-    http: int | None = typer.Option(
-        None,
-        "--http",
-        metavar="PORT",
-        help="Serve streamable HTTP at /mcp on this port instead of stdio.",
+    http: int | None = _option(
+        "--http", "PORT", "Serve streamable HTTP at /mcp on this port instead of stdio."
     ),
-    host: str | None = typer.Option(
-        None,
-        "--host",
-        metavar="HOST",
-        help="With --http: the address to listen on (default 127.0.0.1).",
+    host: str | None = _option(
+        "--host", "HOST", "With --http: the address to listen on (default 127.0.0.1)."
     ),
     allowed_host: list[str] | None = _MCP_ALLOWED_HOSTS,
 ) -> None:

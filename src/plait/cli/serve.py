@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
+    from plait.server.config import ServerConfig
+
 __all__ = [
     "GRACEFUL_SECONDS",
     "ServeOptions",
@@ -67,6 +69,7 @@ class ServeOptions:
     allowed_hosts: tuple[str, ...] | None = None
     a2a: bool = False
     command: str = "serve"
+    config: str | None = None  # a config file (`plait.server.config`)
     run_lease: float | None = None
 
 
@@ -160,16 +163,36 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     _check_names(options.targets, [agent.name for agent in agents])
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
     hosts = None if options.allowed_hosts is None else list(options.allowed_hosts)
+    config = _read_config(options, keys is not None)
     app = create_app(
         agents,
         store=store,
-        api_keys=keys,
+        api_keys=keys or config.api_keys,
         ui=options.ui,
         allowed_hosts=hosts,
         a2a=options.a2a,
+        quotas=config.quotas,
+        admin_keys=config.admin_keys,
+        webhook_secret=config.webhook_secret,
+        webhook_allow=config.webhook_allow,
         run_lease=DEFAULT_LEASE if options.run_lease is None else options.run_lease,
     )
     return app, [agent.name for agent in agents]
+
+
+def _read_config(options: ServeOptions, keyed: bool) -> ServerConfig:
+    """Return the settings of `--config` (none without it)."""
+    from plait.server.config import ServerConfig, read_config
+
+    if options.config is None:
+        return ServerConfig()
+    config = read_config(options.config)
+    if keyed and (config.api_keys is not None or config.admin_keys is not None):
+        raise UsageError(
+            f"--config {options.config} holds API keys: give keys there or with --api-keys, "
+            "not both"
+        )
+    return config
 
 
 def _check_names(targets: list[str], names: list[str]) -> None:
@@ -213,7 +236,9 @@ def serve_command(options: ServeOptions) -> int:
     config = _config(app, options.host, sock)
     server = _stoppable(config, seconds)
     with _signals_kept(server):
-        asyncio.run(_serve(server, sock, store, _Start(_url(sock, options.host), names, options)))
+        keyed = app.state.plait.api_keys is not None
+        start = _Start(_url(sock, options.host), names, options, keyed)
+        asyncio.run(_serve(server, sock, store, start))
     if getattr(server, "interrupted", False):
         say_stopped()
         return EXIT_STOPPED
@@ -247,6 +272,7 @@ class _Start:
     url: str
     names: list[str]
     options: ServeOptions
+    keyed: bool = False  # the server has API keys (from --api-keys or --config)
 
 
 async def _serve(server: uvicorn.Server, sock: socket.socket, store: Store, start: _Start) -> None:
@@ -279,12 +305,13 @@ async def _announce(server: uvicorn.Server, start: _Start) -> None:
         await asyncio.sleep(0.05)
     url, options = start.url, start.options
     names = ", ".join(start.names)
-    keys = "API keys required" if options.api_keys else "no API keys: every request is user 'local'"
+    keyed = bool(options.api_keys) or start.keyed
+    keys = "API keys required" if keyed else "no API keys: every request is user 'local'"
     typer.echo(
         f"plait: serving {names} at {url} (store {shown_url(options.store_url)}; {keys})",
         err=True,
     )
-    if options.api_keys is None and options.host not in _LOOPBACK:
+    if not keyed and options.host not in _LOOPBACK:
         typer.echo(
             f"plait: warning: {options.host} is reachable by others; pass --api-keys", err=True
         )

@@ -153,7 +153,8 @@ class HookContext(AgentContext, Protocol):
     `paused`. Acting: `record_model_call(usage)` counts a call the hook makes itself in the
     run's usage and budgets, `side_model(model)` is what such a call goes to, `emit(value)`
     (of `AgentContext`) also passes up what a `before_model` hook emits, `interrupt(info)`
-    pauses the run here (or returns the answer once resumed). Keeping: `extras` while the
+    pauses the run here (or returns the answer once resumed), `stop(error)` ends it at its next
+    safe point with a resumable checkpoint. Keeping: `extras` while the
     run lives (never saved), `keep_run_value` / `run_value` for the whole run, saved with it
     (`save_state` keeps values at a place).
     """
@@ -225,6 +226,12 @@ class HookContext(AgentContext, Protocol):
 
     def interrupt(self, info: Any = None, *, state: Any = None) -> Any:
         """Pause the run here, or return the data this place was resumed with."""
+        ...
+
+    def stop(self, error: PlaitError | None = None) -> None:
+        """Ask the run to stop at its next safe point, saved so that `resume` continues it
+        (as a cancel does), ending with `error` (None: `RunCancelled`). Called in
+        `before_model`, the call is not made: the resumed run makes it."""
         ...
 
     @property

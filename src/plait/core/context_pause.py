@@ -13,7 +13,7 @@ from plait.core.custom import custom_record, load_custom, save_custom
 from plait.core.resume import ResumeInfo
 from plait.core.run_state import CallGuard, RunState
 from plait.core.signal import raise_pause
-from plait.errors import RunCancelled
+from plait.errors import PlaitError, RunCancelled
 from plait.events import AgentEvent, InterruptCtx
 
 __all__ = ["UNREAD", "PauseAndSave"]
@@ -113,6 +113,12 @@ class PauseAndSave(AgentEvents):
         self._call_guard = CallGuard(self.run, limit)
         return self._call_guard
 
+    def stop(self, error: PlaitError | None = None) -> None:
+        """Ask the run to stop at its next safe point, saved so that `resume` continues it
+        (as a cancel does), ending with `error` (None: `RunCancelled`). In `before_model`
+        the call is then not made: the resumed run makes it."""
+        self.run.request_cancel(error)
+
     async def safe_point(self) -> AgentEvent | None:
         """Call between two steps of work, with this component's record up to date.
 
@@ -124,7 +130,7 @@ class PauseAndSave(AgentEvents):
         if run.cancel_requested and run.saver is not None:
             return await run.saver("cancel", self)
         if run.cancel_requested:
-            return self.event(error=RunCancelled("the run was cancelled"))
+            return self.event(error=run.stop_error or RunCancelled("the run was cancelled"))
         if run.durability == "step" and run.saver is not None:
             await run.saver("step", self)
         return None

@@ -22,6 +22,7 @@ from plait.core.hooks import NO_HOOKS
 from plait.errors import (
     MaxHandoffsExceeded,
     MaxStepsExceeded,
+    PlaitError,
     ResumeError,
     TokenBudgetExceeded,
 )
@@ -154,6 +155,7 @@ class RunState:
         "session_id",
         "session_values",
         "state",
+        "stop_error",
         "tool_calls",
         "transfers",
     )
@@ -168,6 +170,7 @@ class RunState:
         self.enable_streaming = enable_streaming
         self.durability = "exit"
         self.cancel_requested = False
+        self.stop_error: PlaitError | None = None  # what a stop ends the run with (a hook's)
         self.model_calls = 0
         self.requests = 0  # model calls sent by agents (counted as each is sent)
         self.tool_calls = 0  # tool calls running or done (one that paused is not counted)
@@ -266,9 +269,12 @@ class RunState:
         self.frames[(address, kind)] = record
         return record
 
-    def request_cancel(self) -> None:
-        """Ask the run to stop: its next safe point ends it, and every tool call in flight
-        is stopped (call this on the run's event loop)."""
+    def request_cancel(self, error: PlaitError | None = None) -> None:
+        """Ask the run to stop: its next safe point ends it (with `error`, when given and no
+        stop was asked before, else `RunCancelled`), and every tool call in flight is
+        stopped (call this on the run's event loop)."""
+        if error is not None and not self.cancel_requested:
+            self.stop_error = error
         self.cancel_requested = True
         for guard in list(self.guards):
             guard.stop_soon()
@@ -420,6 +426,8 @@ class CallGuard:
         self._run.guards.discard(self)
         if self._handle is not None:
             self._handle.cancel()
+        if exc_type is None and self.reason is None:
+            return False  # the call returned, the guard did not fire: the common case
         cancelled = exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
         if self.reason is None or task is None:
             self.stopped = self.stopped or cancelled

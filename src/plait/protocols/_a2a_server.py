@@ -55,6 +55,7 @@ from plait.core.agent import Agent
 from plait.errors import UsageError
 from plait.protocols._a2a_executor import STATE_KEY, Call, PlaitExecutor
 from plait.run.runner import Runner
+from plait.server.budget import LedgerHooks
 from plait.server.caller import CallerDep
 from plait.server.hosts import HostGuard, host_rule
 from plait.server.limits import ApiError, BodyLimit
@@ -345,7 +346,11 @@ def a2a_router(agents: Mapping[str, Agent], *, keyed: bool) -> tuple[APIRouter, 
         `message/stream`, `tasks/get`, `tasks/cancel`, ...), as the caller's user."""
         service = service_of(agent)
         store = caller.store.for_agent(agent)
-        runner = Runner(service.agent, store=store, enable_streaming=True, user=caller.user)
+        tenants = caller.server.runs.tenants
+        hooks = [] if tenants is None else [LedgerHooks(tenants, caller.user, agent, admit=True)]
+        runner = Runner(
+            service.agent, store=store, enable_streaming=True, user=caller.user, hooks=hooks
+        )
         return service.exchange(runner, caller.user)
 
     for path in ("/a2a/{agent}", "/a2a/{agent}/"):

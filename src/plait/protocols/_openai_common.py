@@ -61,7 +61,7 @@ def openai_error(problem: Problem) -> tuple[int, dict[str, Any]]:
     if code is None and problem.type != "http":
         code = _WORD.sub("_", problem.type).lower()
     error = {"message": problem.message, "type": kind, "param": problem.param, "code": code}
-    return status, {"error": error}
+    return status, {"error": {**error, **(problem.extra or {})}}
 
 
 def answer_text(summary: RunSummary) -> str:

@@ -312,9 +312,10 @@ class RunSaves:
         except PlaitError as exc:
             return ctx.event(error=exc)
         self._paused = True
-        error = RunCancelled(
+        error = ctx.run.stop_error or RunCancelled(
             f"the run was cancelled at a safe point; resume checkpoint '{checkpoint_id}' "
             "to continue"
         )
+        self._error = error  # the run's, even when an agent run as a tool stopped it
         info = InterruptInfo(contexts=(), checkpoint_id=checkpoint_id)
         return ctx.event(action=AgentAction(interrupted=info), error=error)

@@ -319,7 +319,9 @@ class RunStream(RunSaves):
         self._note(event)
         if self._turn is not None:
             self._turn.note(event)
-        if event.error is not None or self._paused:
+        if event.error is not None or (self._paused and action is not None and action.interrupted):
+            # (an agent run as a tool that stopped saved the run: its events still on their
+            # way up come first, then the error that ends the run)
             if self._turn is not None and not (self._paused or self._finished):
                 await self._keep_failed_turn(event.error, ctx)
             await self._close()

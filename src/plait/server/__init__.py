@@ -15,7 +15,8 @@ Routes (see docs/server.md): `GET /healthz`, `GET /v1/agents`,
 `GET /v1/sessions/{session_id}`, `DELETE /v1/sessions/{session_id}`; OpenAI-compatible
 (see docs/protocols.md): `GET /v1/models`, `POST /v1/chat/completions`; with the `agui`
 extra, `POST /agui/{agent}` (AG-UI); with `a2a=True` (the `a2a` extra), `POST /a2a/{agent}`
-and its card at `GET /a2a/{agent}/.well-known/agent-card.json` (A2A 1.0 and 0.3).
+and its card at `GET /a2a/{agent}/.well-known/agent-card.json` (A2A 1.0 and 0.3); the
+cost ledger at `GET /v1/usage`. `Quota` bounds each user (`create_app(quotas=...)`).
 """
 
 from __future__ import annotations
@@ -32,5 +33,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from None
 
 from plait.server.app import create_app
+from plait.server.quotas import Quota
 
-__all__ = ["create_app"]
+__all__ = ["Quota", "create_app"]

@@ -49,11 +49,13 @@ from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, HostRule, host_rule
 from plait.server.leases import DEFAULT_LEASE, WorkerLease
 from plait.server.limits import ApiError, BodyLimit, add_error_shape, install_error_handlers
+from plait.server.quotas import Quota, Tenants, check_admin_keys, check_quotas
 from plait.server.runs import LiveRun, Runs
 from plait.server.runs_api import runs_router
 from plait.server.spans import RunSpans, run_spans
 from plait.server.sse import DeltaRelay, EventStream, server_exiting
 from plait.server.summary import session_detail
+from plait.server.usage_api import usage_router
 from plait.server.users import check_api_keys, is_safe_id
 from plait.server.webhooks import Webhooks
 from plait.stores.base import GuardedStore, Store
@@ -74,6 +76,7 @@ _ERROR_MEANINGS = {
     409: "The run was already resumed, or is being resumed or still running.",
     413: "The request body is over the server's limit.",
     422: "The body does not match the schema.",
+    429: "A quota of the user refuses the run (`Retry-After` says when to try again).",
 }
 _errors = functools.partial(error_responses, _ERROR_MEANINGS)
 
@@ -121,7 +124,7 @@ async def list_agents(caller: CallerDep) -> list[AgentInfo]:
     "/v1/agents/{name}/runs",
     summary="Run an agent",
     response_model=RunResponse,
-    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422)},
+    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422, 429)},
 )
 async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
     """Start a run of agent `name` on `input` (a text, or message objects), optionally in
@@ -145,7 +148,7 @@ async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
     "/v1/runs/{checkpoint_id}/resume",
     summary="Resume a paused run",
     response_model=RunResponse,
-    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 409, 413, 422)},
+    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 409, 413, 422, 429)},
 )
 async def resume_run(checkpoint_id: str, body: ResumeRequest, caller: CallerDep) -> Response:
     """Resume a paused (or cancelled) run with answers to its interrupts: `targets` by
@@ -234,7 +237,7 @@ async def run_history(checkpoint_id: str, caller: CallerDep) -> list[StepOut]:
     "/v1/runs/{checkpoint_id}/fork",
     summary="Fork a run from one of its steps",
     response_model=RunResponse,
-    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422)},
+    responses={**_RUN_RESPONSES, **_errors(400, 401, 404, 413, 422, 429)},
 )
 async def fork_run(checkpoint_id: str, body: ForkRequest, caller: CallerDep) -> Response:
     """Start a new run (a new checkpoint id, in the `x-plait-checkpoint-id` header) from
@@ -334,6 +337,8 @@ def create_app(
     webhook_allow: Sequence[str] | None = None,
     cron_poll: float = 1.0,
     clock: Callable[[], datetime] | None = None,
+    quotas: Mapping[str, Quota] | None = None,
+    admin_keys: Sequence[str] | None = None,
     run_lease: float = DEFAULT_LEASE,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
@@ -342,40 +347,39 @@ def create_app(
         agents: An agent, a sequence of agents (each named by its `name`), or a mapping
             public name -> agent.
         store: Where runs, checkpoints and sessions are kept; processes sharing one store
-            serve each other's runs. Default: `SqliteStore("plait.db")` in the working
-            directory (closed when the app shuts down).
-        api_keys: Bearer key -> user id. With keys, every route but `GET /healthz` needs
-            `Authorization: Bearer <key>`; without, every request is user "local".
+            serve each other's runs. Default: `SqliteStore("plait.db")` (closed at the end).
+        api_keys: Bearer key -> user id: every route but `GET /healthz` then needs a key;
+            without keys every request is user "local".
         max_request_bytes: Larger request bodies are refused with `413`.
         ui: Also serve the dev page at `/` (when this build has `plait.server.page`).
         cancel_poll: Seconds between two looks of a running run for cancel requests.
         allowed_hosts: The host names this server answers besides its loopback names and
             the address a request came in on (a proxy's public name); `["*"]` answers any.
-            None (the default): a server without keys answers only loopback names and its
-            own address, so a page rebinding its name to this machine is refused (`403`); a
-            server with keys answers any host.
-        a2a: Also serve every agent over A2A 1.0 and 0.3 at `/a2a/{agent}` (its card
-            under it), behind the same checks and keys (needs the `a2a` extra).
-        agent_protocol: Also serve the Agent Protocol (LangGraph Server's API, what the
-            `langgraph-sdk` client speaks): `/assistants`, `/threads`, `/runs`, `/store`
-            (`plait.protocols.agent_protocol`), behind the same checks and keys.
+            None: a server without keys answers only those (a page rebinding its name to
+            this machine is refused, `403`); a server with keys answers any host.
+        a2a: Also serve every agent over A2A at `/a2a/{agent}` (the `a2a` extra).
+        agent_protocol: Also serve the Agent Protocol (what the `langgraph-sdk` client
+            speaks, `plait.protocols.agent_protocol`), behind the same checks and keys.
         webhook_secret: Signs each webhook body (`x-plait-signature: sha256=<hex HMAC>`,
             `plait.server.webhooks`); None: bodies go unsigned.
-        webhook_allow: Hosts a webhook may name although they are not public (a private
-            or loopback address) or not `https`; every other host must be both.
+        webhook_allow: Hosts a webhook may name though not public or not `https`.
         cron_poll: Seconds between two looks for due crons (`agent_protocol`).
-        clock: What returns this moment for the crons (default: the system's clock).
+        clock: What returns this moment (crons, quota windows, the ledger's times).
+        quotas: User id (or "*": every user without one) -> `plait.server.Quota`, what
+            each may spend and start (`plait.server.quotas`); every call is in the ledger.
+        admin_keys: Keys of `api_keys` whose callers see every user's `GET /v1/usage`.
         run_lease: Seconds a worker's lease on its runs lasts (`plait.server.leases`).
 
     Raises:
-        UsageError: No agents, a name used twice, a non-agent, bad keys, limits or hosts;
-            `a2a` without the a2a-sdk.
+        UsageError: A bad argument (agents, keys, limits, hosts, quotas), or no a2a-sdk.
     """
     keys = check_api_keys(api_keys)
+    tenancy = check_quotas(quotas), check_admin_keys(admin_keys, keys)
     _check_limits(max_request_bytes, cancel_poll, cron_poll, run_lease)
     rule = host_rule(allowed_hosts, keyed=keys is not None)
     hooks = Webhooks(webhook_secret, webhook_allow)
-    server = _server(_named_agents(agents), store, keys, (cancel_poll, run_lease), hooks, clock)
+    timing = (cancel_poll, run_lease)
+    server = _server(_named_agents(agents), store, keys, timing, hooks, clock, tenancy)
     if agent_protocol:
         server.background.append(Scheduler(server, cron_poll).run)
     return _equip(server, ui, a2a, max_request_bytes, rule, agent_protocol)
@@ -441,6 +445,7 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: 
             openai_router(find_caller),
             eval_router(find_caller),
             runs_router(find_caller),
+            usage_router(find_caller),
         )
         for routes in (*groups, approvals_router(find_caller)):
             app.include_router(routes)
@@ -503,6 +508,7 @@ def _server(
     timing: tuple[float, float],
     webhooks: Webhooks,
     clock: Callable[[], datetime] | None,
+    tenancy: tuple[dict[str, Quota], frozenset[str]],
 ) -> Server:
     """Return what the app's routes share (`timing`: the cancel poll and the run lease)."""
     owns = store is None
@@ -516,6 +522,8 @@ def _server(
     runs = Runs(agents, cancel_poll=poll, leases=WorkerLease(store, lease))
     server = Server(agents, store, keys, runs, owns, webhooks=webhooks)
     server.clock = clock or server.clock
+    server.runs.tenants = Tenants(store, tenancy[0], server.clock)
+    server.admin_keys = tenancy[1]
     return server
 
 

@@ -45,6 +45,8 @@ class Server:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     #: What runs beside the app while it serves (the cron scheduler), cancelled at its end.
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: The keys whose callers see every user's usage (`GET /v1/usage`).
+    admin_keys: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -54,6 +56,7 @@ class Caller:
     server: Server
     user: str
     store: UserStore
+    admin: bool = False  # the key is one of the app's admin keys
 
     @property
     def sessions(self) -> Sessions:
@@ -83,6 +86,7 @@ async def find_caller(
     server: Server = request.app.state.plait
     keys = server.api_keys
     user = LOCAL_USER
+    admin = False
     if keys is not None:
         given = header_key if credentials is None else credentials.credentials
         found = None if given is None else find_user(keys, given)
@@ -93,7 +97,12 @@ async def find_caller(
                 headers={"www-authenticate": "Bearer"},
             )
         user = found
-    return Caller(server, user, UserStore(server.store, user, server.index))
+        assert given is not None
+        admin = (
+            bool(server.admin_keys)
+            and find_user(dict.fromkeys(server.admin_keys, ""), given) is not None
+        )
+    return Caller(server, user, UserStore(server.store, user, server.index), admin)
 
 
 CallerDep = Annotated[Caller, Depends(find_caller)]

@@ -29,6 +29,7 @@ from plait.errors import (
     CheckpointAlreadyResumed,
     CheckpointNotFound,
     PlaitError,
+    QuotaExceeded,
     ResumeError,
     StoreError,
     UsageError,
@@ -44,6 +45,7 @@ __all__ = [
     "install_error_handlers",
     "lone_surrogate",
     "plait_shape",
+    "quota_response",
     "status_for",
 ]
 
@@ -86,6 +88,8 @@ class Problem:
     message: str
     param: str | None = None
     code: str | None = None
+    #: More fields of the error (a quota's: `quota`, `retry_after`).
+    extra: Mapping[str, Any] | None = None
 
 
 #: Turns a problem into the status and JSON body of its response.
@@ -93,8 +97,10 @@ ErrorShape = Callable[[Problem], tuple[int, dict[str, Any]]]
 
 
 def plait_shape(problem: Problem) -> tuple[int, dict[str, Any]]:
-    """Return the API's own error: `{"error": {"type", "message"}}`, the status as it is."""
-    return problem.status, {"error": {"type": problem.type, "message": problem.message}}
+    """Return the API's own error: `{"error": {"type", "message"}}` (and the problem's
+    `extra` fields), the status as it is."""
+    error = {"type": problem.type, "message": problem.message, **(problem.extra or {})}
+    return problem.status, {"error": error}
 
 
 def add_error_shape(app: Any, paths: Sequence[str], shape: ErrorShape) -> None:
@@ -124,11 +130,17 @@ def error_response(
     scope: Scope | None = None,
     param: str | None = None,
     code: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> JSONResponse:
     """Return an error response: `{"error": {"type", "message"}}`, or the shape registered
     for the path of `scope` (`add_error_shape`)."""
     problem = Problem(
-        status=status, type=type, message=message[:_MAX_MESSAGE], param=param, code=code
+        status=status,
+        type=type,
+        message=message[:_MAX_MESSAGE],
+        param=param,
+        code=code,
+        extra=extra,
     )
     shape = plait_shape if scope is None else _shape_for(scope)
     status, body = shape(problem)
@@ -137,6 +149,8 @@ def error_response(
 
 def status_for(error: PlaitError) -> int:
     """Return the HTTP status of a plait error raised before a run started."""
+    if isinstance(error, QuotaExceeded):
+        return 429
     if isinstance(error, CheckpointNotFound):
         return 404
     if isinstance(error, CheckpointAlreadyResumed):
@@ -340,10 +354,26 @@ async def _on_api(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_plait(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, PlaitError)
+    if isinstance(exc, QuotaExceeded):
+        return quota_response(exc, request.scope)
     status = status_for(exc)
     if status >= 500:
         _log.error("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
     return error_response(status, type(exc).__name__, exc.message, scope=request.scope)
+
+
+def quota_response(exc: QuotaExceeded, scope: Scope | None = None) -> JSONResponse:
+    """Return the `429` of a quota that refuses a run: `Retry-After`, and the error
+    `{"type": "quota_exceeded", "quota", "retry_after", "message"}`."""
+    return error_response(
+        429,
+        "quota_exceeded",
+        exc.message,
+        {"retry-after": str(exc.retry_after)},
+        scope=scope,
+        code="quota_exceeded",
+        extra={"quota": exc.quota, "retry_after": exc.retry_after},
+    )
 
 
 async def _on_other(request: Request, exc: Exception) -> JSONResponse:

@@ -33,7 +33,9 @@ from plait.events import AgentEvent, RunResult
 from plait.messages import Message
 from plait.run.runner import Runner, RunStream
 from plait.server.bodies import RunRecord, RunSummary
+from plait.server.budget import LedgerHooks
 from plait.server.leases import WorkerLease, take_over
+from plait.server.quotas import Tenants, Ticket
 from plait.server.run_index import RunIndex
 from plait.server.summary import encode_event, summarize
 from plait.server.users import UserStore
@@ -130,6 +132,7 @@ class LiveRun:
         self._running: asyncio.Future[None] | None = None
         self.relay = relay if relay is not None else Relay()
         self.relay.attach(self)
+        self.ticket: Ticket | None = None  # its place under the user's max_concurrent_runs
 
     @property
     def key(self) -> tuple[str, str]:
@@ -222,6 +225,13 @@ class LiveRun:
             await self._finish(result)
         finally:
             self.runs.unregister(self)
+            await self._free_place()
+
+    async def _free_place(self) -> None:
+        """Free the run's place under its user's `max_concurrent_runs` (once)."""
+        ticket, self.ticket = self.ticket, None
+        if ticket is not None:
+            await ticket.release()
 
     def _stopped(self) -> None:
         """The run's task was cancelled (the server is stopping): end the response."""
@@ -250,6 +260,7 @@ class LiveRun:
             _log.warning("could not save the summary of run %s: %s", self.checkpoint_id, exc)
         except Exception:
             _log.exception("could not save the summary of run %s", self.checkpoint_id)
+        await self._free_place()  # before the client hears of the end
         self.queue.put_nowait(summary)
 
     async def note_cancel_baseline(self) -> None:
@@ -293,6 +304,7 @@ class Runs:
         self._live: dict[tuple[str, str], LiveRun] = {}
         self._watcher: asyncio.Future[None] | None = None
         self.index = RunIndex()  # the users' indexes of runs (`plait.server.run_index`)
+        self.tenants: Tenants | None = None  # the users' quotas and ledger (set by the app)
 
     def register(self, run: LiveRun) -> None:
         """Know `run` as live in this process (a cancel then reaches it at once, and the
@@ -331,7 +343,11 @@ class Runs:
             )
 
     def _runner(self, run: LiveRun, hooks: list[Hooks], *, streaming: bool = False) -> Runner:
-        """Return a runner of `run`'s agent on its user's store, saving every step."""
+        """Return a runner of `run`'s agent on its user's store, saving every step (and
+        keeping its model calls in the ledger, within the user's daily budgets)."""
+        if self.tenants is not None:
+            ledger = LedgerHooks(self.tenants, run.store.user, run.agent, run_id=run.run_id)
+            hooks = [*hooks, ledger]
         return Runner(
             self.agents[run.agent],
             store=run.store,
@@ -340,6 +356,16 @@ class Runs:
             durability="step",
             user=run.store.user,
         )
+
+    async def _admit(self, run: LiveRun, *, queue: bool = False) -> None:
+        """Let `run` start under its user's quotas (its place is freed as it ends; `queue`:
+        wait for a place, see `Tenants.admit`).
+
+        Raises:
+            QuotaExceeded: A quota refuses it.
+        """
+        if self.tenants is not None:
+            run.ticket = await self.tenants.admit(run.store.user, queue=queue)
 
     def _launch(self, run: LiveRun, runner: Runner, stream: RunStream) -> None:
         run.runner = runner
@@ -358,10 +384,11 @@ class Runs:
         streaming: bool = False,
         relay: Relay | None = None,
         options: Sequence[RunOption] = (),
+        queue: bool = False,
     ) -> LiveRun:
         """Start a run of agent `name` (`streaming`: its models stream, `relay` sends its
-        events, `options` are its per-run options); it is recorded as running before this
-        returns.
+        events, `options` are its per-run options; `queue`: wait for a place the user's
+        quota gives); it is recorded as running before this returns.
 
         Raises:
             StoreError: The store failed before the run started.
@@ -369,8 +396,14 @@ class Runs:
         await self.leases.hold()
         store = store.for_agent(name)
         run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False, relay=relay)
-        # a new id has no cancel request yet: none can be made before its summary exists
-        await run.record_running()  # a store that fails here fails the request, not a run
+        await self._admit(run, queue=queue)
+        try:
+            # a new id has no cancel request yet: none can be made before its summary exists
+            await run.record_running()  # a store that fails here fails the request, not a run
+        except BaseException:
+            if run.ticket is not None:
+                await run.ticket.release()
+            raise
         runner = self._runner(run, [run.relay], streaming=streaming)
         stream = runner.run(
             messages,
@@ -421,6 +454,7 @@ class Runs:
             previous=previous,
         )
         await run.note_cancel_baseline()
+        await self._admit(run)
         runner = self._runner(run, [_Accepted(run), run.relay])
         if answer is None:
             stream = runner.resume(checkpoint_id, targets, approver=store.user, options=options)
@@ -451,6 +485,7 @@ class Runs:
         self._check_served(checkpoint_id, previous.agent)
         store = store.for_agent(previous.agent)
         run = LiveRun(self, store, previous.agent, uuid.uuid4().hex, None, resumed=True)
+        await self._admit(run)
         runner = self._runner(run, [_Accepted(run), run.relay])
         stream = runner.fork(checkpoint_id, step, run.checkpoint_id, session_values)
         self._launch(run, runner, stream)

@@ -34,6 +34,7 @@ from croniter import croniter
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict
 
+from plait.errors import QuotaExceeded
 from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import aware, claim_delayed, clock_now
 from plait.protocols.agent_protocol.documents import SharedDocument, now
@@ -169,7 +170,7 @@ class Scheduler:
         for what, start in starts:
             try:
                 await start
-            except ApiError as refused:
+            except (ApiError, QuotaExceeded) as refused:  # its user's quota: not a fault
                 _log.warning("%s did not start: %s", what, refused)
             except Exception:
                 _log.exception("%s did not start", what)

@@ -251,16 +251,16 @@ async def _start(
         resumed = await _resume(who, thread, pending, body.command["resume"], relay, options)
         live, after = resumed
     else:
-        messages, extra = given
         live = await who.server.runs.start(
             who.store,
             assistant.graph_id,
-            messages,
+            given[0],
             session_id=thread_id,
-            session_values=extra or None,
+            session_values=given[1] or None,
             streaming=bool({"messages-tuple", "messages"} & relay.modes),
             relay=relay,
             options=options,
+            queue=body.multitask_strategy == "enqueue",  # a user's full quota queues it too
         )
     kept = (live.checkpoint_id, relay.run_id, after)  # its steps, for the thread's history
     await note_run(who, thread_id, live.run_id, assistant.graph_id, kept)

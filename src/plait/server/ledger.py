@@ -1,0 +1,341 @@
+"""The cost ledger and the daily budgets: documents per user, run and UTC day in the store.
+
+Each is a session record of the server's store holding a JSON object, changed by
+compare-and-set (`plait.server.shared_docs`), so workers sharing the store see each other:
+
+- `<user>/q/r/<run id>`: the run's `rows`, one per model call, keyed by the run's count of
+  model calls before it and the caller's place in the run, so a call recorded twice (a run
+  replayed from its last checkpoint, here or on another worker) is one row: `[time, agent,
+  model, input_tokens, output_tokens, cost, priced]`;
+- `<user>/q/d/<YYYY-MM-DD>`: the day's `runs` (whose rows are the day's), `totals` of its
+  rows (`calls`, `input`, `output`, `cost`), its `largest` call (`tokens`, `output`,
+  `cost`) and the `holds` of the calls in flight (`[tokens, cost, until]` by hold id).
+
+A row is written first, then counted in its day only if it was new: a worker that dies
+between the two leaves that one call out of the day's totals (never counts one twice).
+
+A call under a daily budget first reserves (`reserve`): it goes when the day's spend, what
+the calls in flight hold and its own reservation fit the budget (its reservation: the larger
+of its prompt's estimate plus the day's largest answer, and the day's largest call; the
+day's first call, whose size nothing tells yet, goes alone); it waits while calls in flight
+hold the room it needs; it is refused when the budget is spent, or when with nothing in
+flight it would not fit. Every decision is one compare-and-set, so workers sharing the
+store see each other's calls, and the day's spend passes a budget only by what calls took
+beyond their reservations (at most the day's first call, when nothing was known). Its row
+then settles its hold (`settle`); a call that fails gives it back (`release`). A hold a
+worker never settled lapses after `HOLD_SECONDS`.
+
+`#q/users` lists every user with a row (what an admin's `GET /v1/usage` reads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import uuid
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from plait.server.shared_docs import change_document, read_document
+from plait.stores.base import Store
+
+__all__ = [
+    "HOLD_SECONDS",
+    "Hold",
+    "Ledger",
+    "Row",
+    "day_of",
+    "seconds_to_next_day",
+]
+
+#: Seconds a reservation of a call in flight is kept when its worker never settles it.
+HOLD_SECONDS = 300.0
+#: The budgets a call is checked against, in the order a refusal names them.
+_BUDGETS = ("tokens_per_day", "model_calls_per_day", "cost_per_day")
+_USERS = "#q/users"
+_KEEP_DAYS = 400 * 86_400.0  # how long a day's document is kept
+
+
+def day_of(moment: datetime) -> str:
+    """Return the UTC day of `moment` as `YYYY-MM-DD`."""
+    return moment.astimezone(UTC).date().isoformat()
+
+
+def seconds_to_next_day(moment: datetime) -> int:
+    """Return the whole seconds from `moment` to the next UTC midnight (at least 1)."""
+    utc = moment.astimezone(UTC)
+    midnight = datetime.combine(utc.date() + timedelta(days=1), datetime.min.time(), UTC)
+    return max(1, math.ceil((midnight - utc).total_seconds()))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Row:
+    """One model call in the ledger."""
+
+    user: str
+    agent: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    priced: bool
+    run_id: str
+    time: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the row as `GET /v1/usage` shows it."""
+        return {**dataclasses.asdict(self), "time": self.time.isoformat()}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hold:
+    """A reservation of a call in flight: in the document of `day`, under `id`."""
+
+    day: str
+    id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Decision:
+    """What `reserve` decides of a call: go (under `hold`), wait, or refuse (`refused`:
+    the budget and its value)."""
+
+    go: bool = False
+    hold: Hold | None = None
+    refused: tuple[str, float] | None = None
+
+
+_WAIT = Decision()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Budgets:
+    """The daily budgets of one user (None: none)."""
+
+    tokens_per_day: int | None = None
+    model_calls_per_day: int | None = None
+    cost_per_day: float | None = None
+
+    @property
+    def any(self) -> bool:
+        """Whether any budget is set."""
+        return any(getattr(self, name) is not None for name in _BUDGETS)
+
+
+def _live_holds(doc: dict[str, Any], now: float) -> dict[str, list[float]]:
+    """Drop the holds that lapsed; return those left."""
+    holds: dict[str, list[float]] = doc.setdefault("holds", {})
+    for key in [k for k, (_, _, until) in holds.items() if until <= now]:
+        del holds[key]
+    return holds
+
+
+def _decide(doc: dict[str, Any], budgets: Budgets, estimate: int, now: float) -> Decision:
+    """Decide a call that estimates `estimate` prompt tokens (see the module docstring);
+    on "go", add its hold to `doc`."""
+    totals = doc.get("totals") or {}
+    largest = doc.get("largest") or {}
+    holds = _live_holds(doc, now)
+    alone = not holds
+    held_tokens = sum(h[0] for h in holds.values())
+    held_cost = sum(h[1] for h in holds.values())
+    used_tokens = totals.get("input", 0) + totals.get("output", 0)
+    known = bool(totals.get("calls", 0))  # a call was settled today: its size is a guide
+    size = max(largest.get("tokens", 0), estimate + largest.get("output", 0))
+    cost = float(largest.get("cost", 0.0))
+    checks = (
+        ("tokens_per_day", budgets.tokens_per_day, used_tokens, held_tokens, size),
+        ("model_calls_per_day", budgets.model_calls_per_day, totals.get("calls", 0), len(holds), 1),
+        ("cost_per_day", budgets.cost_per_day, totals.get("cost", 0.0), held_cost, cost),
+    )
+    wait = False
+    for name, limit, used, held, own in checks:
+        if limit is None:
+            continue
+        if used >= limit:
+            return Decision(refused=(name, limit))
+        if name == "model_calls_per_day" or known:  # the call's size is known (or is 1)
+            if used + held + own <= limit:
+                continue
+            if alone:  # nothing in flight will give back room: this call would pass it
+                return Decision(refused=(name, limit))
+        elif alone:  # the day's first call: it goes alone, and shows what a call takes
+            continue
+        wait = True
+    if wait:
+        return _WAIT
+    hold = Hold(doc.get("day", ""), uuid.uuid4().hex)
+    holds[hold.id] = [size, cost, now + HOLD_SECONDS]
+    return Decision(go=True, hold=hold)
+
+
+def _list_run(doc: dict[str, Any], run_id: str) -> bool:
+    """List `run_id` among the day's runs; return whether it is new there."""
+    runs: dict[str, int] = doc.setdefault("runs", {})
+    if run_id in runs:
+        return False
+    runs[run_id] = 1
+    return True
+
+
+def _add_row(doc: dict[str, Any], key: str, row: Row) -> bool:
+    """Add `row` to a run's rows under `key` (unless there is one); return whether new."""
+    rows: dict[str, list[Any]] = doc.setdefault("rows", {})
+    if key in rows:
+        return False
+    rows[key] = [
+        row.time.isoformat(),
+        row.agent,
+        row.model,
+        row.input_tokens,
+        row.output_tokens,
+        row.cost,
+        row.priced,
+    ]
+    return True
+
+
+def _count(doc: dict[str, Any], row: Row) -> None:
+    """Add `row` to the day's totals and largest call."""
+    totals = doc.setdefault("totals", {"calls": 0, "input": 0, "output": 0, "cost": 0.0})
+    totals["calls"] += 1
+    totals["input"] += row.input_tokens
+    totals["output"] += row.output_tokens
+    totals["cost"] += row.cost
+    largest = doc.setdefault("largest", {"tokens": 0, "output": 0, "cost": 0.0})
+    largest["tokens"] = max(largest["tokens"], row.input_tokens + row.output_tokens)
+    largest["output"] = max(largest["output"], row.output_tokens)
+    largest["cost"] = max(largest["cost"], row.cost)
+
+
+class Ledger:
+    """The ledger and daily budgets of the users of one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @staticmethod
+    def _key(user: str, day: str) -> str:
+        return f"{user}/q/d/{day}"
+
+    @staticmethod
+    def _run_key(user: str, run_id: str) -> str:
+        return f"{user}/q/r/{run_id}"
+
+    async def refusal(self, user: str, budgets: Budgets, now: datetime) -> tuple[str, float] | None:
+        """Return the budget that would refuse a call of `user` now (with nothing in
+        flight), and its value; None when a call could go."""
+        doc = await read_document(self.store, self._key(user, day_of(now)))
+        doc["holds"] = {}
+        return _decide(doc, budgets, 0, now.timestamp()).refused
+
+    async def reserve(
+        self, user: str, run_id: str, budgets: Budgets, estimate: int, now: datetime
+    ) -> Decision:
+        """Decide a call of run `run_id` of `user` now under `budgets` (see the module
+        docstring); a call that goes lists its run among the day's."""
+        day = day_of(now)
+        first: list[bool] = []
+
+        def edit(doc: dict[str, Any]) -> Decision:
+            doc["day"] = day
+            decided = _decide(doc, budgets, estimate, now.timestamp())
+            if decided.go:
+                first[:] = [not doc.get("runs")]
+                _list_run(doc, run_id)
+            return decided
+
+        decided = await change_document(
+            self.store, self._key(user, day), edit, ttl=_KEEP_DAYS, write=lambda d: d.go
+        )
+        if first and first[0]:
+            await self._list_user(user, day)
+        return decided
+
+    async def list_run(self, user: str, run_id: str, now: datetime) -> None:
+        """List run `run_id` of `user` among the day's runs (its rows are read from there)."""
+        day = day_of(now)
+        first: list[bool] = []
+
+        def edit(doc: dict[str, Any]) -> bool:
+            first[:] = [not doc.get("runs")]
+            return _list_run(doc, run_id)
+
+        await change_document(self.store, self._key(user, day), edit, ttl=_KEEP_DAYS, write=bool)
+        if first and first[0]:
+            await self._list_user(user, day)
+
+    async def _list_user(self, user: str, day: str) -> None:
+        await change_document(
+            self.store,
+            _USERS,
+            lambda doc: user not in doc and doc.update({user: day}) is None,
+            write=bool,
+        )
+
+    async def release(self, user: str, hold: Hold) -> None:
+        """Give back the reservation of a call that was not made or failed."""
+        await change_document(
+            self.store,
+            self._key(user, hold.day),
+            lambda doc: doc.setdefault("holds", {}).pop(hold.id, None) is not None,
+            ttl=_KEEP_DAYS,
+            write=bool,
+        )
+
+    async def settle(self, key: str, row: Row, hold: Hold | None) -> bool:
+        """Record `row` under `key` once, count it in its day (its hold's, else its time's)
+        and settle `hold`; return whether the row is new."""
+        new = await change_document(
+            self.store,
+            self._run_key(row.user, row.run_id),
+            lambda doc: _add_row(doc, key, row),
+            ttl=_KEEP_DAYS,
+            write=bool,
+        )
+        day = hold.day if hold is not None else day_of(row.time)
+
+        def edit(doc: dict[str, Any]) -> bool:
+            held = hold is not None and doc.setdefault("holds", {}).pop(hold.id, None)
+            listed = _list_run(doc, row.run_id)  # already, but for a call across midnight
+            if new:
+                _count(doc, row)
+            return bool(new or held or listed)
+
+        await change_document(
+            self.store, self._key(row.user, day), edit, ttl=_KEEP_DAYS, write=bool
+        )
+        return new
+
+    async def users(self) -> list[str]:
+        """Return every user with a row in the ledger."""
+        return sorted(await read_document(self.store, _USERS))
+
+    async def rows(self, user: str, start: date, end: date) -> list[Row]:
+        """Return the user's rows of the runs of the days from `start` to `end` (both
+        included), oldest first (a run's rows of other days too: filter them by time)."""
+        runs: dict[str, None] = {}
+        day = start
+        while day <= end:
+            doc = await read_document(self.store, self._key(user, day.isoformat()))
+            runs.update(dict.fromkeys(doc.get("runs") or {}))
+            day += timedelta(days=1)
+        found: list[Row] = []
+        for run_id in runs:
+            doc = await read_document(self.store, self._run_key(user, run_id))
+            for at, agent, model, given, taken, cost, priced in (doc.get("rows") or {}).values():
+                found.append(
+                    Row(
+                        user=user,
+                        agent=agent,
+                        model=model,
+                        input_tokens=given,
+                        output_tokens=taken,
+                        cost=cost,
+                        priced=priced,
+                        run_id=run_id,
+                        time=datetime.fromisoformat(at),
+                    )
+                )
+        found.sort(key=lambda row: row.time)
+        return found

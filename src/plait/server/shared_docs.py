@@ -1,0 +1,133 @@
+"""JSON documents in the server's store that several workers change at once.
+
+A document is a session record holding one JSON object. `change_document` reads it, lets an
+edit change it, and writes it back only if nobody wrote it in between (the store's
+compare-and-set, `put_session(expected_version=...)`), else reads it again: processes that
+share the store (one SQLite file, PostgreSQL, Redis) never lose each other's changes.
+
+In one process, the changes of one document are applied together: while one write of it is
+under way, the edits that arrive wait, and the next write applies all of them in the order
+they came, each seeing the document as the ones before it left it (one read and one write
+for many edits, so a document that every request of a busy user changes does not become a
+queue of round trips).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from plait.errors import SessionConflict
+from plait.stores.base import GuardedStore, Store
+
+__all__ = ["change_document", "read_document"]
+
+_T = TypeVar("_T")
+_ATTEMPTS = 200  # writes tried while other processes keep changing the document first
+_Edit = tuple[Callable[[dict[str, Any]], Any], Callable[[Any], bool], "asyncio.Future[Any]"]
+
+
+class _Queue:
+    """The edits of one document waiting for its next write, and the lock of its writes."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.pending: list[_Edit] = []
+
+
+_QUEUES: weakref.WeakValueDictionary[tuple[int, int, str], _Queue] = weakref.WeakValueDictionary()
+
+
+def _queue(store: Store, key: str) -> _Queue:
+    at = (id(asyncio.get_running_loop()), id(store), key)
+    found = _QUEUES.get(at)
+    if found is None:
+        found = _QUEUES[at] = _Queue()
+    return found
+
+
+async def read_document(store: Store, key: str) -> dict[str, Any]:
+    """Return the document `key` of `store` (`{}` when there is none)."""
+    found = await GuardedStore(store).get_session(key)
+    return {} if found is None else dict(json.loads(found))
+
+
+async def change_document(
+    store: Store,
+    key: str,
+    edit: Callable[[dict[str, Any]], _T],
+    *,
+    ttl: float | None = None,
+    write: Callable[[_T], bool] = lambda _: True,
+) -> _T:
+    """Apply `edit` to the document `key` of `store` (in place) and write it back atomically
+    (kept `ttl` seconds; None: for good); return what `edit` returned. When `write` says
+    False of that, the edit needs no write (it only looked). An edit that raises has no
+    effect; its error is raised here.
+
+    Raises:
+        SessionConflict: Other processes changed the document first, every time.
+        StoreError: The store failed.
+    """
+    queue = _queue(store, key)
+    done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    queue.pending.append((edit, write, done))
+    async with queue.lock:
+        if not done.done():
+            batch, queue.pending = queue.pending, []
+            try:
+                await _apply(GuardedStore(store), key, batch, ttl)
+            except BaseException as exc:
+                for _, _, waiting in batch:
+                    if not waiting.done():
+                        waiting.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+    result: _T = done.result()
+    return result
+
+
+async def _apply(store: GuardedStore, key: str, batch: list[_Edit], ttl: float | None) -> None:
+    """Apply the edits of `batch` in order in one write (retried on a conflict), and give
+    each its result."""
+    last: SessionConflict | None = None
+    for attempt in range(_ATTEMPTS):
+        record = await store.get_session_record(key)
+        data: dict[str, Any] = {} if record is None else dict(json.loads(record.data))
+        results, failed = [], False
+        changed = False
+        for edit, write, _ in batch:
+            before = json.dumps(data)
+            try:
+                result = edit(data)
+            except Exception as exc:
+                data = json.loads(before)  # the failed edit leaves the document as it was
+                results.append(exc)
+                failed = True
+                continue
+            results.append(result)
+            changed = changed or bool(write(result))
+        if changed:
+            try:
+                await store.put_session(
+                    key,
+                    json.dumps(data, separators=(",", ":")).encode(),
+                    ttl=ttl,
+                    expected_version=0 if record is None else record.version,
+                )
+            except SessionConflict as conflict:
+                last = conflict
+                await asyncio.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
+                continue
+        for (_, _, waiting), result in zip(batch, results, strict=True):
+            if failed and isinstance(result, Exception):
+                waiting.set_exception(result)
+            else:
+                waiting.set_result(result)
+        return
+    assert last is not None
+    raise last
