@@ -344,8 +344,7 @@ def create_app(
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
     Args:
-        agents: An agent, a sequence of agents (each named by its `name`), or a mapping
-            public name -> agent.
+        agents: An agent, a sequence of agents (named by `name`), or a mapping name -> agent.
         store: Where runs, checkpoints and sessions are kept; processes sharing one store
             serve each other's runs. Default: `SqliteStore("plait.db")` (closed at the end).
         api_keys: Bearer key -> user id: every route but `GET /healthz` then needs a key;
