@@ -130,6 +130,13 @@ def test_two_targets_of_one_name_are_a_usage_error(tmp_path: Path) -> None:
     assert "are both an agent named 'helper'" in result.stderr
 
 
+def test_a_run_lease_that_is_not_positive_is_a_usage_error(tmp_path: Path) -> None:
+    args = ["serve", target("helper"), "--run-lease", "0"]
+    result = CliRunner().invoke(app, [*args, "--store", sqlite_url(tmp_path / "plait.db")])
+    assert result.exit_code == 2
+    assert result.stderr == "plait: error: --run-lease 0 must be a positive number of seconds\n"
+
+
 def test_sigterm_stops_the_server_and_leaves_a_running_run_resumable(tmp_path: Path) -> None:
     """A stopping server asks its runs to stop at a safe point: the run is cancelled with a
     checkpoint, its summary is in the store, and another server resumes it."""

@@ -254,13 +254,20 @@ def serve(
         False, "--a2a", help="Also serve every agent over A2A at /a2a/AGENT (plait[a2a])."
     ),
     config: Path | None = _CONFIG,
+    run_lease: float | None = _option(
+        "--run-lease",
+        "SECONDS",
+        "How long this worker's lease on its runs lasts in the store (default 30): the runs "
+        "of a worker that was killed are taken over by the others this long after.",
+    ),
 ) -> None:
     """Serve agents over HTTP (plait's API; docs/server.md) until Ctrl-C or SIGTERM."""
     options = _serve_options(targets, host, port, store, api_keys, ui, allowed_host, a2a)
-    if config is not None:
+    if config is not None or run_lease is not None:
         import dataclasses
 
-        options = dataclasses.replace(options, config=str(config))
+        given = None if config is None else str(config)
+        options = dataclasses.replace(options, config=given, run_lease=run_lease)
     raise typer.Exit(_lazy("serve_command")(options))
 
 

@@ -70,6 +70,7 @@ class ServeOptions:
     a2a: bool = False
     command: str = "serve"
     config: str | None = None  # a config file (`plait.server.config`)
+    run_lease: float | None = None
 
 
 def read_api_keys(path: str) -> dict[str, str]:
@@ -151,10 +152,13 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
     """Return the app for the options' targets and keys, and the names of its agents."""
     try:
         from plait.server import create_app
+        from plait.server.leases import DEFAULT_LEASE
     except ImportError as exc:  # pragma: no cover - plait.server reports its own extra
         raise UsageError(
             f"plait {options.command} needs the server extra: {_INSTALL} ({exc})"
         ) from None
+    if options.run_lease is not None and not options.run_lease > 0:
+        raise UsageError(f"--run-lease {options.run_lease:g} must be a positive number of seconds")
     agents = load_targets(options.targets)
     _check_names(options.targets, [agent.name for agent in agents])
     keys = read_api_keys(options.api_keys) if options.api_keys is not None else None
@@ -171,6 +175,7 @@ def _build(options: ServeOptions, store: Store) -> tuple[FastAPI, list[str]]:
         admin_keys=config.admin_keys,
         webhook_secret=config.webhook_secret,
         webhook_allow=config.webhook_allow,
+        run_lease=DEFAULT_LEASE if options.run_lease is None else options.run_lease,
     )
     return app, [agent.name for agent in agents]
 

@@ -324,6 +324,12 @@ class Checkpoint:
         """Return who holds this running checkpoint, and until when."""
         return self._doc.lease
 
+    def stopped(self) -> bytes:
+        """Return this checkpoint encoded as a stopped run's: not running and with no lease,
+        so any process may resume it (as a run cancelled at a safe point is)."""
+        doc = self._doc.model_copy(update={"running": False, "lease": None})
+        return doc.model_dump_json().encode()
+
     @property
     def streaming(self) -> bool:
         """Whether the saved run streamed model output."""

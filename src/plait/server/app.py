@@ -13,6 +13,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import math
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -46,6 +47,7 @@ from plait.server.bodies import (
 from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
 from plait.server.eval_api import eval_router
 from plait.server.hosts import HostGuard, HostRule, host_rule
+from plait.server.leases import DEFAULT_LEASE, WorkerLease
 from plait.server.limits import ApiError, BodyLimit, add_error_shape, install_error_handlers
 from plait.server.memory_api import memory_router
 from plait.server.quotas import Quota, Tenants, check_admin_keys, check_quotas
@@ -346,12 +348,12 @@ def create_app(
     clock: Callable[[], datetime] | None = None,
     quotas: Mapping[str, Quota] | None = None,
     admin_keys: Sequence[str] | None = None,
+    run_lease: float = DEFAULT_LEASE,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
     Args:
-        agents: An agent, a sequence of agents (each named by its `name`), or a mapping
-            public name -> agent.
+        agents: An agent, a sequence of agents (named by `name`), or a mapping name -> agent.
         store: Where runs, checkpoints and sessions are kept; processes sharing one store
             serve each other's runs. Default: `SqliteStore("plait.db")` (closed at the end).
         api_keys: Bearer key -> user id: every route but `GET /healthz` then needs a key;
@@ -374,21 +376,21 @@ def create_app(
         quotas: User id (or "*": every user without one) -> `plait.server.Quota`, what
             each may spend and start (`plait.server.quotas`); every call is in the ledger.
         admin_keys: Keys of `api_keys` whose callers see every user's `GET /v1/usage`.
+        run_lease: Seconds a worker's lease on its runs lasts (`plait.server.leases`).
 
     Raises:
         UsageError: A bad argument (agents, keys, limits, hosts, quotas), or no a2a-sdk.
     """
     keys = check_api_keys(api_keys)
     tenancy = check_quotas(quotas), check_admin_keys(admin_keys, keys)
-    _check_limits(max_request_bytes, cancel_poll, cron_poll)
+    _check_limits(max_request_bytes, cancel_poll, cron_poll, run_lease)
     rule = host_rule(allowed_hosts, keyed=keys is not None)
     hooks = Webhooks(webhook_secret, webhook_allow)
-    server = _server(_named_agents(agents), store, keys, cancel_poll, hooks, clock, tenancy)
+    timing = (cancel_poll, run_lease)
+    server = _server(_named_agents(agents), store, keys, timing, hooks, clock, tenancy)
     if agent_protocol:
         server.background.append(Scheduler(server, cron_poll).run)
-    app = _new_app(server)
-    _equip(app, ui, server if a2a else None, max_request_bytes, rule, agent_protocol)
-    return app
+    return _equip(server, ui, a2a, max_request_bytes, rule, agent_protocol)
 
 
 def _new_app(server: Server) -> FastAPI:
@@ -409,20 +411,23 @@ def _new_app(server: Server) -> FastAPI:
 
 
 def _equip(
-    app: FastAPI,
+    server: Server,
     ui: bool,
-    a2a: Server | None,
+    a2a: bool,
     max_request_bytes: int,
     rule: HostRule | None,
     agent_protocol: bool,
-) -> None:
-    """Give `app` its error handlers, routes and the checks every request passes."""
+) -> FastAPI:
+    """Return the app of `server` with its error handlers, routes and the checks every
+    request passes."""
+    app = _new_app(server)
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
-    _include_routes(app, ui, a2a, agent_protocol)
+    _include_routes(app, ui, server if a2a else None, agent_protocol)
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     if rule is not None:  # outermost: a refused host reaches nothing else
         app.add_middleware(HostGuard, rule=rule)
+    return app
 
 
 #: Held while an app builds its table of routes (see `_include_routes`).
@@ -466,11 +471,15 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: 
             route.matches(nowhere)  # a path no route matches: every route is looked at
 
 
-def _check_limits(max_request_bytes: object, cancel_poll: float, cron_poll: float) -> None:
+def _check_limits(
+    max_request_bytes: object, cancel_poll: float, cron_poll: float, run_lease: float
+) -> None:
     if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
         raise UsageError("max_request_bytes must be an int")
     if max_request_bytes < 1 or not cancel_poll > 0 or not cron_poll > 0:
         raise UsageError("max_request_bytes, cancel_poll and cron_poll must be positive")
+    if not (run_lease > 0 and math.isfinite(run_lease)):
+        raise UsageError("run_lease must be a positive number of seconds")
 
 
 def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -507,11 +516,12 @@ def _server(
     agents: dict[str, Agent],
     store: Store | None,
     keys: dict[str, str] | None,
-    poll: float,
+    timing: tuple[float, float],
     webhooks: Webhooks,
     clock: Callable[[], datetime] | None,
     tenancy: tuple[dict[str, Quota], frozenset[str]],
 ) -> Server:
+    """Return what the app's routes share (`timing`: the cancel poll and the run lease)."""
     owns = store is None
     if store is None:
         from plait.stores.sqlite import SqliteStore
@@ -519,7 +529,9 @@ def _server(
         store = SqliteStore("plait.db")
     elif not isinstance(store, Store):
         raise UsageError(f"store must be a plait Store, got {type(store).__name__}")
-    server = Server(agents, store, keys, Runs(agents, cancel_poll=poll), owns, webhooks=webhooks)
+    poll, lease = timing
+    runs = Runs(agents, cancel_poll=poll, leases=WorkerLease(store, lease))
+    server = Server(agents, store, keys, runs, owns, webhooks=webhooks)
     server.clock = clock or server.clock
     server.runs.tenants = Tenants(store, tenancy[0], server.clock)
     server.admin_keys = tenancy[1]

@@ -260,11 +260,13 @@ class RunSummary(BaseModel):
 class RunRecord(RunSummary):
     """A run summary as the server stores it: with the id of the run it belongs to (a
     resumed run goes on under its first id), when that run started and when this was
-    written (None in records of servers that did not say)."""
+    written (None in records of servers that did not say), and while it runs the worker
+    that runs it (`plait.server.leases`)."""
 
     run_id: str | None = None
     started_at: datetime | None = None
     updated_at: datetime | None = None
+    worker: str | None = None
 
 
 class RunListItem(RunSummary):

@@ -34,6 +34,7 @@ from plait.messages import Message
 from plait.run.runner import Runner, RunStream
 from plait.server.bodies import RunRecord, RunSummary
 from plait.server.budget import LedgerHooks
+from plait.server.leases import WorkerLease, take_over
 from plait.server.quotas import Tenants, Ticket
 from plait.server.run_index import RunIndex
 from plait.server.summary import encode_event, summarize
@@ -42,7 +43,7 @@ from plait.server.users import UserStore
 __all__ = ["LiveRun", "Relay", "Runs"]
 
 _log = logging.getLogger("plait.server")
-_RECORD_ONLY = {"run_id", "started_at", "updated_at"}
+_RECORD_ONLY = {"run_id", "started_at", "updated_at", "worker"}
 
 
 class Nudge(enum.Enum):
@@ -279,19 +280,26 @@ class LiveRun:
 
     def _encode(self, summary: RunSummary) -> bytes:
         """Return the stored record of `summary` (a `RunRecord`): with the run's id, start
-        and this time."""
+        and this time (and this worker, while it runs)."""
         text = summary.model_dump_json()
         started, now = self.started_at.isoformat(), datetime.now(UTC).isoformat()
         extra = f'"run_id":{json.dumps(self.run_id)},"started_at":"{started}","updated_at":"{now}"'
+        if summary.status == "running":
+            extra += f',"worker":"{self.runs.leases.worker}"'
         return f"{text[:-1]},{extra}}}".encode()
 
 
 class Runs:
-    """The runs of one app: starts them, resumes them, cancels them, reads their summaries."""
+    """The runs of one app: starts them, resumes them, cancels them, reads their summaries
+    (a run whose worker's lease ran out is taken over as it is read: `leases`)."""
 
-    def __init__(self, agents: Mapping[str, Agent], *, cancel_poll: float) -> None:
+    def __init__(
+        self, agents: Mapping[str, Agent], *, cancel_poll: float, leases: WorkerLease
+    ) -> None:
         self.agents = agents
         self.cancel_poll = cancel_poll
+        self.leases = leases
+        self.stopping = False  # set once the app stops: it starts no more queued runs
         self._tasks: set[asyncio.Task[None]] = set()
         self._live: dict[tuple[str, str], LiveRun] = {}
         self._watcher: asyncio.Future[None] | None = None
@@ -309,13 +317,18 @@ class Runs:
 
     async def _watch_cancels(self) -> None:
         """Every `cancel_poll` seconds, look for cancel requests of the live runs that have
-        run that long (one task for all of them); stop when none is left."""
+        run that long (one task for all of them) and renew this worker's lease; stop when
+        no run is left."""
         loop = asyncio.get_running_loop()
         while self._live:
             await asyncio.sleep(self.cancel_poll)
             since = loop.time() - self.cancel_poll
             due = [run for run in list(self._live.values()) if run.registered_at <= since]
             await asyncio.gather(*(run.check_cancel() for run in due))
+            try:
+                await self.leases.hold()
+            except Exception as exc:  # tried again at the next look
+                _log.warning("could not renew the lease of worker %s: %s", self.leases.worker, exc)
 
     def unregister(self, run: LiveRun) -> None:
         """Forget `run` (only if it is the one registered under its key)."""
@@ -380,6 +393,7 @@ class Runs:
         Raises:
             StoreError: The store failed before the run started.
         """
+        await self.leases.hold()
         store = store.for_agent(name)
         run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False, relay=relay)
         await self._admit(run, queue=queue)
@@ -421,6 +435,7 @@ class Runs:
             CheckpointAlreadyResumed: It was resumed before, or is being resumed now.
             ResumeError: The answers do not fit its interrupts, or its agent is not served.
         """
+        await self.leases.hold()
         previous = await self.record(store, checkpoint_id)
         if previous.status == "running":
             raise CheckpointAlreadyResumed(
@@ -468,6 +483,7 @@ class Runs:
             CheckpointNotFound: No such run of this user, or it keeps no such step.
             ResumeError: Its agent is not served.
         """
+        await self.leases.hold()
         previous = await self.summary(store, checkpoint_id)
         self._check_served(checkpoint_id, previous.agent)
         store = store.for_agent(previous.agent)
@@ -491,7 +507,8 @@ class Runs:
         return RunSummary.model_validate(found.model_dump(exclude=_RECORD_ONLY))
 
     async def record(self, store: UserStore, checkpoint_id: str) -> RunRecord:
-        """Return the latest stored record of a run (its summary, run id and times).
+        """Return the latest stored record of a run (its summary, run id and times); a
+        running one whose worker's lease ran out is taken over first (`leases.take_over`).
 
         Raises:
             CheckpointNotFound: The user has no run with this id.
@@ -499,7 +516,11 @@ class Runs:
         data = await store.get_record("r", checkpoint_id)
         if data is None:
             raise CheckpointNotFound(f"no run '{checkpoint_id}'")
-        return RunRecord.model_validate_json(data)
+        found = RunRecord.model_validate_json(data)
+        if found.status == "running" and found.worker is not None:
+            if not await self.leases.alive(found.worker):
+                return await take_over(store, found, self.leases, self.index)
+        return found
 
     async def cancel(self, store: UserStore, checkpoint_id: str) -> RunSummary:
         """Record a cancel request for a run (any process running it stops it at its next
@@ -519,7 +540,9 @@ class Runs:
 
     async def shutdown(self, grace: float) -> None:
         """Ask every live run to stop at its next safe point (each leaves a resumable
-        checkpoint); after `grace` seconds cancel what is left."""
+        checkpoint); after `grace` seconds cancel what is left; then give this worker's
+        lease up, so the other workers take over what is left at once."""
+        self.stopping = True
         for live in list(self._live.values()):
             if live.runner is not None:
                 live.runner.cancel(live.checkpoint_id)
@@ -531,3 +554,7 @@ class Runs:
             await asyncio.gather(*pending, return_exceptions=True)
         if self._watcher is not None:
             self._watcher.cancel()
+        try:
+            await self.leases.release()
+        except Exception as exc:  # the lease then runs out by itself
+            _log.warning("could not give up the lease of worker %s: %s", self.leases.worker, exc)

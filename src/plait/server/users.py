@@ -23,7 +23,7 @@ from typing import Literal
 
 from plait.errors import UsageError
 from plait.run.sessions import SessionCatalog
-from plait.stores.base import GuardedStore, StoreView, check_id
+from plait.stores.base import GuardedStore, SessionRecord, StoreView, check_id
 from plait.stores.session_index import SessionIndex
 
 __all__ = [
@@ -149,7 +149,22 @@ class UserStore(StoreView):
         conversation's latest response (`"o"`), or None."""
         return await self.store.get_session(f"{self.user}/{kind}/{checkpoint_id}")
 
-    async def put_record(self, kind: RecordKind, checkpoint_id: str, data: bytes) -> None:
+    async def get_record_version(
+        self, kind: RecordKind, checkpoint_id: str
+    ) -> SessionRecord | None:
+        """Return a record as `get_record` does, with its version (for `put_record`)."""
+        return await self.store.get_session_record(f"{self.user}/{kind}/{checkpoint_id}")
+
+    async def put_record(
+        self,
+        kind: RecordKind,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        expected_version: int | None = None,
+    ) -> None:
         """Write a run summary (`"r"`), cancel request (`"x"`), thread pause (`"t"`) or
-        conversation's latest response (`"o"`)."""
-        await self.store.put_session(f"{self.user}/{kind}/{checkpoint_id}", data)
+        conversation's latest response (`"o"`); with `expected_version`, only if the
+        record is still at that version (else `SessionConflict`)."""
+        key = f"{self.user}/{kind}/{checkpoint_id}"
+        await self.store.put_session(key, data, expected_version=expected_version)

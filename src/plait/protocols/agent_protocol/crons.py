@@ -15,7 +15,9 @@ exactly once. The next date is the schedule's first after *now*, so firings miss
 no worker ran are run once, not once per missed tick. A cron whose next date is past its
 `end_time` fires no more (`next_run_date` None). A firing that cannot start (the thread is
 busy, the assistant is gone) is logged and skipped. The scheduler also starts the delayed
-runs (`after_seconds`, `delayed`) that are due.
+runs (`after_seconds`, `delayed`) that are due, and the queued runs of free threads
+(`workers.sweep_queues`: a worker that stopped or was killed leaves its queues to the
+others).
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from plait.protocols.agent_protocol.assistants import check_fields, find_assista
 from plait.protocols.agent_protocol.delayed import aware, claim_delayed, clock_now
 from plait.protocols.agent_protocol.documents import SharedDocument, now
 from plait.protocols.agent_protocol.not_served import refuse_options
-from plait.protocols.agent_protocol.runs import RunCreate, start_run
+from plait.protocols.agent_protocol.runs import RunCreate, start_queued, start_run
 from plait.protocols.agent_protocol.shapes import SortedPage, errors, search_routes
 from plait.protocols.agent_protocol.threads import find_thread, make_thread
+from plait.protocols.agent_protocol.workers import sweep_queues
 from plait.server.caller import Caller, Server
 from plait.server.limits import ApiError
 from plait.server.users import UserStore
@@ -152,7 +155,11 @@ class Scheduler:
             await asyncio.sleep(self._poll)
 
     async def tick(self) -> None:
-        """Claim the crons and delayed runs due now and start a run of each."""
+        """Claim the crons and delayed runs due now and start a run of each; then start
+        the queued runs of the threads that are free (none of it once the app stops: the
+        other workers do it)."""
+        if self._server.runs.stopping:
+            return
         moment = clock_now(self._server)
         due = await SharedDocument(self._server.store, _DOC).change(
             lambda stored: _claim(stored, moment)
@@ -167,6 +174,7 @@ class Scheduler:
                 _log.warning("%s did not start: %s", what, refused)
             except Exception:
                 _log.exception("%s did not start", what)
+        await sweep_queues(self._server, self._caller, start_queued)
 
     async def _start(self, run_id: str, start: dict[str, Any]) -> None:
         """Start delayed run `run_id`, now due, as its user."""

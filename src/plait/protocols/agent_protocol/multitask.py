@@ -1,34 +1,29 @@
 """Double texting: what a new run on a busy thread does (`multitask_strategy`), with the
 thread's queue of runs kept in the user's `runs` document.
 
-A run *holds* its thread from its reservation to its end (its record is `pending` or
-`running`, not queued; a record older than `RESERVED_SECONDS` holds it only while the
-server's run says it runs, so a process that died does not block the thread). Every
+A run *holds* its thread from its reservation to its end: its record is `pending` or
+`running`, not queued, and not released (`plait.protocols.agent_protocol.workers`: its
+server run has ended, or the worker that reserved or runs it lost its lease). Every
 change below is one compare-and-set of the document, so runs started at once, by any
 processes sharing the store, see each other:
 - `reject`: a run on a held thread (or one with queued runs) is refused (`409`);
 - `enqueue`: the run's record joins the queue (`pending`, with its request) and starts
-  when the thread is free, in the order the runs were queued;
+  when the thread is free, in the order the runs were queued (`claim_next`);
 - `interrupt`: queued too, and each run holding the thread is marked `stop` and
   cancelled: it stops at its next safe point keeping its work (status `interrupted`);
 - `rollback`: as `interrupt`, and when the stopped run ends the thread's session is put
   back as it was before the run started (its turn, messages and values, goes).
-A run stopped by `interrupt` (a double text or a cancel) keeps its turn in its resumable
-checkpoint until the thread goes on: as the thread's next run starts, `keep_stopped_turns`
-claims that checkpoint (it is then done: resuming it is refused) and appends the turn it
-holds (the run's input and what it said before the stop) to the thread's session, once.
-A queued run is started by whichever process claims it first: the one whose run frees
-the thread (as that run ends), or one that polls the queued run (its `stream`, `wait`,
-`join` or `join_stream`).
+A run stopped by `interrupt` (a double text, a cancel, or its worker's end) keeps its
+turn in its resumable checkpoint until the thread goes on: as the thread's next run
+starts, `keep_stopped_turns` claims that checkpoint (it is then done: resuming it is
+refused) and appends the turn it holds (the run's input and what it said before the
+stop) to the thread's session, once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from plait.core.checkpoint import Checkpoint
@@ -39,59 +34,41 @@ from plait.server.caller import Caller
 from plait.server.limits import ApiError
 
 __all__ = [
-    "RESERVED_SECONDS",
     "Stop",
-    "alive_runs",
+    "active",
+    "age",
+    "claim_next",
     "finish",
     "keep_stopped_turns",
     "mark_stop",
     "reserve",
     "rewind",
-    "start_next",
     "stop_runs",
 ]
 
-_log = logging.getLogger("plait.server")
 _DOC = "runs"
 _ACTIVE = ("pending", "running")
-#: How long a run's record alone holds its thread: past it, the server's run says.
-RESERVED_SECONDS = 60.0
 #: A run to stop: its protocol id and the server's checkpoint id it runs under (None: not
 #: started yet; it is stopped as it starts).
 Stop = tuple[str, str | None]
 
 
-def _age(record: dict[str, Any]) -> float:
+def age(record: dict[str, Any]) -> float:
+    """Return the seconds since run `record` was reserved (or created)."""
     since = datetime.fromisoformat(record.get("reserved_at") or record["created_at"])
     return (datetime.now(UTC) - since).total_seconds()
 
 
-def _of(record: dict[str, Any], thread_id: str) -> bool:
+def active(record: dict[str, Any], thread_id: str) -> bool:
+    """Whether `record` is a run of the thread that has not ended (queued ones too)."""
     return record.get("thread_id") == thread_id and record.get("status") in _ACTIVE
 
 
-def _holds(key: str, record: dict[str, Any], thread_id: str, alive: set[str]) -> bool:
-    """Whether run `key` holds the thread: reserved or running, and recent or alive."""
-    if not _of(record, thread_id) or record.get("queued"):
+def _holds(key: str, record: dict[str, Any], thread_id: str, released: set[str]) -> bool:
+    """Whether run `key` holds the thread: reserved or running, and not released."""
+    if not active(record, thread_id) or record.get("queued"):
         return False
-    return key in alive or _age(record) < RESERVED_SECONDS
-
-
-async def alive_runs(who: Caller, thread_id: str) -> set[str]:
-    """Return the thread's runs reserved longer ago than `RESERVED_SECONDS` whose server
-    run still runs."""
-    found = set()
-    for key, record in (await Document(who, _DOC).read()).items():
-        checkpoint = record.get("checkpoint")
-        if not _of(record, thread_id) or checkpoint is None or _age(record) < RESERVED_SECONDS:
-            continue
-        try:
-            summary = await who.server.runs.summary(who.store, checkpoint)
-        except CheckpointNotFound:
-            continue
-        if summary.status == "running":
-            found.add(key)
-    return found
+    return key not in released
 
 
 def reserve(
@@ -100,17 +77,18 @@ def reserve(
     run_id: str,
     record: dict[str, Any],
     strategy: str,
-    alive: set[str],
+    released: set[str],
 ) -> list[Stop] | None:
     """Add `record` as the thread's run `run_id`: reserved to start now (None) when the
-    thread is free, else queued, marking what `strategy` stops (returned).
+    thread is free (its runs all ended or `released`), else queued, marking what
+    `strategy` stops (returned).
 
     Raises:
         ApiError: `409`, the thread is busy and the strategy is `reject`.
     """
     others = {key: other for key, other in stored.items() if key != run_id}  # not a delayed
-    held = [key for key, other in others.items() if _holds(key, other, thread_id, alive)]
-    waiting = [o for o in others.values() if _of(o, thread_id) and o.get("queued")]
+    held = [key for key, other in others.items() if _holds(key, other, thread_id, released)]
+    waiting = [o for o in others.values() if active(o, thread_id) and o.get("queued")]
     if not held and not waiting:
         stored[run_id] = {k: v for k, v in record.items() if k != "request"}
         return None
@@ -124,42 +102,20 @@ def reserve(
     return [(key, stored[key].get("checkpoint")) for key in held]
 
 
-def _claim_next(
-    stored: dict[str, Any], thread_id: str, alive: set[str]
+def claim_next(
+    stored: dict[str, Any], thread_id: str, released: set[str], worker: str
 ) -> tuple[str, dict[str, Any]] | None:
-    """Reserve the thread's first queued run if the thread is free; return it and its
-    request."""
-    if any(_holds(key, other, thread_id, alive) for key, other in stored.items()):
+    """Reserve the thread's first queued run for `worker` if the thread is free; return it
+    and its request."""
+    if any(_holds(key, other, thread_id, released) for key, other in stored.items()):
         return None
     for key, record in stored.items():
-        if _of(record, thread_id) and record.get("queued"):
+        if active(record, thread_id) and record.get("queued"):
             request = record["request"]
             kept = {k: v for k, v in record.items() if k not in ("queued", "request")}
-            stored[key] = {**kept, "reserved_at": now(), "updated_at": now()}
+            stored[key] = {**kept, "reserved_at": now(), "updated_at": now(), "worker": worker}
             return key, request
     return None
-
-
-async def start_next(
-    who: Caller,
-    thread_id: str,
-    launch: Callable[[str, dict[str, Any]], Awaitable[object]],
-) -> None:
-    """Start the thread's next queued run if the thread is free (`launch(run id,
-    request)`); a run that cannot start ends as `error` and the next one is tried."""
-    document = Document(who, _DOC)
-    while True:
-        alive = await alive_runs(who, thread_id)
-        claimed = await document.change(partial(_claim_next, thread_id=thread_id, alive=alive))
-        if claimed is None:
-            return
-        run_id, request = claimed
-        try:
-            await launch(run_id, request)
-            return
-        except Exception as exc:
-            _log.warning("queued run %s of thread %s did not start: %s", run_id, thread_id, exc)
-            await document.change(partial(finish, run_id=run_id, status="error"))
 
 
 async def stop_runs(who: Caller, runs: list[Stop]) -> None:

@@ -51,7 +51,16 @@ async def find_run(who: Caller, thread_id: str, run_id: str) -> dict[str, Any]:
 
 
 #: What a run's record keeps that the SDK's run does not show.
-_UNSHOWN = ("checkpoint", "request", "queued", "stop", "reserved_at", "stopped_at")
+_UNSHOWN = (
+    "checkpoint",
+    "request",
+    "queued",
+    "stop",
+    "reserved_at",
+    "stopped_at",
+    "worker",
+    "webhook",
+)
 
 
 def run_json(run: dict[str, Any]) -> dict[str, Any]:
@@ -96,5 +105,6 @@ def new_record(thread_id: str, assistant_id: str, body: Any) -> dict[str, Any]:
         "multitask_strategy": body.multitask_strategy or "reject",
         "status": "pending",
         "checkpoint": None,
+        "webhook": body.webhook,
         "request": body.model_dump(mode="json"),
     }

@@ -45,13 +45,10 @@ from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_de
 from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
 from plait.protocols.agent_protocol.multitask import (
-    alive_runs,
     finish,
     keep_stopped_turns,
     mark_stop,
-    reserve,
     rewind,
-    start_next,
     stop_runs,
 )
 from plait.protocols.agent_protocol.not_served import NOT_YET, refuse_options
@@ -77,6 +74,7 @@ from plait.protocols.agent_protocol.threads import (
     thread_session,
     thread_status,
 )
+from plait.protocols.agent_protocol.workers import reserve_run, start_next
 from plait.run.sessions import SessionDocument, decode_session
 from plait.server.bodies import RunSummary
 from plait.server.caller import CHECKPOINT_HEADER, Caller
@@ -89,6 +87,7 @@ __all__ = [
     "create_run",
     "join_run",
     "runs_router",
+    "start_queued",
     "start_run",
     "stream_run",
     "wait_run",
@@ -175,10 +174,7 @@ async def _begin(
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
     run_id = run_id or str(uuid.uuid4())
     record = new_record(thread_id, assistant.assistant_id, body)
-    alive = await alive_runs(who, thread_id)
-    stop = await Document(who, _DOC).change(
-        lambda stored: reserve(stored, thread_id, run_id, record, strategy, alive)
-    )
+    stop = await reserve_run(who, thread_id, run_id, record, strategy)
     if stop is None:
         return await _launch(who, thread_id, run_id, body, logs)
     await stop_runs(who, stop)
@@ -269,6 +265,11 @@ async def _start(
     kept = (live.checkpoint_id, relay.run_id, after)  # its steps, for the thread's history
     await note_run(who, thread_id, live.run_id, assistant.graph_id, kept)
     return live
+
+
+async def start_queued(who: Caller, thread_id: str) -> None:
+    """Start the thread's next queued run if the thread is free (a worker's sweep)."""
+    await start_next(who, thread_id, _launcher(who, thread_id, RunLogs()))
 
 
 async def start_run(who: Caller, thread_id: str, body: RunCreate, run_id: str | None = None) -> str:
