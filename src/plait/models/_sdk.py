@@ -20,12 +20,29 @@ from typing import Any, ClassVar
 from plait.errors import ModelError, UsageError
 from plait.messages import Message
 
-__all__ = ["NO_KEY", "SdkChatModel"]
+__all__ = ["NO_KEY", "Backoff", "SdkChatModel"]
 
 NO_KEY = "no-key"  # the key sent to a server at a custom base URL when none is set
 
 # Keeps the shutdown guards alive: an event loop holds its tasks only weakly.
 _GUARDS: set[asyncio.Task[None]] = set()
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How a model's failed requests are retried: at most `retries` times, each wait a random
+    time up to `base * 2**attempt` seconds (full jitter), never over `ceiling`; a server's
+    `Retry-After` is honoured up to `ceiling`."""
+
+    retries: int
+    base: float
+    ceiling: float
+
+    def wait(self, attempt: int, retry_after: float | None) -> float:
+        """Return the seconds to wait before retry `attempt + 1`."""
+        if retry_after is not None:
+            return min(retry_after, self.ceiling)
+        return random.uniform(0, min(self.ceiling, self.base * 2**attempt))
 
 
 @dataclass
@@ -94,9 +111,7 @@ class SdkChatModel:
         self.model = model
         self.base_url = base_url
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.retry_base_delay = retry_base_delay
-        self.retry_max_delay = retry_max_delay
+        self.backoff = Backoff(max_retries, retry_base_delay, retry_max_delay)
         self.options = dict(options)
         self._api_key = api_key
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
@@ -190,7 +205,7 @@ class SdkChatModel:
             try:
                 return await call(client)
             except sdk.APIError as exc:
-                if attempt >= self.max_retries or not _retryable(sdk, exc):
+                if attempt >= self.backoff.retries or not _retryable(sdk, exc):
                     raise self._error(exc) from exc
                 delay = self._delay(attempt, exc)
             await asyncio.sleep(delay)
@@ -222,11 +237,7 @@ class SdkChatModel:
 
     def _delay(self, attempt: int, exc: Any) -> float:
         """Return the wait before retry `attempt + 1`: full jitter, or the server's word."""
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return min(retry_after, self.retry_max_delay)
-        ceiling = min(self.retry_max_delay, self.retry_base_delay * 2**attempt)
-        return random.uniform(0, ceiling)
+        return self.backoff.wait(attempt, _retry_after(exc))
 
     def _error(self, exc: Any) -> ModelError:
         """Turn a provider error into a `ModelError` carrying status code and message."""
