@@ -141,3 +141,8 @@ def test_temporal_overhead_benchmark_runs_and_reports_its_figures() -> None:
 
 def test_the_step_instructions_script_takes_the_steps_it_is_asked_for() -> None:
     assert _quick("step_instructions.py") == {"steps": 2}
+
+
+def test_the_step_bytecodes_script_counts_a_step() -> None:
+    figures = _quick("step_bytecodes.py")
+    assert figures["bytecodes_per_step"] > 100  # a step runs the loop, the tool and the kernel
