@@ -1,10 +1,11 @@
 """Whether the router example's final answers are right on the embedded LocalModel.
 
-Each of 20 held-out requests (weather, arithmetic, and requests for neither), or of the 36
-of the second held-out set (`--set held-out`: percentages and decimals, cities with and
-without a report, two-part requests, requests for neither), is run end to end through `demo_team()` on the embedded model (Router → WeatherAgent / MathAgent, their
-tools; the Router only routes), exactly as `plait run plait.examples.router:demo_team` runs
-it. The final answer is then judged:
+Each request of a held-out set is run end to end through `demo_team()` on the embedded
+model (Router -> WeatherAgent / MathAgent, their tools; the Router only routes), exactly as
+`plait run plait.examples.router:demo_team` runs it. The first set has 20 requests (weather,
+arithmetic, and requests for neither); the second (`--set held-out`) has 36: percentages and
+decimals, cities with and without a report, two-part requests, requests for neither. The
+final answer is then judged:
 
 - weather: `get_weather` was called for the city asked about; if it returned a temperature,
   that number is in the answer; if it had no report, the answer says so ("no report",
@@ -19,11 +20,11 @@ Every answer is also checked for invented values: a number in the answer that ne
 returned nor the user wrote (`42` and `42.0` are the same number). An answer with an
 invented value is never right.
 
-The requests were written before the model was tuned for right answers and none of them was
-used to tune it; the README's example ("Calculate 2 * 21") is one of them.
+Each set was written before the model was tuned for right answers on it and none of its
+requests was used to tune it; the README's example ("Calculate 2 * 21") is in the first.
 
-Run: `python bench/answers.py [--set held-out]` (needs `pip install "plait[local]"`). Prints a table, the
-score, the invented values, and a final JSON line.
+Run: `python bench/answers.py [--set held-out]` (needs `pip install "plait[local]"`).
+Prints a table, the score, the invented values, and a final JSON line.
 """
 
 from __future__ import annotations
@@ -272,10 +273,7 @@ def main() -> None:
                 "set": chosen,
                 "total": len(judged),
                 "invented": len(invented),
-                "by_kind": {
-                    k: sum(j.right for j in judged if j.kind == k)
-                    for k in _KINDS
-                },
+                "by_kind": {k: sum(j.right for j in judged if j.kind == k) for k in _KINDS},
             }
         )
     )
