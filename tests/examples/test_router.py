@@ -48,6 +48,15 @@ async def test_the_calculator_refuses_anything_but_arithmetic() -> None:
         await calculator.call('{"expression": "2 ** 3"}', ctx)
 
 
+async def test_the_calculator_reads_percentages() -> None:
+    ctx = Ctx.root("MathAgent", [])
+    assert await calculator.call('{"expression": "15% * 80"}', ctx) == "12.0"
+    assert await calculator.call('{"expression": "8% 1250"}', ctx) == "100.0"  # 8% of 1250
+    assert await calculator.call('{"expression": "50%"}', ctx) == "0.5"
+    with pytest.raises(ValueError, match="only numbers"):
+        await calculator.call('{"expression": "5 % 3"}', ctx)  # not a remainder
+
+
 @pytest.mark.parametrize(
     ("tool_", "arguments", "problem"),
     [

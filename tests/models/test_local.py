@@ -277,3 +277,62 @@ async def test_unsteered_one_grammar_admits_every_tool_and_an_answer(model: Loca
     else:
         assert reply.content.strip()
     assert reply.usage is not None and reply.usage.output_tokens > 0
+
+
+def _kept(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.kv"))
+
+
+def _sizes(root: Path) -> list[int]:
+    return [file.stat().st_size for file in _kept(root)]
+
+
+def _corrupt(files: list[Path]) -> None:
+    for file in files:
+        file.write_bytes(b"not a KV state" * 100)
+
+
+async def test_a_new_engine_process_loads_the_kept_beginnings_instead_of_evaluating_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weights = LocalModel().path  # assembled where it is, before the cache folder moves
+    monkeypatch.setenv("PLAIT_CACHE_DIR", str(tmp_path))
+    messages = [
+        Message.system("You answer weather questions. Use the tools."),
+        Message.user("Is it raining in Paris?"),
+    ]
+    tools = [get_weather.info()]
+    models = [LocalModel(weights, n_ctx=n) for n in (1408, 1416, 1424)]  # a process each
+    try:
+        cold = await models[0].generate(messages, tools=tools)
+        kept = _kept(tmp_path)
+        assert kept, "the evaluated beginning was not written"
+        warm = await models[1].generate(messages, tools=tools)
+        # the examples, instruction and tools (hundreds of tokens) were loaded, not evaluated
+        assert models[1].stats.evaluated < models[0].stats.evaluated - 300
+        assert warm.tool_calls[0].name == cold.tool_calls[0].name == "get_weather"
+        assert warm.tool_calls[0].arguments == cold.tool_calls[0].arguments
+        _corrupt(kept)  # the next process evaluates again, and answers the same
+        again = await models[2].generate(messages, tools=tools)
+        assert models[2].stats.evaluated >= models[0].stats.evaluated - 8
+        assert again.tool_calls[0].arguments == cold.tool_calls[0].arguments
+        assert all(size > 10_000 for size in _sizes(tmp_path))  # written anew
+    finally:
+        for model in models:
+            if model.engine_pid is not None:
+                os.kill(model.engine_pid, signal.SIGKILL)
+
+
+async def test_keep_prompts_false_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weights = LocalModel().path
+    monkeypatch.setenv("PLAIT_CACHE_DIR", str(tmp_path))
+    own = LocalModel(weights, n_ctx=1432, keep_prompts=False)
+    try:
+        reply = await own.generate([Message.user("Hello there!")], tool_choice="none")
+        assert reply.content
+        assert not _kept(tmp_path)
+    finally:
+        if own.engine_pid is not None:
+            os.kill(own.engine_pid, signal.SIGKILL)

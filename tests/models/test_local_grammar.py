@@ -158,7 +158,8 @@ def _answer_schema(result: str, request: str) -> dict[str, Any]:
 def test_an_answer_after_a_result_states_its_number_and_invents_none(accepts: Accepts) -> None:
     schema = _answer_schema("42", "Calculate 2 * 21")
     assert accepts(schema, "2 * 21 is 42.")
-    assert accepts(schema, "It is 42 in all.")
+    assert accepts(schema, "It is 42 now.")
+    assert not accepts(schema, "It is 42 in Basel.")  # a word of neither request nor result
     assert not accepts(schema, "It is 42.0000.")  # a number the tool did not return
     assert not accepts(schema, "It is 420.")
     assert not accepts(schema, "It is 43.")
@@ -171,4 +172,5 @@ def test_an_answer_after_a_result_without_numbers_quotes_its_text(accepts: Accep
     schema = _answer_schema(result, "What's the weather in Oslo?")
     assert accepts(schema, "Sorry, there is no report for this city.")
     assert not accepts(schema, "It is sunny in Oslo.")
+    assert not accepts(schema, "Sorry, there is no report for this city from Bern to Basel.")
     assert not accepts(schema, "It is 3500 metres, no report for this city.")

@@ -19,6 +19,7 @@ import ast
 import json
 import operator
 import os
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Annotated, Any
 
@@ -55,7 +56,8 @@ _WEATHER = {
 # The tools declare what their arguments may be; a model that decodes under the schema
 # (LocalModel) can then only write a city name and an arithmetic expression.
 City = Annotated[str, Field(pattern=r"^[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ .'-]*$", max_length=40)]
-Expression = Annotated[str, Field(pattern=r"^[0-9+*/() .-]+$", max_length=60)]
+Expression = Annotated[str, Field(pattern=r"^[0-9+*/() .%-]+$", max_length=60)]
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%(\s*(?=[0-9(]))?")
 
 
 @tool
@@ -93,14 +95,20 @@ def _evaluate(node: ast.AST) -> float | int:
     raise ValueError("only numbers, parentheses and + - * / are allowed")
 
 
+def _fraction(match: re.Match[str]) -> str:
+    """ "15%" as "(15/100)"; "15% 80" (a percentage of a number) as "(15/100) * 80"."""
+    return f"({match[1]}/100)" + (" * " if match[2] is not None else "")
+
+
 @tool
 def calculator(expression: Expression) -> str:
     """Perform basic mathematical calculations.
 
     Args:
-        expression: Mathematical expression to evaluate, e.g. "15 * 23".
+        expression: Mathematical expression to evaluate, e.g. "15 * 23"; a percentage is
+            written with "%", e.g. "15% * 80" for 15% of 80.
     """
-    return str(_evaluate(ast.parse(expression, mode="eval")))
+    return str(_evaluate(ast.parse(_PERCENT.sub(_fraction, expression), mode="eval")))
 
 
 def build_router(
@@ -121,7 +129,7 @@ def build_router(
         math_model,
         description="Performs mathematical calculations and solves math problems",
         instruction="You are a math specialist. Use the calculator tool to solve mathematical "
-        "problems accurately.",
+        'problems accurately. Write a percentage with %: 15% of 80 is "15% * 80".',
         tools=[calculator],
         exit_tool=True,
     )

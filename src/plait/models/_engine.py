@@ -51,8 +51,16 @@ class EngineStats:
 class EngineProcess:
     """One engine child process; `step` runs one step in it, one at a time."""
 
-    def __init__(self, path: Path, n_ctx: int, n_threads: int, n_threads_batch: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        n_ctx: int,
+        n_threads: int,
+        n_threads_batch: int,
+        prompt_dir: Path | None = None,
+    ) -> None:
         self.path = path
+        self.prompt_dir = prompt_dir
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.n_threads_batch = n_threads_batch
@@ -180,6 +188,7 @@ class EngineProcess:
                 "n_ctx": self.n_ctx,
                 "n_threads": self.n_threads,
                 "n_threads_batch": self.n_threads_batch,
+                "prompt_dir": str(self.prompt_dir) if self.prompt_dir is not None else None,
             }
         )
         message = self._receive()
@@ -256,18 +265,23 @@ def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
                 pipe.close()
 
 
-_ENGINES: dict[tuple[str, int, int], EngineProcess] = {}
+_ENGINES: dict[tuple[str, int, int, str], EngineProcess] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def engine_for(path: Path, n_ctx: int, n_threads: int) -> EngineProcess:
-    """Return the shared engine process for this model file, context size and threads."""
-    key = (str(path), n_ctx, n_threads)
+def engine_for(
+    path: Path, n_ctx: int, n_threads: int, prompt_dir: Path | None = None
+) -> EngineProcess:
+    """Return the shared engine process for this model file, context size, threads and
+    folder of kept prompt beginnings."""
+    key = (str(path), n_ctx, n_threads, str(prompt_dir))
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is None:
             batch_threads = max(n_threads, os.cpu_count() or 1)
-            engine = _ENGINES[key] = EngineProcess(path, n_ctx, n_threads, batch_threads)
+            engine = _ENGINES[key] = EngineProcess(
+                path, n_ctx, n_threads, batch_threads, prompt_dir
+            )
         return engine
 
 

@@ -28,6 +28,7 @@ import llama_cpp
 import numpy as np
 
 from plait.models._grammar import schema_to_gbnf
+from plait.models._kv_files import PromptFiles
 
 __all__ = ["Engine", "EngineFailure"]
 
@@ -72,7 +73,14 @@ class _Batch:
 class Engine:
     """A loaded GGUF model and its context, with prefix reuse across steps."""
 
-    def __init__(self, path: str, n_ctx: int, n_threads: int, n_threads_batch: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        n_ctx: int,
+        n_threads: int,
+        n_threads_batch: int,
+        prompt_dir: str | None = None,
+    ) -> None:
         llama_cpp.llama_backend_init()
         llama_cpp.llama_log_set(_NO_LOG, ctypes.c_void_p(0))
         model_params = llama_cpp.llama_model_default_params()
@@ -104,6 +112,7 @@ class Engine:
         self.evaluated = 0  # tokens evaluated, for the figures
         self.decoded = 0  # tokens the last `decode` produced (its end-of-generation one aside)
         self.stop: Callable[[], bool] = lambda: False  # checked between chunks of a prompt
+        self.files = PromptFiles(prompt_dir, path) if prompt_dir else None
 
     def close(self) -> None:
         """Free the context and the model."""
@@ -168,6 +177,8 @@ class Engine:
             shared = _common(self._seqs[seq], tokens, limit)
             if shared > reuse:
                 source, reuse = seq, shared
+        if reuse < keep <= limit and (slot := self._load_prefix(tokens[:keep], source)):
+            source, reuse = slot, keep
         if source:
             llama_cpp.llama_memory_seq_rm(self.memory, 0, -1, -1)
             llama_cpp.llama_memory_seq_cp(self.memory, source, 0, 0, reuse)
@@ -189,12 +200,34 @@ class Engine:
             self._keep(tokens[:keep])
 
     def _keep(self, prefix: list[int]) -> None:
-        free = [s for s in range(1, 1 + _PREFIX_SLOTS) if s not in self._lru]
-        slot = free[0] if free else self._lru.pop(0)
-        llama_cpp.llama_memory_seq_rm(self.memory, slot, -1, -1)
+        slot = self._free_slot()
         llama_cpp.llama_memory_seq_cp(self.memory, 0, slot, 0, len(prefix))
         self._seqs[slot] = prefix
         self._lru.append(slot)
+        if self.files is not None:
+            self.files.save(self.ctx, slot, prefix)
+
+    def _free_slot(self, avoid: int = 0) -> int:
+        """Empty a prefix slot (a free one, else the least recently used but `avoid`)."""
+        free = [s for s in range(1, 1 + _PREFIX_SLOTS) if s not in self._lru]
+        slot = free[0] if free else next(s for s in self._lru if s != avoid)
+        if slot in self._lru:
+            self._lru.remove(slot)
+        llama_cpp.llama_memory_seq_rm(self.memory, slot, -1, -1)
+        self._seqs.pop(slot, None)
+        return slot
+
+    def _load_prefix(self, prefix: list[int], avoid: int) -> int:
+        """Load `prefix` from a kept file into a prefix slot other than `avoid`; return the
+        slot (0 when no file holds it)."""
+        if self.files is None:
+            return 0
+        slot = self._free_slot(avoid)
+        if not self.files.load(self.ctx, self.memory, slot, prefix):
+            return 0
+        self._seqs[slot] = prefix
+        self._lru.append(slot)
+        return slot
 
     def advance(self, token: int) -> None:
         """Evaluate one more token in sequence 0."""
@@ -251,7 +284,11 @@ class Engine:
         self._seqs[_SCORE_BASE] = []
         if len(prefix) < 2:
             return 0
-        self._decode([(t, i, _SCORE_BASE, False) for i, t in enumerate(prefix)])
+        files = self.files
+        if files is None or not files.load(self.ctx, self.memory, _SCORE_BASE, prefix):
+            self._decode([(t, i, _SCORE_BASE, False) for i, t in enumerate(prefix)])
+            if files is not None:
+                files.save(self.ctx, _SCORE_BASE, prefix)
         self._seqs[_SCORE_BASE] = list(prefix)
         return len(prefix)
 

