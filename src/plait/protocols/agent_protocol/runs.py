@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict
 
 from plait.agents.options import RunOption
 from plait.messages import Message
-from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
+from plait.protocols.agent_protocol.assistants import Assistant, check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
 from plait.protocols.agent_protocol.documents import now
 from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
@@ -175,7 +175,7 @@ async def _begin(
     record = new_record(thread_id, assistant.assistant_id, body)
     stop = await reserve_run(who, thread_id, run_id, record, strategy)
     if stop is None:
-        return await _launch(who, thread_id, run_id, body, logs)
+        return await _launch(who, thread_id, run_id, body, logs, assistant)
     await stop_runs(who, stop)
     await start_next(who, thread_id, _launcher(who, thread_id, logs))  # it may be free now
     return run_id
@@ -193,10 +193,16 @@ def _launcher(
 
 
 async def _launch(
-    who: Caller, thread_id: str, run_id: str, body: RunCreate, logs: RunLogs
+    who: Caller,
+    thread_id: str,
+    run_id: str,
+    body: RunCreate,
+    logs: RunLogs,
+    assistant: Assistant | None = None,
 ) -> _Started:
-    """Start the run `run_id` reserved on the thread; when it ends, its record says so
-    (a rolled-back run's turn is removed) and the thread's next queued run starts."""
+    """Start the run `run_id` reserved on the thread (of `assistant`, if found already);
+    when it ends, its record says so (a rolled-back run's turn is removed) and the
+    thread's next queued run starts."""
     document = runs_document(who, thread_id)
     await keep_stopped_turns(who, thread_id)
     before = await who.store.get_session(thread_id)
@@ -221,7 +227,8 @@ async def _launch(
     log = logs.open(run_id)
     relay = ProtocolRelay(run_id, thread_id, _modes(body), state, ended, log, then)
     try:
-        live = await _start(who, thread_id, body, relay, (given, extra))
+        assistant = assistant or await find_assistant(who, body.assistant_id)
+        live = await _start(who, thread_id, body, assistant, relay, (given, extra))
     except BaseException:
         await document.change(lambda stored: stored.pop(run_id, None))
         log.end()
@@ -237,15 +244,15 @@ async def _start(
     who: Caller,
     thread_id: str,
     body: RunCreate,
+    assistant: Assistant,
     relay: ProtocolRelay,
     given: tuple[list[Message], dict[str, Any]],
 ) -> LiveRun:
     """Start the server's run of `body` on the thread (or resume its pause)."""
-    thread = await find_thread(who, thread_id)
-    assistant = await find_assistant(who, body.assistant_id)
     options = _options(body, assistant.options())
     after = 0  # the steps its checkpoint kept before it: none for a new run
     if body.command is not None and "resume" in body.command:
+        thread = await find_thread(who, thread_id)
         _, pending = await thread_status(who, thread)
         resumed = await _resume(who, thread, pending, body.command["resume"], relay, options)
         live, after = resumed
