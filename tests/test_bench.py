@@ -92,6 +92,15 @@ def test_server_benchmark_runs_and_reports_plait_figures() -> None:
     assert figures["peer_skipped"] == "--no-peer"
 
 
+def test_server_turns_benchmark_measures_each_server_it_is_given() -> None:
+    serve = [f"--serve=ap={ROOT}:ap", f"--serve=v1={ROOT}:v1"]
+    figures = _quick("server_turns.py", *serve)
+    assert set(figures) == {"ap", "v1"}
+    for (row,) in figures.values():
+        assert row["runs_per_s"] > 0
+        assert _a_figure(row["server_cpu_us_per_run"])
+
+
 def test_cli_start_benchmark_runs_and_reports_its_figures() -> None:
     figures = _quick("cli_start.py")
     for key in ("python_s", "help_s", "version_s", "run_help_s"):

@@ -100,12 +100,14 @@ async def _apply(store: GuardedStore, key: str, batch: list[_Edit], ttl: float |
         data: dict[str, Any] = {} if record is None else dict(json.loads(record.data))
         results, failed = [], False
         changed = False
+        alone = len(batch) == 1  # a failed edit alone is not written: no copy to go back to
         for edit, write, _ in batch:
-            before = json.dumps(data)
+            before = None if alone else json.dumps(data)
             try:
                 result = edit(data)
             except Exception as exc:
-                data = json.loads(before)  # the failed edit leaves the document as it was
+                if before is not None:  # the failed edit leaves the document as it was
+                    data = json.loads(before)
                 results.append(exc)
                 failed = True
                 continue

@@ -222,3 +222,43 @@ async def test_what_is_not_served_answers_501(served: Served) -> None:
             thread["thread_id"], "echo", input={"messages": []}, interrupt_before=["echo"]
         )
     assert refused.value.status_code == 501
+
+
+async def test_debug_and_messages_tuple_stream_together(served: Served) -> None:
+    thread = await served.ann.threads.create()
+    parts = [
+        part
+        async for part in served.ann.runs.stream(
+            thread["thread_id"],
+            "echo",
+            input={"messages": [{"role": "user", "content": "both"}]},
+            stream_mode=["debug", "messages-tuple"],
+        )
+    ]
+    events = [part.event for part in parts]
+    assert events[0] == "metadata"
+    assert events[-1] == "end"
+    chunks = [p.data[0]["content"] for p in parts if p.event == "messages"]
+    assert "".join(chunks) == "echo: both"
+    (payload,) = [p.data["payload"] for p in parts if p.event == "debug"]  # its whole stream
+    assert payload["agent_name"] == "echo"
+    streamed = payload["output"]["message"]["stream"]
+    assert "".join(chunk["content"] for chunk in streamed) == "echo: both"
+
+
+async def test_wait_and_join_of_a_paused_run_answer_its_turn(served: Served) -> None:
+    thread = await served.ann.threads.create()
+    key = thread["thread_id"]
+    values = await served.ann.runs.wait(
+        key, "asker", input={"messages": [{"role": "user", "content": "pay it"}]}
+    )
+    assert values["__interrupt__"][0]["value"] == {"question": "approve pay?"}
+    assert _texts(values)[0] == ("human", "pay it")
+    calls = [m["tool_calls"] for m in values["messages"] if m["type"] == "ai"]
+    assert calls[0][0]["name"] == "approve"
+    shown = (await served.ann.threads.get(key))["values"]
+    assert values["messages"] == shown["messages"]
+    run = (await served.ann.runs.list(key))[0]
+    joined = await served.ann.runs.join(key, run["run_id"])
+    assert joined["messages"] == shown["messages"]
+    assert joined["__interrupt__"] == values["__interrupt__"]

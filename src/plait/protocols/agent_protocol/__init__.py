@@ -43,10 +43,12 @@ def agent_protocol_router(caller: Callable[..., Any]) -> APIRouter:
     """Return every Agent Protocol route; `caller` is the app's dependency that checks the
     API key."""
     router = APIRouter()
+    logs = RunLogs()  # the events of this process's runs, for clients that re-attach
+    # a thread's runs first: a request is matched against the routes in turn, and none of
+    # the others has a path and method of theirs (`/threads/{id}/runs/crons` is POST only)
+    router.include_router(runs_router(caller, logs))
     parts = (assistants_router, threads_router, state_router, crons_router, store_router)
     for part in (*parts, cancel_router, not_served_router):
         router.include_router(part(caller))
-    logs = RunLogs()  # the events of this process's runs, for clients that re-attach
-    router.include_router(runs_router(caller, logs))
     router.include_router(stateless_router(caller, logs))
     return router

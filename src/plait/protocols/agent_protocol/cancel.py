@@ -11,12 +11,13 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 
-from plait.protocols.agent_protocol.documents import Document
 from plait.protocols.agent_protocol.records import find_run
 from plait.protocols.agent_protocol.runs import cancel_run
 from plait.protocols.agent_protocol.shapes import Body, errors, router_of
+from plait.protocols.agent_protocol.thread_records import runs_document, thread_ids
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
+from plait.server.users import id_problem
 
 __all__ = ["cancel_router"]
 
@@ -44,12 +45,15 @@ async def _targets(who: Caller, body: CancelMany) -> list[tuple[str, str]]:
         raise ApiError(422, "name the runs to cancel: run_ids (with thread_id) or a status")
     wanted = _ACTIVE if body.status == "all" else (body.status,)
     found = []
-    for run_id, record in (await Document(who, "runs").read()).items():
-        thread_id = record["thread_id"]
-        if body.thread_id not in (None, thread_id) or record["status"] not in _ACTIVE:
+    threads = [body.thread_id] if body.thread_id is not None else await thread_ids(who)
+    for thread_id in threads:
+        if id_problem(thread_id):  # no thread has it
             continue
-        if (await find_run(who, thread_id, run_id))["status"] in wanted:
-            found.append((thread_id, run_id))
+        for run_id, record in (await runs_document(who, thread_id).read()).items():
+            if record["status"] not in _ACTIVE:
+                continue
+            if (await find_run(who, thread_id, run_id))["status"] in wanted:
+                found.append((thread_id, run_id))
     return found
 
 

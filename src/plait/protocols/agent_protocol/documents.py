@@ -1,11 +1,13 @@
-"""The Agent Protocol's own records: one JSON document per user and kind, in the server's
-store, changed by compare-and-set.
+"""The Agent Protocol's own records: JSON documents of the user's, in the server's store,
+changed by compare-and-set.
 
-A store cannot list its records, so what the protocol lists (assistants, threads, runs,
-store items) is kept in documents a user reads whole: `<user>/ap/<kind>` session records
-of the server's store, beside the user's runs and sessions (`plait.server.caller`). Each
-change reads the document, edits it and writes it back only if nobody wrote it in between
-(else it reads it again), so processes sharing the store keep one document; within a
+A store cannot list its records, so what the protocol lists (assistants, store items) is
+kept in documents a user reads whole: `<user>/ap/<kind>` session records of the server's
+store, beside the user's runs and sessions (`plait.server.caller`). A thread and its runs
+have documents of their own (`plait.protocols.agent_protocol.thread_records`), so a run
+reads and writes only its thread's. Each change reads the document, edits it and writes
+it back only if nobody wrote it in between (else it reads it again), so processes sharing
+the store keep one document; an edit that changes nothing writes nothing. Within a
 process, changes of one document wait for each other, so many requests at once do not
 wear out each other's attempts. What the
 server's workers share whatever the user (the crons they fire) is a `SharedDocument`, whose
@@ -57,10 +59,19 @@ class Document:
         self._store = GuardedStore(self._raw)
         self._key = f"{who.user}/ap/{kind}"
 
+    async def _ready(self) -> None:
+        """Make the document readable (a kind kept elsewhere before moves here first)."""
+
     async def read(self) -> dict[str, Any]:
         """Return the document as stored."""
+        await self._ready()
         found = await self._store.get_session(self._key)
         return {} if found is None else dict(json.loads(found))
+
+    async def delete(self) -> None:
+        """Delete the document (a read then finds `{}`)."""
+        await self._ready()
+        await self._store.delete_session(self._key)
 
     async def change(self, edit: Callable[[dict[str, Any]], _T]) -> _T:
         """Apply `edit` to the document (in place) and write it; return what `edit` returns.
@@ -70,6 +81,7 @@ class Document:
         Raises:
             SessionConflict: Others kept changing the document first, every time.
         """
+        await self._ready()
         async with _lock(self._raw, self._key):
             return await self._change(edit)
 
@@ -77,12 +89,16 @@ class Document:
         last: SessionConflict | None = None
         for _ in range(_ATTEMPTS):
             record = await self._store.get_session_record(self._key)
-            data: dict[str, Any] = {} if record is None else dict(json.loads(record.data))
+            stored = b"{}" if record is None else bytes(record.data)
+            data: dict[str, Any] = dict(json.loads(stored))
             result = edit(data)
+            written = json.dumps(data).encode()
+            if written == stored:  # nothing changed: as if edited just as it was read
+                return result
             try:
                 await self._store.put_session(
                     self._key,
-                    json.dumps(data).encode(),
+                    written,
                     expected_version=0 if record is None else record.version,
                 )
                 return result

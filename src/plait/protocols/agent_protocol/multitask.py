@@ -1,5 +1,6 @@
 """Double texting: what a new run on a busy thread does (`multitask_strategy`), with the
-thread's queue of runs kept in the user's `runs` document.
+thread's queue of runs kept in its runs document
+(`plait.protocols.agent_protocol.thread_records`).
 
 A run *holds* its thread from its reservation to its end: its record is `pending` or
 `running`, not queued, and not released (`plait.protocols.agent_protocol.workers`: its
@@ -28,7 +29,8 @@ from typing import Any
 
 from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointNotFound
-from plait.protocols.agent_protocol.documents import Document, now
+from plait.protocols.agent_protocol.documents import now
+from plait.protocols.agent_protocol.thread_records import runs_document
 from plait.run.sessions import SessionTurn
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
@@ -46,7 +48,6 @@ __all__ = [
     "stop_runs",
 ]
 
-_DOC = "runs"
 _ACTIVE = ("pending", "running")
 #: A run to stop: its protocol id and the server's checkpoint id it runs under (None: not
 #: started yet; it is stopped as it starts).
@@ -197,7 +198,7 @@ async def keep_stopped_turns(who: Caller, thread_id: str) -> None:
     """Append the turns of the thread's runs stopped by `interrupt` to its session, as the
     thread goes on with another run (call it while that run holds the thread); their
     checkpoints are then done, so no turn is added twice."""
-    document = Document(who, _DOC)
+    document = runs_document(who, thread_id)
     for key, checkpoint_id in _stopped(await document.read(), thread_id).items():
         await _keep_turn(who, thread_id, checkpoint_id)
 

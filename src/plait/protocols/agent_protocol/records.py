@@ -1,7 +1,8 @@
 """A thread run's record as the SDK reads it, and the thread's values when a run ends.
 
-A run's record is in the user's `runs` document (`plait.protocols.agent_protocol.runs`);
-while it is not final its status is read from the server's run it runs under.
+A run's record is in its thread's runs document
+(`plait.protocols.agent_protocol.thread_records`); while it is not final its status is read
+from the server's run it runs under.
 """
 
 from __future__ import annotations
@@ -9,13 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from plait.errors import CheckpointNotFound
-from plait.protocols.agent_protocol.documents import Document, now
-from plait.protocols.agent_protocol.messages import message_id, to_sdk
+from plait.protocols.agent_protocol.documents import now
 from plait.protocols.agent_protocol.stream import run_status
-from plait.protocols.agent_protocol.threads import find_thread, thread_status
-from plait.run.sessions import SessionDocument
+from plait.protocols.agent_protocol.thread_records import runs_document
+from plait.protocols.agent_protocol.threads import (
+    find_thread,
+    thread_session,
+    thread_status,
+)
+from plait.protocols.agent_protocol.threads import thread_values as values_of
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
+from plait.server.users import id_problem
 
 __all__ = [
     "FINAL",
@@ -27,7 +33,6 @@ __all__ = [
     "thread_values",
 ]
 
-_DOC = "runs"
 #: The statuses of a run that has ended.
 FINAL = ("success", "error", "interrupted", "timeout")
 
@@ -38,7 +43,9 @@ async def find_run(who: Caller, thread_id: str, run_id: str) -> dict[str, Any]:
     Raises:
         ApiError: `404`, no such run of this user's thread.
     """
-    found = (await Document(who, _DOC).read()).get(run_id)
+    found = None
+    if not id_problem(thread_id):
+        found = (await runs_document(who, thread_id).read()).get(run_id)
     if found is None or found["thread_id"] != thread_id:
         raise ApiError(404, f"no run '{run_id[:128]}' of thread '{thread_id[:128]}'")
     if found["status"] not in FINAL and found["checkpoint"] is not None:
@@ -70,11 +77,10 @@ def run_json(run: dict[str, Any]) -> dict[str, Any]:
 
 
 async def thread_values(who: Caller, thread_id: str) -> dict[str, Any]:
-    """Return the thread's values, with `__interrupt__` while it waits for an answer."""
+    """Return the thread's values, with `__interrupt__` while it waits for an answer (its
+    paused run's turn included, as `threads.get` shows it)."""
     thread = await find_thread(who, thread_id)
-    session = await who.sessions.read(thread_id) or SessionDocument()
-    messages = [to_sdk(m, message_id(thread_id, i), a) for i, (a, m) in enumerate(session.messages)]
-    values: dict[str, Any] = {**session.values, "messages": messages}
+    values = values_of(thread_id, await thread_session(who, thread_id, thread))
     status, pending = await thread_status(who, thread)
     if status == "interrupted":
         values["__interrupt__"] = pending

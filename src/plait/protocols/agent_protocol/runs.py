@@ -13,7 +13,7 @@ checkpoint until the thread goes on (its turn is then added to the thread, and i
 resumable no more); `action="rollback"` then removes the run's turn from the thread.
 `join_stream` re-attaches to a run's stream (`plait.protocols.agent_protocol.replay`);
 `on_disconnect="cancel"` cancels a streamed run whose client leaves before it ends. Each
-run has a record in the user's `runs` document: its thread, assistant, metadata, times,
+run has a record in its thread's runs document: its thread, assistant, metadata, times,
 the server's checkpoint id it runs under and, once it ended, its status. A run that names
 a `webhook` has that record POSTed there when it ends (`plait.server.webhooks`: checked
 when the run starts, signed, retried, beside the run); one with `after_seconds` waits,
@@ -40,9 +40,9 @@ from pydantic import BaseModel, ConfigDict
 
 from plait.agents.options import RunOption
 from plait.messages import Message
-from plait.protocols.agent_protocol.assistants import check_fields, find_assistant
+from plait.protocols.agent_protocol.assistants import Assistant, check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
-from plait.protocols.agent_protocol.documents import Document, now
+from plait.protocols.agent_protocol.documents import now
 from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
 from plait.protocols.agent_protocol.multitask import (
     finish,
@@ -65,6 +65,7 @@ from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLo
 from plait.protocols.agent_protocol.shapes import errors
 from plait.protocols.agent_protocol.state import check_checkpoint, resume_targets
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
+from plait.protocols.agent_protocol.thread_records import runs_document
 from plait.protocols.agent_protocol.threads import (
     find_thread,
     forget_run,
@@ -92,8 +93,6 @@ __all__ = [
     "stream_run",
     "wait_run",
 ]
-
-_DOC = "runs"
 
 
 class RunCreate(BaseModel):
@@ -176,7 +175,7 @@ async def _begin(
     record = new_record(thread_id, assistant.assistant_id, body)
     stop = await reserve_run(who, thread_id, run_id, record, strategy)
     if stop is None:
-        return await _launch(who, thread_id, run_id, body, logs)
+        return await _launch(who, thread_id, run_id, body, logs, assistant)
     await stop_runs(who, stop)
     await start_next(who, thread_id, _launcher(who, thread_id, logs))  # it may be free now
     return run_id
@@ -194,11 +193,17 @@ def _launcher(
 
 
 async def _launch(
-    who: Caller, thread_id: str, run_id: str, body: RunCreate, logs: RunLogs
+    who: Caller,
+    thread_id: str,
+    run_id: str,
+    body: RunCreate,
+    logs: RunLogs,
+    assistant: Assistant | None = None,
 ) -> _Started:
-    """Start the run `run_id` reserved on the thread; when it ends, its record says so
-    (a rolled-back run's turn is removed) and the thread's next queued run starts."""
-    document = Document(who, _DOC)
+    """Start the run `run_id` reserved on the thread (of `assistant`, if found already);
+    when it ends, its record says so (a rolled-back run's turn is removed) and the
+    thread's next queued run starts."""
+    document = runs_document(who, thread_id)
     await keep_stopped_turns(who, thread_id)
     before = await who.store.get_session(thread_id)
 
@@ -222,7 +227,8 @@ async def _launch(
     log = logs.open(run_id)
     relay = ProtocolRelay(run_id, thread_id, _modes(body), state, ended, log, then)
     try:
-        live = await _start(who, thread_id, body, relay, (given, extra))
+        assistant = assistant or await find_assistant(who, body.assistant_id)
+        live = await _start(who, thread_id, body, assistant, relay, (given, extra))
     except BaseException:
         await document.change(lambda stored: stored.pop(run_id, None))
         log.end()
@@ -238,15 +244,15 @@ async def _start(
     who: Caller,
     thread_id: str,
     body: RunCreate,
+    assistant: Assistant,
     relay: ProtocolRelay,
     given: tuple[list[Message], dict[str, Any]],
 ) -> LiveRun:
     """Start the server's run of `body` on the thread (or resume its pause)."""
-    thread = await find_thread(who, thread_id)
-    assistant = await find_assistant(who, body.assistant_id)
     options = _options(body, assistant.options())
     after = 0  # the steps its checkpoint kept before it: none for a new run
     if body.command is not None and "resume" in body.command:
+        thread = await find_thread(who, thread_id)
         _, pending = await thread_status(who, thread)
         resumed = await _resume(who, thread, pending, body.command["resume"], relay, options)
         live, after = resumed
@@ -281,7 +287,9 @@ async def start_run(who: Caller, thread_id: str, body: RunCreate, run_id: str | 
         return begun if isinstance(begun, str) else begun.run_id
     except ApiError:
         if run_id is not None:
-            await Document(who, _DOC).change(lambda stored: _set(stored, run_id, status="error"))
+            await runs_document(who, thread_id).change(
+                lambda stored: _set(stored, run_id, status="error")
+            )
         raise
 
 
@@ -295,7 +303,7 @@ async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]
     run_id = str(uuid.uuid4())
     record = {**new_record(thread_id, assistant.assistant_id, body)}
     record.pop("request")
-    await Document(who, _DOC).change(lambda stored: stored.update({run_id: record}))
+    await runs_document(who, thread_id).change(lambda stored: stored.update({run_id: record}))
     at = clock_now(who.server) + timedelta(seconds=body.after_seconds or 0)
     given = body.model_dump(mode="json", exclude={"after_seconds"}, exclude_none=True)
     await delay_run(who.server.store, run_id, who.user, thread_id, given, at)
@@ -394,7 +402,7 @@ async def cancel_run(who: Caller, thread_id: str, run_id: str, action: str) -> N
     """Stop the run at its next safe point (`rollback`: then remove its turn from the
     thread); a queued run leaves the queue."""
     await find_run(who, thread_id, run_id)
-    document = Document(who, _DOC)
+    document = runs_document(who, thread_id)
     checkpoint = await document.change(lambda stored: mark_stop(stored, run_id, action))
     if checkpoint is not None:
         await stop_runs(who, [(run_id, checkpoint)])
@@ -510,7 +518,7 @@ def _run_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
     ) -> list[dict[str, Any]]:
         """Return the thread's runs, newest first."""
         await find_thread(who, thread_id)
-        stored = await Document(who, _DOC).read()
+        stored = await runs_document(who, thread_id).read()
         keys = [key for key, run in stored.items() if run["thread_id"] == thread_id]
         runs = [await find_run(who, thread_id, key) for key in reversed(keys)]
         runs = [run for run in runs if status is None or run["status"] == status]
@@ -587,5 +595,5 @@ def _ending_routes(router: APIRouter, who_dep: Any, logs: RunLogs) -> None:
         run = await find_run(who, thread_id, run_id)
         if run["status"] in ("pending", "running"):
             raise ApiError(409, f"run '{run_id}' is running; cancel it first")
-        await Document(who, _DOC).change(lambda stored: stored.pop(run_id, None))
+        await runs_document(who, thread_id).change(lambda stored: stored.pop(run_id, None))
         return Response(status_code=204)

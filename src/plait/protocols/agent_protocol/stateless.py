@@ -20,7 +20,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
-from plait.protocols.agent_protocol.documents import Document
 from plait.protocols.agent_protocol.replay import RunLogs
 from plait.protocols.agent_protocol.runs import (
     RunCreate,
@@ -30,6 +29,7 @@ from plait.protocols.agent_protocol.runs import (
     wait_run,
 )
 from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.thread_records import runs_document
 from plait.protocols.agent_protocol.threads import delete_thread, make_thread
 from plait.server.caller import Caller
 from plait.server.limits import ApiError
@@ -71,8 +71,8 @@ class _Temporary:
 
     async def drop(self, who: Caller, thread_id: str) -> None:
         """Wait for the thread's runs to end, then delete it and their records."""
-        document = Document(who, "runs")
-        keys = [k for k, run in (await document.read()).items() if run["thread_id"] == thread_id]
+        document = runs_document(who, thread_id)
+        keys = list(await document.read())
         for run_id in keys:
             await join_run(who, thread_id, run_id, self.logs)
             log = self.logs.get(run_id)
@@ -80,7 +80,7 @@ class _Temporary:
                 await log.wait_end()
         with contextlib.suppress(ApiError):  # deleted already
             await delete_thread(who, thread_id)
-        await document.change(lambda stored: [stored.pop(key, None) for key in keys])
+        await document.delete()
 
     async def failed(self, who: Caller, thread_id: str) -> None:
         """Delete the thread of a run that did not start."""

@@ -159,20 +159,28 @@ class ProtocolRelay(Relay):
             self._send("values", values)
 
     async def relay(self, event: AgentEvent) -> None:
-        """Queue what each stream mode asked sends for `event`."""
-        if "debug" in self.modes:
-            self._send("debug", {"type": "event", "payload": json.loads(event.to_json())})
+        """Queue what each stream mode asked sends for `event` (`debug`: once a streamed
+        message is whole, so its event can be encoded)."""
         output = event.output
+        message = output.message if output is not None else None
+        streamed = message is not None and message.stream is not None
+        if "debug" in self.modes and not streamed:
+            self._debug(event)
         if output is not None and output.custom is not None:
             self._custom(output.custom)
-        if output is not None and output.message is not None:
+        if message is not None:
             await self._message(event)
+            if "debug" in self.modes and streamed:
+                self._debug(event)
         paused = event.action.interrupted if event.action is not None else None
         if paused is not None:
             pending = {"__interrupt__": [{"value": c.info, "id": c.id} for c in paused.contexts]}
             if "updates" in self.modes:
                 self._send("updates", pending)
             self._send_values(pending)
+
+    def _debug(self, event: AgentEvent) -> None:
+        self._send("debug", {"type": "event", "payload": json.loads(event.to_json())})
 
     def _custom(self, custom: object) -> None:
         """Send a custom value: a graph node's update in `updates`, any other in `custom`."""

@@ -1,7 +1,7 @@
 """Threads (`/threads…`): a thread is a plait session (`thread_id` = session id).
 
-The session holds the thread's messages and values; the user's `threads` document
-(`plait.protocols.agent_protocol.documents`) holds what a session does not: each thread's
+The session holds the thread's messages and values; the thread's own document
+(`plait.protocols.agent_protocol.thread_records`) holds what a session does not: its
 metadata, times, its latest run (the server's run id), whose summary gives the thread's
 status (`busy` while it runs, `interrupted` while it waits for an answer, `error` after a
 failure, else `idle`) and pending interrupts, and the checkpoints of its last runs, whose
@@ -13,6 +13,7 @@ history before their state now.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
@@ -25,7 +26,7 @@ from plait.core.checkpoint import Checkpoint
 from plait.core.history import USER
 from plait.errors import CheckpointNotFound
 from plait.messages import Message
-from plait.protocols.agent_protocol.documents import Document, now
+from plait.protocols.agent_protocol.documents import now
 from plait.protocols.agent_protocol.messages import from_sdk, message_id, to_sdk
 from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.shapes import (
@@ -35,6 +36,12 @@ from plait.protocols.agent_protocol.shapes import (
     router_of,
     search_routes,
 )
+from plait.protocols.agent_protocol.thread_records import (
+    list_thread,
+    thread_document,
+    thread_ids,
+    unlist_thread,
+)
 from plait.run.sessions import SessionDocument, SessionTurn
 from plait.run.time_travel import read_history
 from plait.server.caller import Caller
@@ -43,7 +50,6 @@ from plait.server.users import id_problem
 from plait.stores.base import GuardedStore
 
 __all__ = [
-    "THREADS",
     "StateWrite",
     "delete_thread",
     "find_thread",
@@ -58,9 +64,6 @@ __all__ = [
     "write_state",
 ]
 
-#: The kind of the user's document of threads.
-THREADS = "threads"
-_DOC = THREADS
 #: The most runs whose checkpoints a thread keeps in its history.
 KEPT_RUNS = 100
 #: A run's status in the server's summary -> its thread's status.
@@ -105,10 +108,10 @@ async def find_thread(who: Caller, thread_id: str) -> dict[str, Any]:
     Raises:
         ApiError: `404`, no such thread of this user.
     """
-    found = (await Document(who, _DOC).read()).get(thread_id)
-    if found is None:
+    found = None if id_problem(thread_id) else await thread_document(who, thread_id).read()
+    if not found:
         raise ApiError(404, f"no thread '{thread_id[:128]}'")
-    return dict(found)
+    return found
 
 
 async def make_thread(
@@ -122,16 +125,18 @@ async def make_thread(
     if problem is not None:
         raise ApiError(422, f"thread_id: {problem}")
 
-    def edit(stored: dict[str, Any]) -> dict[str, Any]:
-        if key in stored:
-            if if_exists == "do_nothing":
-                return {**stored[key], "thread_id": key}
-            raise ApiError(409, f"thread '{key}' exists")
-        stamp = now()
-        stored[key] = {"metadata": metadata, "created_at": stamp, "updated_at": stamp, "run": None}
-        return {**stored[key], "thread_id": key, "new": True}
+    stamp = now()
 
-    return await Document(who, _DOC).change(edit)
+    def edit(stored: dict[str, Any]) -> dict[str, Any]:
+        if stored:
+            if if_exists == "do_nothing":
+                return {**stored, "thread_id": key}
+            raise ApiError(409, f"thread '{key}' exists")
+        stored.update(metadata=metadata, created_at=stamp, updated_at=stamp, run=None)
+        return {**stored, "thread_id": key, "new": True}
+
+    await list_thread(who, key, stamp)  # listed first: every thread there is is listed
+    return await thread_document(who, key).change(edit)
 
 
 async def last_step(who: Caller, checkpoint: str) -> int:
@@ -149,9 +154,8 @@ async def note_run(
     for the thread's history."""
     checkpoint, protocol_run, after = kept
 
-    def edit(stored: dict[str, Any]) -> None:
-        found = stored.get(thread_id)
-        if found is None:
+    def edit(found: dict[str, Any]) -> None:
+        if not found:
             return
         runs = [dict(run) for run in found.get("checkpoints") or ()]
         run = {"run_id": protocol_run, "at": now(), "after": after}
@@ -161,29 +165,27 @@ async def note_run(
         else:
             runs.append({"checkpoint": checkpoint, "runs": [run]})
         metadata = {"graph_id": graph_id, **found["metadata"]}
-        stored[thread_id] = {
-            **found,
-            "run": run_id,
-            "metadata": metadata,
-            "updated_at": now(),
-            "checkpoints": runs[-KEPT_RUNS:],
-            "head": "loop",
-        }
+        found.update(
+            run=run_id,
+            metadata=metadata,
+            updated_at=now(),
+            checkpoints=runs[-KEPT_RUNS:],
+            head="loop",
+        )
 
-    await Document(who, _DOC).change(edit)
+    await thread_document(who, thread_id).change(edit)
 
 
 async def forget_run(who: Caller, thread_id: str, checkpoint: str | None) -> None:
     """Drop the steps kept under `checkpoint` from the thread's history (a rolled-back
     run's)."""
 
-    def edit(stored: dict[str, Any]) -> None:
-        found = stored.get(thread_id)
-        if found is not None and checkpoint is not None:
+    def edit(found: dict[str, Any]) -> None:
+        if found and checkpoint is not None:
             runs = [r for r in found.get("checkpoints") or () if r["checkpoint"] != checkpoint]
-            stored[thread_id] = {**found, "checkpoints": runs}
+            found["checkpoints"] = runs
 
-    await Document(who, _DOC).change(edit)
+    await thread_document(who, thread_id).change(edit)
 
 
 async def thread_status(who: Caller, record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -253,11 +255,11 @@ async def write_state(who: Caller, thread_id: str, update: StateWrite, as_node: 
     await turn.save(who.store, update.values, [], None, stamp=stamp)
     await who.store.session_catalog().touch(thread_id, stamp)
 
-    def edit(stored: dict[str, Any]) -> None:
-        if thread_id in stored:
-            stored[thread_id] = {**stored[thread_id], "head": "update", "updated_at": now()}
+    def edit(found: dict[str, Any]) -> None:
+        if found:
+            found.update(head="update", updated_at=now())
 
-    await Document(who, _DOC).change(edit)
+    await thread_document(who, thread_id).change(edit)
 
 
 def thread_values(thread_id: str, session: SessionDocument) -> dict[str, Any]:
@@ -314,7 +316,7 @@ async def _copy(who: Caller, thread_id: str) -> dict[str, Any]:
         await who.store.put_session(made["thread_id"], raw)
         await who.store.session_catalog().touch(made["thread_id"], datetime.now(UTC))
     kept = {"checkpoints": record.get("checkpoints") or [], "head": record.get("head", "loop")}
-    await Document(who, _DOC).change(lambda stored: stored[made["thread_id"]].update(kept))
+    await thread_document(who, made["thread_id"]).change(lambda stored: stored.update(kept))
     return await _thread_json(who, made["thread_id"], {**made, **kept})
 
 
@@ -322,19 +324,20 @@ async def _prune(who: Caller, body: ThreadPrune) -> int:
     """Delete the caller's threads `body` names (`keep_latest`: forget their history
     before their state now); return how many it found."""
     if body.strategy == "delete":
-        stored = await Document(who, _DOC).read()
-        found = [key for key in dict.fromkeys(body.thread_ids) if key in stored]
-        for key in found:
-            await delete_thread(who, key)
-        return len(found)
+        found = 0
+        for key in dict.fromkeys(body.thread_ids):
+            with contextlib.suppress(ApiError):  # not a thread of the caller's
+                await delete_thread(who, key)
+                found += 1
+        return found
 
     def edit(stored: dict[str, Any]) -> int:
-        found = [key for key in dict.fromkeys(body.thread_ids) if key in stored]
-        for key in found:
-            stored[key] = {**stored[key], "checkpoints": []}
-        return len(found)
+        if stored:
+            stored["checkpoints"] = []
+        return 1 if stored else 0
 
-    return await Document(who, _DOC).change(edit)
+    ids = [key for key in dict.fromkeys(body.thread_ids) if not id_problem(key)]
+    return sum([await thread_document(who, key).change(edit) for key in ids])
 
 
 def _matches(thread: dict[str, Any], body: ThreadSearch) -> bool:
@@ -348,8 +351,11 @@ def _matches(thread: dict[str, Any], body: ThreadSearch) -> bool:
 
 
 async def _search(who: Caller, body: ThreadSearch) -> list[dict[str, Any]]:
-    stored = await Document(who, _DOC).read()
-    every = [await _thread_json(who, key, record) for key, record in stored.items()]
+    every = []
+    for key in await thread_ids(who):
+        record = await thread_document(who, key).read()
+        if record:  # a thread listed as it was made, or left listed as it was deleted
+            every.append(await _thread_json(who, key, record))
     found = [thread for thread in every if _matches(thread, body)]
     key = body.sort_by if body.sort_by in ("thread_id", "status", "created_at") else "updated_at"
     found.sort(key=lambda thread: str(thread[key]), reverse=body.sort_order != "asc")
@@ -360,23 +366,28 @@ async def delete_thread(who: Caller, thread_id: str) -> None:
     """Delete the caller's thread and its session (`404`: no such thread)."""
 
     def edit(stored: dict[str, Any]) -> None:
-        if stored.pop(thread_id, None) is None:
+        if not stored:
             raise ApiError(404, f"no thread '{thread_id[:128]}'")
+        stored.clear()  # of deletes at once, one finds the thread
 
-    await Document(who, _DOC).change(edit)
+    if id_problem(thread_id):
+        raise ApiError(404, f"no thread '{thread_id[:128]}'")
+    document = thread_document(who, thread_id)
+    await document.change(edit)
+    await document.delete()
+    await unlist_thread(who, thread_id)
     await who.sessions.delete(thread_id)
 
 
 async def _update(who: Caller, thread_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    def edit(stored: dict[str, Any]) -> dict[str, Any]:
-        found = stored.get(thread_id)
-        if found is None:
+    def edit(found: dict[str, Any]) -> dict[str, Any]:
+        if not found:
             raise ApiError(404, f"no thread '{thread_id[:128]}'")
-        merged = {**found["metadata"], **metadata}
-        stored[thread_id] = {**found, "metadata": merged, "updated_at": now()}
-        return dict(stored[thread_id])
+        found.update(metadata={**found["metadata"], **metadata}, updated_at=now())
+        return dict(found)
 
-    return await _thread_json(who, thread_id, await Document(who, _DOC).change(edit))
+    await find_thread(who, thread_id)  # 404 for an id no thread can have
+    return await _thread_json(who, thread_id, await thread_document(who, thread_id).change(edit))
 
 
 def threads_router(caller: Callable[..., Any]) -> APIRouter:

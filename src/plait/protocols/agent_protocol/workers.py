@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from plait.errors import CheckpointNotFound
-from plait.protocols.agent_protocol.documents import Document, SharedDocument
+from plait.protocols.agent_protocol.documents import SharedDocument
 from plait.protocols.agent_protocol.multitask import (
     Stop,
     active,
@@ -37,12 +37,12 @@ from plait.protocols.agent_protocol.multitask import (
 )
 from plait.protocols.agent_protocol.records import run_ended
 from plait.protocols.agent_protocol.stream import run_status
+from plait.protocols.agent_protocol.thread_records import runs_document
 from plait.server.caller import Caller, Server
 
 __all__ = ["RESERVED_SECONDS", "released_runs", "reserve_run", "start_next", "sweep_queues"]
 
 _log = logging.getLogger("plait.server")
-_DOC = "runs"
 _QUEUED = "queued"
 #: How long the reservation of a server that names no worker holds its thread on its own.
 RESERVED_SECONDS = 60.0
@@ -89,14 +89,15 @@ async def released_runs(who: Caller, thread_id: str) -> set[str]:
     """Return the thread's reserved or started runs that hold it no more, ending the
     records of those that still say they run."""
     released: dict[str, tuple[str | None, Outcome]] = {}
-    for key, record in (await Document(who, _DOC).read()).items():
+    document = runs_document(who, thread_id)
+    for key, record in (await document.read()).items():
         if active(record, thread_id) and not record.get("queued"):
             outcome = await _outcome(who, record)
             if outcome is not None:
                 released[key] = (record.get("checkpoint"), outcome)
     if released:
         edit = partial(_end_released, released=released)
-        for key, webhook in await Document(who, _DOC).change(edit):
+        for key, webhook in await document.change(edit):
             await run_ended(who, thread_id, key, webhook)
     return set(released)
 
@@ -114,7 +115,7 @@ async def reserve_run(
     await leases.hold()
     released = await released_runs(who, thread_id)
     mine = {**record, "worker": leases.worker}
-    stop = await Document(who, _DOC).change(
+    stop = await runs_document(who, thread_id).change(
         lambda stored: reserve(stored, thread_id, run_id, mine, strategy, released)
     )
     if stop is not None:
@@ -130,7 +131,7 @@ async def start_next(
     """Start the thread's next queued run if the thread is free (`launch(run id,
     request)`); a run that cannot start ends as `error` and the next one is tried."""
     runs = who.server.runs
-    document = Document(who, _DOC)
+    document = runs_document(who, thread_id)
     while not runs.stopping:
         await runs.leases.hold()
         released = await released_runs(who, thread_id)
@@ -150,7 +151,7 @@ async def start_next(
 
 
 async def _has_queue(who: Caller, thread_id: str) -> bool:
-    stored = await Document(who, _DOC).read()
+    stored = await runs_document(who, thread_id).read()
     return any(active(record, thread_id) and record.get("queued") for record in stored.values())
 
 
