@@ -129,7 +129,7 @@ def build_router(
         math_model,
         description="Performs mathematical calculations and solves math problems",
         instruction="You are a math specialist. Use the calculator tool to solve mathematical "
-        'problems accurately. Write a percentage with %: 15% of 80 is "15% * 80".',
+        "problems accurately.",
         tools=[calculator],
         exit_tool=True,
     )

@@ -229,7 +229,7 @@ def _sentence(chars: int) -> dict[str, Any]:
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _TEXT_CHARS = 60  # the longest text value of a result an answer is made to quote
-_BEFORE, _AFTER = 8, 5  # the most words an answer may have before and after what it states
+_BEFORE, _AFTER = 8, 4  # the most words an answer may have before and after what it states
 # Words an answer may use besides those of the request and the results: it words what the
 # tool returned, and nothing else can enter it (no city, figure or fact of its own).
 _GLUE_TEXT = (
