@@ -57,8 +57,9 @@ from plait.protocols._a2a_executor import STATE_KEY, Call, PlaitExecutor
 from plait.run.runner import Runner
 from plait.server.budget import LedgerHooks
 from plait.server.caller import CallerDep
-from plait.server.hosts import HostGuard, host_rule
-from plait.server.limits import ApiError, BodyLimit
+from plait.server.door import Door
+from plait.server.hosts import host_rule
+from plait.server.limits import ApiError
 from plait.stores.base import Store
 
 __all__ = ["A2AService", "Exchange", "a2a_router", "build_app"]
@@ -292,9 +293,7 @@ def build_app(
         Route("/", rpc, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
-    if rule is not None:  # outermost: a refused host reaches nothing else
-        app.add_middleware(HostGuard, rule=rule)
+    app.add_middleware(Door, rule=rule, max_bytes=max_request_bytes)
     return app
 
 
