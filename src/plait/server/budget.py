@@ -96,8 +96,9 @@ class LedgerHooks(Hooks):
             decided = await self.tenants.ledger.reserve(
                 self.user, self.run_id or "", quota.budgets, estimate, now
             )
-            if decided.go:
+            if decided.go:  # its run is listed in the day
                 ctx.extras[place] = (key, decided.hold)
+                ctx.extras[f"{_LISTED}:{day_of(now)}"] = True
                 return
             if decided.refused is not None:
                 ctx.stop(self._over(*decided.refused, now))
@@ -162,7 +163,8 @@ class LedgerHooks(Hooks):
             time=now,
         )
         try:
-            await self.tenants.ledger.settle(key, row, hold)
+            listed = f"{_LISTED}:{day_of(now)}" in ctx.extras
+            await self.tenants.ledger.settle(key, row, hold, listed=listed)
         except PlaitError as exc:  # the run goes on; the reservation lapses
             _log.warning("could not record a model call of run %s: %s", self.run_id, exc)
 

@@ -319,11 +319,12 @@ class Ledger:
             write=bool,
         )
 
-    async def settle(self, key: str, row: Row, hold: Hold | None) -> bool:
-        """Record `row` under `key` once (its run listed in the row's day first), count it
-        in its day (its hold's, else its time's) and settle `hold`; return whether the row
-        is new."""
-        await self.list_run(row.user, row.run_id, row.time)  # already, but across midnight
+    async def settle(self, key: str, row: Row, hold: Hold | None, *, listed: bool = False) -> bool:
+        """Record `row` under `key` once (its run listed in the row's day first, unless
+        `listed` says it is), count it in its day (its hold's, else its time's) and settle
+        `hold`; return whether the row is new."""
+        if not listed:  # a call across midnight, or a caller that did not list its run
+            await self.list_run(row.user, row.run_id, row.time)
         new = await change_document(
             self.store,
             self._run_key(row.user, row.run_id),

@@ -119,9 +119,8 @@ class LiveRun:
         self.checkpoint_id = checkpoint_id
         self.session_id = session_id
         # the run this is part of (a resume goes on with the run that paused), and its start
-        found = previous if previous is not None else RunRecord(status="running", agent=agent)
-        self.run_id = found.run_id or checkpoint_id
-        self.started_at = found.started_at or datetime.now(UTC)
+        self.run_id = (previous and previous.run_id) or checkpoint_id
+        self.started_at = (previous and previous.started_at) or datetime.now(UTC)
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.runner: Runner | None = None
@@ -141,7 +140,7 @@ class LiveRun:
 
     def running_summary(self) -> RunSummary:
         """Return the summary of this run while it runs."""
-        return RunSummary(
+        return RunSummary.model_construct(  # the fields' types are the model's already
             status="running",
             checkpoint_id=self.checkpoint_id,
             agent=self.agent,
