@@ -14,7 +14,10 @@ compare-and-set (`plait.server.shared_docs`), so workers sharing the store see e
 - `<user>/q/d/<YYYY-MM-DD>`: the day's `totals` of its rows (`calls`, `input`, `output`,
   `cost`), its `largest` call (`tokens`, `output`, `cost`) and the `holds` of the calls in
   flight (`[tokens, cost, until]` by hold id): a small document, the same size every call
-  (a plait before this layout also listed the day's `runs` here; they are still read).
+  (a plait before this layout also listed the day's `runs` here; they are still read). Only
+  the calls of a user with a daily budget are counted there: the totals are what budgets
+  are checked against, so a user without one writes each call's row and nothing more (a
+  budget given to a user later counts their calls from then on).
 
 A row's run is listed in the row's day first, then the row is written, then counted in its
 day only if it was new: a worker that dies between the last two leaves that one call out of
@@ -319,10 +322,13 @@ class Ledger:
             write=bool,
         )
 
-    async def settle(self, key: str, row: Row, hold: Hold | None, *, listed: bool = False) -> bool:
+    async def settle(
+        self, key: str, row: Row, hold: Hold | None, *, listed: bool = False, count: bool = True
+    ) -> bool:
         """Record `row` under `key` once (its run listed in the row's day first, unless
-        `listed` says it is), count it in its day (its hold's, else its time's) and settle
-        `hold`; return whether the row is new."""
+        `listed` says it is), count it in its day (its hold's, else its time's; not when
+        `count` is False: a user without daily budgets) and settle `hold`; return whether
+        the row is new."""
         if not listed:  # a call across midnight, or a caller that did not list its run
             await self.list_run(row.user, row.run_id, row.time)
         new = await change_document(
@@ -336,11 +342,11 @@ class Ledger:
 
         def edit(doc: dict[str, Any]) -> bool:
             held = hold is not None and doc.setdefault("holds", {}).pop(hold.id, None)
-            if new:
+            if new and count:
                 _count(doc, row)
             return bool(new or held)
 
-        if new or hold is not None:
+        if (new and count) or hold is not None:
             await change_document(
                 self.store, self._key(row.user, day), edit, ttl=_KEEP_DAYS, write=bool
             )

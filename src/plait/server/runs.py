@@ -33,7 +33,7 @@ from plait.events import AgentEvent, RunResult
 from plait.messages import Message
 from plait.run.runner import Runner, RunStream
 from plait.server.bodies import RunRecord, RunSummary
-from plait.server.budget import LedgerHooks
+from plait.server.budget import ledger_hooks
 from plait.server.leases import WorkerLease, take_over
 from plait.server.quotas import Tenants, Ticket
 from plait.server.run_index import RunIndex
@@ -345,7 +345,7 @@ class Runs:
         """Return a runner of `run`'s agent on its user's store, saving every step (and
         keeping its model calls in the ledger, within the user's daily budgets)."""
         if self.tenants is not None:
-            ledger = LedgerHooks(self.tenants, run.store.user, run.agent, run_id=run.run_id)
+            ledger = ledger_hooks(self.tenants, run.store.user, run.agent, run_id=run.run_id)
             hooks = [*hooks, ledger]
         return Runner(
             self.agents[run.agent],
