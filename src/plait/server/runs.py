@@ -140,7 +140,7 @@ class LiveRun:
 
     def running_summary(self) -> RunSummary:
         """Return the summary of this run while it runs."""
-        return RunSummary.model_construct(  # the fields' types are the model's already
+        return RunSummary(
             status="running",
             checkpoint_id=self.checkpoint_id,
             agent=self.agent,
