@@ -2,8 +2,10 @@
 
 Every route but `GET /healthz` runs as the caller's user (from the bearer key, or
 `"local"` without keys) against that user's view of the store, so users never see each
-other's runs or sessions. Runs are driven by `plait.server.runs`; error bodies and the
-body-size limit come from `plait.server.limits`.
+other's runs or sessions. Runs are driven by `plait.server.runs`; error bodies come from
+`plait.server.limits`. Every request first passes the app's door (`plait.server.door`: the
+Host guard, the body limit), which takes a run request of `POST /v1/agents/{name}/runs`
+straight to `plait.server.run_route`, the route's own work.
 """
 
 from __future__ import annotations
@@ -399,8 +401,8 @@ def _equip(
     rule: HostRule | None,
     agent_protocol: bool,
 ) -> FastAPI:
-    """Return the app of `server` with its error handlers, routes and the checks every
-    request passes."""
+    """Return the app of `server` with its error handlers, routes and the door every
+    request passes (the run route's shortcut in it)."""
     app = _new_app(server)
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
