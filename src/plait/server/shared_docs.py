@@ -101,7 +101,6 @@ async def _apply(store: GuardedStore, key: str, batch: list[_Edit], ttl: float |
         record = await store.get_session_record(key)
         base = None if record is None else record.data
         data, results = _edited(base, batch)
-        failed = any(isinstance(result, _Failed) for result in results)
         changed = any(
             not isinstance(result, _Failed) and write(result)
             for (_, write, _), result in zip(batch, results, strict=True)
@@ -119,7 +118,7 @@ async def _apply(store: GuardedStore, key: str, batch: list[_Edit], ttl: float |
                 await asyncio.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
                 continue
         for (_, _, waiting), result in zip(batch, results, strict=True):
-            if failed and isinstance(result, _Failed):
+            if isinstance(result, _Failed):
                 waiting.set_exception(result.error)
             else:
                 waiting.set_result(result)
