@@ -26,8 +26,14 @@ and store: streamed runs/s (completed runs, median of the bursts), time to first
 burst), the server process's peak RSS (`VmHWM` of /proc/<pid>/status) at the end, its CPU
 time per run and the client's, and the time to first event of runs sent one at a time.
 
-Run: `python bench/server.py` (`--quick`: 20 runs, one burst, SQLite only). Prints one line
-per figure and a final JSON line.
+`--floor` measures plait against the floor instead: `bench/server_bare.py`, a bare FastAPI
+app streaming the same four events on the same route with no agent, store or checks (`--floor-app`
+names another such module). The two alternate, `--rounds` times each (default 3), plait on the
+memory store: server CPU per run and runs/s of each (medians over the rounds), and plait's ratio
+to the floor (the median of the rounds' ratios, each round's plait to the bare app just before).
+
+Run: `python bench/server.py` (`--quick`: 20 runs, one burst, SQLite only; with `--floor`:
+20 runs, one burst, one round). Prints one line per figure and a final JSON line.
 """
 
 from __future__ import annotations
@@ -96,6 +102,14 @@ def plait_server(store: str, tmp: Path) -> Server:
     argv += ["server_app:build", "--no-access-log", "--log-level", "warning"]
     argv += ["--timeout-keep-alive", str(KEEP_ALIVE)]
     return Server(f"plait_{store}", argv, env, "/healthz", extra={"kind": "plait"})
+
+
+def bare_server(app: Path) -> Server:
+    """Return the bare app of the module file `app` (a `build()` factory, see `--floor`)."""
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(app.parent)]
+    argv += [f"{app.stem}:build", "--no-access-log", "--log-level", "warning"]
+    argv += ["--timeout-keep-alive", str(KEEP_ALIVE)]
+    return Server("bare", argv, dict(os.environ), "/healthz", extra={"kind": "plait"})
 
 
 def agent_protocol_server(store: str, tmp: Path) -> Server:
@@ -356,6 +370,53 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     return figures | goals(figures, stores)
 
 
+#: The figures `--floor` reports of each server.
+FLOOR_FIGURES = ("runs_per_s", "server_cpu_us_per_run", "ttfe_p50_ms", "alone_ttfe_p50_ms")
+
+
+def floor(args: argparse.Namespace) -> dict[str, Any]:
+    """Alternate the bare app and plait (memory store) `--rounds` times; return each one's
+    figures per round, their medians and plait's ratios to the floor."""
+    runs, bursts, rounds = (20, 1, 1) if args.quick else (args.runs, args.bursts, args.rounds)
+    seen: dict[str, list[dict[str, float]]] = {"bare": [], "plait": []}
+    with tempfile.TemporaryDirectory(prefix="plait-bench-floor-") as tmp:
+        for round_ in range(rounds):
+            pair = {
+                "bare": bare_server(Path(args.floor_app)),
+                "plait": plait_server("memory", Path(tmp)),
+            }
+            for name, server in pair.items():
+                with running(server, Path(tmp) / f"{name}-{round_}.log"):
+                    measured = asyncio.run(measure(server, args.client, runs, bursts))
+                if measured["failed_runs"]:
+                    raise RuntimeError(f"{name}: {measured['failed_runs']:.0f} runs failed")
+                seen[name].append({k: measured[k] for k in FLOOR_FIGURES})
+                print(
+                    f"round {round_ + 1} {name:>5}: "
+                    + ", ".join(f"{k} {measured[k]:,.1f}" for k in FLOOR_FIGURES),
+                    file=sys.stderr,
+                )
+    figures: dict[str, Any] = {
+        "runs": runs,
+        "bursts": bursts,
+        "rounds": rounds,
+        "client": args.client,
+    }
+    figures["floor_rounds"] = seen
+    for name, found in seen.items():
+        for key in FLOOR_FIGURES:
+            figures[f"{name}_{key}"] = statistics.median(f[key] for f in found)
+    pairs = list(zip(seen["plait"], seen["bare"], strict=True))
+    figures["ratio_server_cpu"] = statistics.median(
+        p["server_cpu_us_per_run"] / b["server_cpu_us_per_run"] for p, b in pairs
+    )
+    figures["ratio_runs_per_s"] = statistics.median(
+        p["runs_per_s"] / b["runs_per_s"] for p, b in pairs
+    )
+    figures["goal_cpu_1_5x_floor"] = figures["ratio_server_cpu"] <= 1.5
+    return figures
+
+
 def goals(figures: dict[str, Any], stores: list[str]) -> dict[str, Any]:
     """Return the ratios to ADK and whether plait meets its goals (>= 10x ADK's runs/s,
     p99 time to first event <= 20 ms)."""
@@ -386,13 +447,19 @@ if __name__ == "__main__":
     parser.add_argument("--bursts", type=int, default=3, help="timed bursts per server")
     parser.add_argument("--peer-python", help=f"ADK's Python (default {DEFAULT_PEER})")
     parser.add_argument("--no-peer", action="store_true", help="measure plait only")
+    parser.add_argument("--floor", action="store_true", help="plait next to a bare FastAPI app")
+    parser.add_argument(
+        "--floor-app", default=str(BENCH / "server_bare.py"), help="the floor's module"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="--floor: rounds of each server")
     parser.add_argument(
         "--client", choices=["light", "httpx"], default="light", help="see bench/loadclient.py"
     )
-    figures = main(parser.parse_args())
+    parsed = parser.parse_args()
+    figures = floor(parsed) if parsed.floor else main(parsed)
     for name, value in figures.items():
         if isinstance(value, float):
             print(f"{name:>34}: {value:,.1f}")
-        elif value is not None:
+        elif value is not None and not isinstance(value, dict):
             print(f"{name:>34}: {value}")
     print(json.dumps(figures))

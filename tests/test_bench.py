@@ -101,6 +101,15 @@ def test_server_turns_benchmark_measures_each_server_it_is_given() -> None:
         assert _a_figure(row["server_cpu_us_per_run"])
 
 
+def test_server_benchmark_measures_plait_next_to_the_floor() -> None:
+    figures = _quick("server.py", "--floor")  # one round of each: the bare app, then plait
+    for name in ("bare", "plait"):
+        for key in ("runs_per_s", "server_cpu_us_per_run"):
+            assert _a_figure(figures[f"{name}_{key}"]), (name, key)
+    assert len(figures["floor_rounds"]["plait"]) == figures["rounds"] == 1
+    assert _a_figure(figures["ratio_server_cpu"]) and _a_figure(figures["ratio_runs_per_s"])
+
+
 def test_cli_start_benchmark_runs_and_reports_its_figures() -> None:
     figures = _quick("cli_start.py")
     for key in ("python_s", "help_s", "version_s", "run_help_s"):

@@ -55,10 +55,11 @@ from plait.core.agent import Agent
 from plait.errors import UsageError
 from plait.protocols._a2a_executor import STATE_KEY, Call, PlaitExecutor
 from plait.run.runner import Runner
-from plait.server.budget import LedgerHooks
+from plait.server.budget import ledger_hooks
 from plait.server.caller import CallerDep
-from plait.server.hosts import HostGuard, host_rule
-from plait.server.limits import ApiError, BodyLimit
+from plait.server.door import Door
+from plait.server.hosts import host_rule
+from plait.server.limits import ApiError
 from plait.stores.base import Store
 
 __all__ = ["A2AService", "Exchange", "a2a_router", "build_app"]
@@ -292,9 +293,7 @@ def build_app(
         Route("/", rpc, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
-    if rule is not None:  # outermost: a refused host reaches nothing else
-        app.add_middleware(HostGuard, rule=rule)
+    app.add_middleware(Door, rule=rule, max_bytes=max_request_bytes)
     return app
 
 
@@ -347,7 +346,7 @@ def a2a_router(agents: Mapping[str, Agent], *, keyed: bool) -> tuple[APIRouter, 
         service = service_of(agent)
         store = caller.store.for_agent(agent)
         tenants = caller.server.runs.tenants
-        hooks = [] if tenants is None else [LedgerHooks(tenants, caller.user, agent, admit=True)]
+        hooks = [] if tenants is None else [ledger_hooks(tenants, caller.user, agent, admit=True)]
         runner = Runner(
             service.agent, store=store, enable_streaming=True, user=caller.user, hooks=hooks
         )

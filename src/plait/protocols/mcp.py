@@ -81,14 +81,15 @@ def http_app(mcp: MCPServer[Any], *, allowed_hosts: Sequence[str] | None = None)
     from mcp.server.transport_security import TransportSecuritySettings
 
     try:
-        from plait.server.hosts import HostGuard, host_rule
+        from plait.server.door import Door
+        from plait.server.hosts import host_rule
     except UsageError as exc:
         raise UsageError(f"MCP over HTTP uses plait's server: {exc}") from None
     rule = host_rule(allowed_hosts, keyed=False)
     app = mcp.streamable_http_app(  # the SDK's own Host check gives way to plait's
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
     )
-    return app if rule is None else HostGuard(app, rule)
+    return app if rule is None else Door(app, rule=rule)
 
 
 def _named(agents: object) -> dict[str, Agent]:

@@ -2,8 +2,10 @@
 
 Every route but `GET /healthz` runs as the caller's user (from the bearer key, or
 `"local"` without keys) against that user's view of the store, so users never see each
-other's runs or sessions. Runs are driven by `plait.server.runs`; error bodies and the
-body-size limit come from `plait.server.limits`.
+other's runs or sessions. Runs are driven by `plait.server.runs`; error bodies come from
+`plait.server.limits`. Every request first passes the app's door (`plait.server.door`: the
+Host guard, the body limit), which takes a run request of `POST /v1/agents/{name}/runs`
+straight to `plait.server.run_route`, the route's own work.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from plait.errors import CheckpointNotFound, UsageError
 from plait.protocols.agent_protocol import Scheduler, agent_protocol_router
 from plait.protocols.openai_api import OPENAI_PATHS, openai_error, openai_router
 from plait.run.time_travel import read_history
+from plait.server import run_route
 from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
     AgentInfo,
@@ -45,18 +48,20 @@ from plait.server.bodies import (
     error_responses,
 )
 from plait.server.caller import CHECKPOINT_HEADER, CallerDep, Server, find_caller
+from plait.server.door import Door
 from plait.server.eval_api import eval_router
-from plait.server.hosts import HostGuard, HostRule, host_rule
+from plait.server.hosts import HostRule, host_rule
 from plait.server.leases import DEFAULT_LEASE, WorkerLease
-from plait.server.limits import ApiError, BodyLimit, add_error_shape, install_error_handlers
+from plait.server.limits import ApiError, add_error_shape, install_error_handlers
 from plait.server.memory_api import memory_router
 from plait.server.quotas import Quota, Tenants, check_admin_keys, check_quotas
 from plait.server.rejoin import kept_relay, rejoin_router
+from plait.server.run_route import run_shortcut
 from plait.server.run_turn import turn_router
-from plait.server.runs import LiveRun, Runs
+from plait.server.runs import Runs
 from plait.server.runs_api import runs_router
 from plait.server.spans import RunSpans, run_spans
-from plait.server.sse import EventStream, server_exiting
+from plait.server.sse import server_exiting
 from plait.server.summary import session_detail
 from plait.server.usage_api import usage_router
 from plait.server.users import check_api_keys, is_safe_id
@@ -133,18 +138,7 @@ async def start_run(name: str, body: RunRequest, caller: CallerDep) -> Response:
     """Start a run of agent `name` on `input` (a text, or message objects), optionally in
     a session. The run goes on if the client leaves; read its summary with
     `GET /v1/runs/{checkpoint_id}`."""
-    if name not in caller.server.agents:
-        raise ApiError(404, f"no agent '{name[:128]}'; GET /v1/agents lists them")
-    run = await caller.server.runs.start(
-        caller.store,
-        name,
-        body.messages(),
-        session_id=body.session_id,
-        session_values=body.session_values,
-        streaming=body.deltas,
-        relay=kept_relay(caller.server.runs, body.deltas),
-    )
-    return await _respond(run, body.stream)
+    return await run_route.start(caller, name, body)
 
 
 @runs.post(
@@ -163,7 +157,7 @@ async def resume_run(checkpoint_id: str, body: ResumeRequest, caller: CallerDep)
     run = await caller.server.runs.resume(
         caller.store, checkpoint_id, body.targets, answer, relay=relay
     )
-    return await _respond(run, body.stream)
+    return await run_route.respond(run, body.stream)
 
 
 @runs.post(
@@ -255,7 +249,7 @@ async def fork_run(checkpoint_id: str, body: ForkRequest, caller: CallerDep) -> 
         body.session_values,
         relay=kept_relay(caller.server.runs, False),
     )
-    return await _respond(run, body.stream)
+    return await run_route.respond(run, body.stream)
 
 
 @sessions.get(
@@ -318,17 +312,6 @@ def _check_id(checkpoint_id: str) -> None:
     """A checkpoint id no run can have (too long, control characters) is not found."""
     if not is_safe_id(checkpoint_id):
         raise CheckpointNotFound(f"no run '{checkpoint_id[:128]}'")
-
-
-async def _respond(run: LiveRun, stream: bool) -> Response:
-    """Answer with the run's event stream, or wait for it and answer with its summary."""
-    headers = {CHECKPOINT_HEADER: run.checkpoint_id}
-    if stream:
-        return EventStream(run, headers)
-    summary, events = await run.outcome()
-    body = summary.model_dump(mode="json")
-    body["events"] = [json.loads(event) for event in events]
-    return JSONResponse(body, headers=headers)
 
 
 def create_app(
@@ -418,15 +401,13 @@ def _equip(
     rule: HostRule | None,
     agent_protocol: bool,
 ) -> FastAPI:
-    """Return the app of `server` with its error handlers, routes and the checks every
-    request passes."""
+    """Return the app of `server` with its error handlers, routes and the door every
+    request passes (the run route's shortcut in it)."""
     app = _new_app(server)
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
     _include_routes(app, ui, server if a2a else None, agent_protocol)
-    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
-    if rule is not None:  # outermost: a refused host reaches nothing else
-        app.add_middleware(HostGuard, rule=rule)
+    app.add_middleware(Door, rule=rule, max_bytes=max_request_bytes, shortcut=run_shortcut)
     return app
 
 

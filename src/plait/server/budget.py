@@ -12,6 +12,11 @@ the A2A routes), written on the public seams only (`plait.Hooks`, `plait.HookCon
 - `before_run` / `after_run` (for the routes without `Runs`' admission, A2A): the run is
   admitted (`Tenants.admit`, `QuotaExceeded` ends it) and its place freed at its end.
 
+A user without a daily budget has nothing to reserve and no totals to keep: `ledger_hooks`
+gives such a run `UsageHooks`, which writes each call's row in `after_model` (the same row,
+under the same key) and nothing more, so the call itself is made as if no hook surrounded
+it.
+
 Each row is keyed by the run id, the run's count of model calls before it (saved with the
 run's checkpoints) and the place of the agent in the run, so a call replayed from a
 checkpoint, here or on another worker, is one row.
@@ -38,7 +43,7 @@ from plait.models.pricing import model_spec, price
 from plait.server.ledger import Hold, Row, day_of, seconds_to_next_day
 from plait.server.quotas import Tenants, Ticket, refusal
 
-__all__ = ["LedgerHooks"]
+__all__ = ["LedgerHooks", "UsageHooks", "ledger_hooks"]
 
 _log = logging.getLogger("plait.server")
 _RUN_KEY = "plait.ledger.run_id"
@@ -49,9 +54,8 @@ _RELEASING: set[asyncio.Future[None]] = set()  # releases of failed calls under 
 
 
 @dataclasses.dataclass(eq=False)
-class LedgerHooks(Hooks):
-    """Records the model calls of one run of `user`'s agent `agent` (its public name) and
-    holds them to the user's daily budgets (see the module docstring)."""
+class _Ledgered(Hooks):
+    """What the ledger's hooks share: the run's id, its admission, writing a call's row."""
 
     tenants: Tenants
     user: str
@@ -78,6 +82,53 @@ class LedgerHooks(Hooks):
         if ticket is not None:
             await ticket.release()
 
+    async def _list(self, ctx: HookContext) -> None:
+        """List the run among today's runs of the user (once a day): its rows are read
+        from there."""
+        now = self.tenants.clock()
+        listed = f"{_LISTED}:{day_of(now)}"
+        if listed not in ctx.extras:
+            await self.tenants.ledger.list_run(self.user, self.run_id or "", now)
+            ctx.extras[listed] = True
+
+    async def _record(
+        self, ctx: HookContext, key: str, hold: Hold | None, usage: Usage, *, count: bool = True
+    ) -> None:
+        now = self.tenants.clock()
+        try:
+            cost, priced = price(ctx.model, usage, at=now)
+        except PlaitError:  # the model's own `price` is broken: the run fails with it
+            await self._release(hold)
+            raise
+        row = Row(
+            user=self.user,
+            agent=self.agent,
+            model=model_spec(ctx.model),
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost=cost,
+            priced=priced,
+            run_id=self.run_id or "",
+            time=now,
+        )
+        try:
+            listed = f"{_LISTED}:{day_of(now)}" in ctx.extras
+            await self.tenants.ledger.settle(key, row, hold, listed=listed, count=count)
+        except PlaitError as exc:  # the run goes on; the reservation lapses
+            _log.warning("could not record a model call of run %s: %s", self.run_id, exc)
+
+    async def _release(self, hold: Hold | None) -> None:
+        if hold is None:
+            return
+        with contextlib.suppress(PlaitError):  # it lapses on its own
+            await self.tenants.ledger.release(self.user, hold)
+
+
+@dataclasses.dataclass(eq=False)
+class LedgerHooks(_Ledgered):
+    """Records the model calls of one run of `user`'s agent `agent` (its public name) and
+    holds them to the user's daily budgets (see the module docstring)."""
+
     async def before_model(self, ctx: HookContext, request: ModelRequest) -> None:
         """Reserve the call's share of the day, wait for room, or stop the run."""
         place = f"{_CALL}:{ctx.address}"
@@ -96,8 +147,9 @@ class LedgerHooks(Hooks):
             decided = await self.tenants.ledger.reserve(
                 self.user, self.run_id or "", quota.budgets, estimate, now
             )
-            if decided.go:
+            if decided.go:  # its run is listed in the day
                 ctx.extras[place] = (key, decided.hold)
+                ctx.extras[f"{_LISTED}:{day_of(now)}"] = True
                 return
             if decided.refused is not None:
                 ctx.stop(self._over(*decided.refused, now))
@@ -105,15 +157,6 @@ class LedgerHooks(Hooks):
             if ctx.cancelled:
                 return  # the run stops anyway (the call is not made)
             await asyncio.sleep(_WAIT)
-
-    async def _list(self, ctx: HookContext) -> None:
-        """List the run among today's runs of the user (once a day): its rows are read
-        from there."""
-        now = self.tenants.clock()
-        listed = f"{_LISTED}:{day_of(now)}"
-        if listed not in ctx.extras:
-            await self.tenants.ledger.list_run(self.user, self.run_id or "", now)
-            ctx.extras[listed] = True
 
     def _over(self, name: str, limit: float, now: datetime) -> QuotaExceeded:
         return refusal(
@@ -143,31 +186,29 @@ class LedgerHooks(Hooks):
             await self._record(ctx, key, hold, reply.usage or Usage())
         return reply
 
-    async def _record(self, ctx: HookContext, key: str, hold: Hold | None, usage: Usage) -> None:
-        now = self.tenants.clock()
-        try:
-            cost, priced = price(ctx.model, usage, at=now)
-        except PlaitError:  # the model's own `price` is broken: the run fails with it
-            await self._release(hold)
-            raise
-        row = Row(
-            user=self.user,
-            agent=self.agent,
-            model=model_spec(ctx.model),
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost=cost,
-            priced=priced,
-            run_id=self.run_id or "",
-            time=now,
-        )
-        try:
-            await self.tenants.ledger.settle(key, row, hold)
-        except PlaitError as exc:  # the run goes on; the reservation lapses
-            _log.warning("could not record a model call of run %s: %s", self.run_id, exc)
 
-    async def _release(self, hold: Hold | None) -> None:
-        if hold is None:
-            return
-        with contextlib.suppress(PlaitError):  # it lapses on its own
-            await self.tenants.ledger.release(self.user, hold)
+@dataclasses.dataclass(eq=False)
+class UsageHooks(_Ledgered):
+    """`LedgerHooks` for a user without daily budgets: each call's row is written once it
+    has answered (`after_model`), with no reservation to make or give back and no day's
+    totals to count it in (`plait.server.ledger`)."""
+
+    async def after_model(
+        self, ctx: HookContext, request: ModelRequest, reply: Message
+    ) -> Message | None:
+        """Write the call's row (its run listed in today's runs first); keep the reply."""
+        await self._list(ctx)
+        usage = reply.usage or Usage()
+        await self._record(ctx, f"{ctx.requests}:{ctx.address}", None, usage, count=False)
+        return None
+
+
+def ledger_hooks(
+    tenants: Tenants, user: str, agent: str, *, run_id: str | None = None, admit: bool = False
+) -> LedgerHooks | UsageHooks:
+    """Return the hook that keeps a run of `user`'s agent `agent` in the ledger:
+    `LedgerHooks` under a daily budget, else `UsageHooks` (see the module docstring)."""
+    quota = tenants.quota(user)
+    if quota is not None and quota.budgets.any:
+        return LedgerHooks(tenants, user, agent, run_id=run_id, admit=admit)
+    return UsageHooks(tenants, user, agent, run_id=run_id, admit=admit)

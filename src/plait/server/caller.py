@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import Scope
 
 from plait.core.agent import Agent
 from plait.run.sessions import Sessions
@@ -21,7 +22,15 @@ from plait.server.webhooks import Webhooks
 from plait.stores.base import Store
 from plait.stores.session_index import SessionIndex
 
-__all__ = ["CHECKPOINT_HEADER", "Caller", "CallerDep", "Server", "find_caller"]
+__all__ = [
+    "CHECKPOINT_HEADER",
+    "Caller",
+    "CallerDep",
+    "Server",
+    "find_caller",
+    "identify",
+    "scope_caller",
+]
 
 #: The header every run response carries its checkpoint id in.
 CHECKPOINT_HEADER = "x-plait-checkpoint-id"
@@ -84,25 +93,53 @@ async def find_caller(
     """Return who is calling: the user of the key (`Authorization: Bearer` or `x-api-key`),
     or "local" without keys."""
     server: Server = request.app.state.plait
+    given = header_key if credentials is None else credentials.credentials
+    found = identify(server, given)
+    if found is None:
+        raise ApiError(
+            401,
+            "send a valid API key: Authorization: Bearer <key> (or x-api-key: <key>)",
+            headers={"www-authenticate": "Bearer"},
+        )
+    return found
+
+
+def identify(server: Server, given: str | None) -> Caller | None:
+    """Return the caller of the key `given` (any caller is "local" on a server without
+    keys), or None when the server has keys and `given` is none of them."""
     keys = server.api_keys
     user = LOCAL_USER
     admin = False
     if keys is not None:
-        given = header_key if credentials is None else credentials.credentials
         found = None if given is None else find_user(keys, given)
         if found is None:
-            raise ApiError(
-                401,
-                "send a valid API key: Authorization: Bearer <key> (or x-api-key: <key>)",
-                headers={"www-authenticate": "Bearer"},
-            )
-        user = found
+            return None
         assert given is not None
+        user = found
         admin = (
             bool(server.admin_keys)
             and find_user(dict.fromkeys(server.admin_keys, ""), given) is not None
         )
     return Caller(server, user, UserStore(server.store, user, server.index), admin)
+
+
+def scope_caller(server: Server, scope: Scope) -> Caller | None:
+    """Return the caller of the request of `scope` as `find_caller` finds it (from its raw
+    headers, read as FastAPI's security schemes read them), or None where `find_caller`
+    answers `401`."""
+    authorization = header_key = None
+    for name, value in scope["headers"]:  # the first of each, as Starlette's headers give
+        if name == b"authorization" and authorization is None:
+            authorization = value.decode("latin-1")
+        elif name == b"x-api-key" and header_key is None:
+            header_key = value.decode("latin-1")
+    given = header_key or None
+    if authorization:
+        scheme, _, credentials = authorization.partition(" ")
+        credentials = credentials.strip()
+        if scheme and credentials and scheme.lower() == "bearer":
+            given = credentials
+    return identify(server, given)
 
 
 CallerDep = Annotated[Caller, Depends(find_caller)]

@@ -7,8 +7,9 @@ requests addressed to a loopback name (`localhost`, `127.0.0.1`, `[::1]`, a name
 `.localhost`) or to the IP address the connection came in on (an IP address cannot be
 rebound). `allowed_hosts` adds names (a proxy's public name) or lifts the check (`"*"`).
 
-`HostGuard` is a pure ASGI middleware: a request whose `Host` is not allowed, or that
-carries an `Origin` whose host is not allowed, is refused with `403` before any route runs.
+The app's door (`plait.server.door.Door`) refuses with `403`, before any route runs, a
+request whose `Host` is not allowed, or that carries an `Origin` whose host is not allowed
+(`host_problem` says why).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from plait.errors import UsageError
-from plait.server.limits import error_response
 
-__all__ = ["LOOPBACK_NAMES", "HostGuard", "HostRule", "host_rule"]
+__all__ = ["LOOPBACK_NAMES", "HostRule", "host_problem", "host_rule"]
 
 #: Names that always mean this machine.
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -108,41 +108,29 @@ def origin_host(value: str) -> str | None:
     return host.lower()
 
 
-class HostGuard:
-    """Refuse with `403` a request whose `Host` or `Origin` names a host not allowed."""
-
-    def __init__(self, app: ASGIApp, rule: HostRule) -> None:
-        self.app = app
-        self.rule = rule
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        problem = self._problem(scope)
-        if problem is None:
-            await self.app(scope, receive, send)
-            return
-        response = error_response(403, "http", problem, scope=scope)
-        await response(scope, receive, send)
-
-    def _problem(self, scope: Scope) -> str | None:
-        headers = dict(scope.get("headers", ()))
-        server = scope.get("server")
-        local_ip = server[0] if server else None
-        raw_host = headers.get(b"host", b"").decode("latin-1")
-        host = split_host(raw_host)
-        if host is None or not self.rule.allows(host, local_ip):
-            return (
-                f"this server does not answer for host {raw_host[:100]!r}; a server without "
-                "API keys answers only its loopback names and its own address (see "
-                "allowed_hosts / --allowed-host)"
-            )
-        raw_origin = headers.get(b"origin")
-        if raw_origin is None:
-            return None
-        origin = raw_origin.decode("latin-1")
-        found = origin_host(origin)
-        if found is None or not self.rule.allows(found, local_ip):
-            return f"requests from origin {origin[:100]!r} are not allowed"
+def host_problem(rule: HostRule, scope: Scope) -> str | None:
+    """Return why the request of `scope` is refused under `rule` (its `Host`, or its
+    `Origin`, names a host not allowed), or None when it may be answered."""
+    host_header = origin_header = None
+    for name, value in scope.get("headers", ()):
+        if name == b"host":  # the last of each, as a dict of the headers keeps
+            host_header = value
+        elif name == b"origin":
+            origin_header = value
+    server = scope.get("server")
+    local_ip = server[0] if server else None
+    raw_host = (host_header or b"").decode("latin-1")
+    host = split_host(raw_host)
+    if host is None or not rule.allows(host, local_ip):
+        return (
+            f"this server does not answer for host {raw_host[:100]!r}; a server without "
+            "API keys answers only its loopback names and its own address (see "
+            "allowed_hosts / --allowed-host)"
+        )
+    if origin_header is None:
         return None
+    origin = origin_header.decode("latin-1")
+    found = origin_host(origin)
+    if found is None or not rule.allows(found, local_ip):
+        return f"requests from origin {origin[:100]!r} are not allowed"
+    return None

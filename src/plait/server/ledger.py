@@ -7,12 +7,21 @@ compare-and-set (`plait.server.shared_docs`), so workers sharing the store see e
   model calls before it and the caller's place in the run, so a call recorded twice (a run
   replayed from its last checkpoint, here or on another worker) is one row: `[time, agent,
   model, input_tokens, output_tokens, cost, priced]`;
-- `<user>/q/d/<YYYY-MM-DD>`: the day's `runs` (whose rows are the day's), `totals` of its
-  rows (`calls`, `input`, `output`, `cost`), its `largest` call (`tokens`, `output`,
-  `cost`) and the `holds` of the calls in flight (`[tokens, cost, until]` by hold id).
+- `<user>/q/l/<YYYY-MM-DD>`: the day's `runs` (whose rows are the day's), `{"runs": {run id:
+  1}}`, written by group commit (`plait.stores.session_index.GroupIndex`: the runs listed
+  while it is written are written together next, and a process keeps each entry's JSON, so
+  a write encodes only what changed; the list grows with the day's runs);
+- `<user>/q/d/<YYYY-MM-DD>`: the day's `totals` of its rows (`calls`, `input`, `output`,
+  `cost`), its `largest` call (`tokens`, `output`, `cost`) and the `holds` of the calls in
+  flight (`[tokens, cost, until]` by hold id): a small document, the same size every call
+  (a plait before this layout also listed the day's `runs` here; they are still read). Only
+  the calls of a user with a daily budget are counted there: the totals are what budgets
+  are checked against, so a user without one writes each call's row and nothing more (a
+  budget given to a user later counts their calls from then on).
 
-A row is written first, then counted in its day only if it was new: a worker that dies
-between the two leaves that one call out of the day's totals (never counts one twice).
+A row's run is listed in the row's day first, then the row is written, then counted in its
+day only if it was new: a worker that dies between the last two leaves that one call out of
+the day's totals (never counts one twice).
 
 A call under a daily budget first reserves (`reserve`): it goes when the day's spend, what
 the calls in flight hold and its own reservation fit the budget (its reservation: the larger
@@ -25,19 +34,23 @@ beyond their reservations (at most the day's first call, when nothing was known)
 then settles its hold (`settle`); a call that fails gives it back (`release`). A hold a
 worker never settled lapses after `HOLD_SECONDS`.
 
-`#q/users` lists every user with a row (what an admin's `GET /v1/usage` reads).
+`#q/users` lists every user with a row (what an admin's `GET /v1/usage` reads); a process
+that has listed a user there does not look again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from plait.server.shared_docs import change_document, read_document
-from plait.stores.base import Store
+from plait.stores.base import GuardedStore, SessionRecord, Store
+from plait.stores.session_index import GroupIndex
 
 __all__ = [
     "HOLD_SECONDS",
@@ -169,13 +182,43 @@ def _decide(doc: dict[str, Any], budgets: Budgets, estimate: int, now: float) ->
     return Decision(go=True, hold=hold)
 
 
-def _list_run(doc: dict[str, Any], run_id: str) -> bool:
-    """List `run_id` among the day's runs; return whether it is new there."""
-    runs: dict[str, int] = doc.setdefault("runs", {})
-    if run_id in runs:
-        return False
-    runs[run_id] = 1
-    return True
+@dataclasses.dataclass(slots=True)
+class _DayRuns:
+    """The runs of a user's day as this process last wrote (or read) them, with each
+    entry's JSON text (a write encodes only the runs that are new)."""
+
+    version: int
+    parts: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def read(cls, found: SessionRecord | None) -> _DayRuns:
+        if found is None:
+            return cls(0)
+        runs = _runs_of(json.loads(found.data))
+        return cls(found.version, {run_id: _listed(run_id) for run_id in runs})
+
+    def apply(self, changes: dict[str, int | None]) -> bool:
+        changed = False
+        for run_id, entry in changes.items():
+            if entry is None:
+                changed = self.parts.pop(run_id, None) is not None or changed
+            elif run_id not in self.parts:
+                self.parts[run_id] = _listed(run_id)
+                changed = True
+        return changed
+
+    def encode(self) -> bytes:
+        return ('{"runs":{' + ",".join(self.parts.values()) + "}}").encode()
+
+
+def _listed(run_id: str) -> str:
+    return f"{encode_basestring_ascii(run_id)}:1"
+
+
+def _runs_of(doc: Any) -> dict[str, Any]:
+    """Return the `runs` of a day's document (a list, or a day document of before)."""
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    return runs if isinstance(runs, dict) else {}
 
 
 def _add_row(doc: dict[str, Any], key: str, row: Row) -> bool:
@@ -213,10 +256,16 @@ class Ledger:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._days: GroupIndex[int] = GroupIndex(_DayRuns.read, "ledger day")
+        self._users: set[str] = set()  # the users this process has seen in `#q/users`
 
     @staticmethod
     def _key(user: str, day: str) -> str:
         return f"{user}/q/d/{day}"
+
+    @staticmethod
+    def _list_key(user: str, day: str) -> str:
+        return f"{user}/q/l/{day}"
 
     @staticmethod
     def _run_key(user: str, run_id: str) -> str:
@@ -235,35 +284,25 @@ class Ledger:
         """Decide a call of run `run_id` of `user` now under `budgets` (see the module
         docstring); a call that goes lists its run among the day's."""
         day = day_of(now)
-        first: list[bool] = []
 
         def edit(doc: dict[str, Any]) -> Decision:
             doc["day"] = day
-            decided = _decide(doc, budgets, estimate, now.timestamp())
-            if decided.go:
-                first[:] = [not doc.get("runs")]
-                _list_run(doc, run_id)
-            return decided
+            return _decide(doc, budgets, estimate, now.timestamp())
 
         decided = await change_document(
             self.store, self._key(user, day), edit, ttl=_KEEP_DAYS, write=lambda d: d.go
         )
-        if first and first[0]:
-            await self._list_user(user, day)
+        if decided.go:
+            await self.list_run(user, run_id, now)
         return decided
 
     async def list_run(self, user: str, run_id: str, now: datetime) -> None:
         """List run `run_id` of `user` among the day's runs (its rows are read from there)."""
         day = day_of(now)
-        first: list[bool] = []
-
-        def edit(doc: dict[str, Any]) -> bool:
-            first[:] = [not doc.get("runs")]
-            return _list_run(doc, run_id)
-
-        await change_document(self.store, self._key(user, day), edit, ttl=_KEEP_DAYS, write=bool)
-        if first and first[0]:
+        await self._days.update(GuardedStore(self.store), self._list_key(user, day), run_id, 1)
+        if user not in self._users:
             await self._list_user(user, day)
+            self._users.add(user)
 
     async def _list_user(self, user: str, day: str) -> None:
         await change_document(
@@ -283,9 +322,15 @@ class Ledger:
             write=bool,
         )
 
-    async def settle(self, key: str, row: Row, hold: Hold | None) -> bool:
-        """Record `row` under `key` once, count it in its day (its hold's, else its time's)
-        and settle `hold`; return whether the row is new."""
+    async def settle(
+        self, key: str, row: Row, hold: Hold | None, *, listed: bool = False, count: bool = True
+    ) -> bool:
+        """Record `row` under `key` once (its run listed in the row's day first, unless
+        `listed` says it is), count it in its day (its hold's, else its time's; not when
+        `count` is False: a user without daily budgets) and settle `hold`; return whether
+        the row is new."""
+        if not listed:  # a call across midnight, or a caller that did not list its run
+            await self.list_run(row.user, row.run_id, row.time)
         new = await change_document(
             self.store,
             self._run_key(row.user, row.run_id),
@@ -297,14 +342,14 @@ class Ledger:
 
         def edit(doc: dict[str, Any]) -> bool:
             held = hold is not None and doc.setdefault("holds", {}).pop(hold.id, None)
-            listed = _list_run(doc, row.run_id)  # already, but for a call across midnight
-            if new:
+            if new and count:
                 _count(doc, row)
-            return bool(new or held or listed)
+            return bool(new or held)
 
-        await change_document(
-            self.store, self._key(row.user, day), edit, ttl=_KEEP_DAYS, write=bool
-        )
+        if (new and count) or hold is not None:
+            await change_document(
+                self.store, self._key(row.user, day), edit, ttl=_KEEP_DAYS, write=bool
+            )
         return new
 
     async def users(self) -> list[str]:
@@ -317,8 +362,8 @@ class Ledger:
         runs: dict[str, None] = {}
         day = start
         while day <= end:
-            doc = await read_document(self.store, self._key(user, day.isoformat()))
-            runs.update(dict.fromkeys(doc.get("runs") or {}))
+            for key in (self._key(user, day.isoformat()), self._list_key(user, day.isoformat())):
+                runs.update(dict.fromkeys(_runs_of(await read_document(self.store, key))))
             day += timedelta(days=1)
         found: list[Row] = []
         for run_id in runs:

@@ -1,13 +1,14 @@
 """The edges of every request: the body-size limit, and errors as `{"error": {type, message}}`.
 
-`BodyLimit` is a pure ASGI middleware: it reads the request body before the app does,
-counting the bytes actually received (a `Content-Length` over the limit is refused before
-reading anything; a chunked body as soon as it passes the limit) and answers `413`.
-`install_error_handlers` gives FastAPI's own errors (unknown route, bad body) and plait's
-errors the API's one error shape. A protocol that speaks another error shape on its own paths
-(the OpenAI-compatible routes) registers it with `add_error_shape`: every error of a request
-under those paths, from a route, a dependency (the API key) or a middleware (the body limit,
-the Host guard), then takes that shape.
+The app's door (`plait.server.door.Door`) reads the request body before the app does,
+counting the bytes actually received, and answers `413` past the limit (`422` for a body
+that is not text: `lone_surrogate`). `install_error_handlers` gives FastAPI's own errors
+(unknown route, bad body) and plait's errors the API's one error shape. A protocol that
+speaks another error shape on its own paths (the OpenAI-compatible routes) registers it with
+`add_error_shape`: every error of a request under those paths, from a route, a dependency
+(the API key) or the door (the body limit, the Host guard), then takes that shape.
+`handled_error` answers an API or plait error as these handlers do, for a route the door
+takes without the app's routing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from plait.errors import (
     CheckpointAlreadyResumed,
@@ -37,16 +38,17 @@ from plait.errors import (
 
 __all__ = [
     "ApiError",
-    "BodyLimit",
     "ErrorShape",
     "Problem",
     "add_error_shape",
     "error_response",
+    "handled_error",
     "install_error_handlers",
     "lone_surrogate",
     "plait_shape",
     "quota_response",
     "status_for",
+    "surrogate_problem",
 ]
 
 _log = logging.getLogger("plait.server")
@@ -162,55 +164,6 @@ def status_for(error: PlaitError) -> int:
     return 500
 
 
-class BodyLimit:
-    """Refuse request bodies over `max_bytes` with `413`, counting the bytes received."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._refuse(scope, send)
-            return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client left before sending its body
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await self._refuse(scope, send)
-                return
-            if not message.get("more_body", False):
-                break
-        at = lone_surrogate(body)
-        if at is not None:
-            where = _surrogate_path(body) or f"the body (a \\u escape at byte {at})"
-            text = f"{where}: holds a lone UTF-16 surrogate, which is not text: send valid Unicode"
-            await _answer(send, error_response(422, "http", text, scope=scope))
-            return
-        await self.app(scope, _replay(bytes(body), receive), send)
-
-    async def _refuse(self, scope: Scope, send: Send) -> None:
-        message = f"the request body is over the limit of {self.max_bytes} bytes"
-        response = error_response(
-            413, "http", message, {"connection": "close"}, scope=scope, code="request_too_large"
-        )
-        await _answer(send, response)
-
-
-async def _answer(send: Send, response: JSONResponse) -> None:
-    """Send `response` from the middleware, before the app sees the request."""
-    start = {"type": "http.response.start", "status": response.status_code}
-    await send({**start, "headers": response.raw_headers})
-    await send({"type": "http.response.body", "body": response.body})
-
-
 _ESCAPE = re.compile(rb"\\(u[0-9a-fA-F]{4}|.)", re.S)
 
 
@@ -236,6 +189,13 @@ def lone_surrogate(body: bytes | bytearray) -> int | None:
         elif 0xDC00 <= code <= 0xDFFF:
             return match.start()
     return None if high is None else high[0]
+
+
+def surrogate_problem(body: bytes | bytearray, at: int) -> str:
+    """Return the error message of a body holding a lone surrogate at byte `at`
+    (`lone_surrogate`), naming where in the JSON it is when the body can be read."""
+    where = _surrogate_path(body) or f"the body (a \\u escape at byte {at})"
+    return f"{where}: holds a lone UTF-16 surrogate, which is not text: send valid Unicode"
 
 
 def _surrogate_path(body: bytes | bytearray) -> str | None:
@@ -267,30 +227,6 @@ def _not_text(value: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """Return a `receive` that gives `body` once, then passes on (to see a disconnect)."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
 
 
 _NOT_AN_OBJECT = {"model_attributes_type", "dict_type", "model_type"}
@@ -379,6 +315,16 @@ def quota_response(exc: QuotaExceeded, scope: Scope | None = None) -> JSONRespon
 async def _on_other(request: Request, exc: Exception) -> JSONResponse:
     message = "internal server error (see the server's log)"
     return error_response(500, "http", message, scope=request.scope)
+
+
+async def handled_error(scope: Scope, exc: Exception) -> JSONResponse | None:
+    """Return the response the app's handlers give `exc` (an `ApiError` or a plait error)
+    on the request of `scope`; None for any other exception."""
+    if isinstance(exc, ApiError):
+        return await _on_api(Request(scope), exc)
+    if isinstance(exc, PlaitError):
+        return await _on_plait(Request(scope), exc)
+    return None
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -33,7 +33,7 @@ from plait.events import AgentEvent, RunResult
 from plait.messages import Message
 from plait.run.runner import Runner, RunStream
 from plait.server.bodies import RunRecord, RunSummary
-from plait.server.budget import LedgerHooks
+from plait.server.budget import ledger_hooks
 from plait.server.leases import WorkerLease, take_over
 from plait.server.quotas import Tenants, Ticket
 from plait.server.run_index import RunIndex
@@ -119,9 +119,8 @@ class LiveRun:
         self.checkpoint_id = checkpoint_id
         self.session_id = session_id
         # the run this is part of (a resume goes on with the run that paused), and its start
-        found = previous if previous is not None else RunRecord(status="running", agent=agent)
-        self.run_id = found.run_id or checkpoint_id
-        self.started_at = found.started_at or datetime.now(UTC)
+        self.run_id = (previous and previous.run_id) or checkpoint_id
+        self.started_at = (previous and previous.started_at) or datetime.now(UTC)
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.runner: Runner | None = None
@@ -346,7 +345,7 @@ class Runs:
         """Return a runner of `run`'s agent on its user's store, saving every step (and
         keeping its model calls in the ledger, within the user's daily budgets)."""
         if self.tenants is not None:
-            ledger = LedgerHooks(self.tenants, run.store.user, run.agent, run_id=run.run_id)
+            ledger = ledger_hooks(self.tenants, run.store.user, run.agent, run_id=run.run_id)
             hooks = [*hooks, ledger]
         return Runner(
             self.agents[run.agent],

@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pydantic_core import to_json
+
 from plait.errors import SessionConflict
 from plait.stores.base import GuardedStore, Store
 
@@ -97,27 +99,17 @@ async def _apply(store: GuardedStore, key: str, batch: list[_Edit], ttl: float |
     last: SessionConflict | None = None
     for attempt in range(_ATTEMPTS):
         record = await store.get_session_record(key)
-        data: dict[str, Any] = {} if record is None else dict(json.loads(record.data))
-        results, failed = [], False
-        changed = False
-        alone = len(batch) == 1  # a failed edit alone is not written: no copy to go back to
-        for edit, write, _ in batch:
-            before = None if alone else json.dumps(data)
-            try:
-                result = edit(data)
-            except Exception as exc:
-                if before is not None:  # the failed edit leaves the document as it was
-                    data = json.loads(before)
-                results.append(exc)
-                failed = True
-                continue
-            results.append(result)
-            changed = changed or bool(write(result))
+        base = None if record is None else record.data
+        data, results = _edited(base, batch)
+        changed = any(
+            not isinstance(result, _Failed) and write(result)
+            for (_, write, _), result in zip(batch, results, strict=True)
+        )
         if changed:
             try:
                 await store.put_session(
                     key,
-                    json.dumps(data, separators=(",", ":")).encode(),
+                    to_json(data),
                     ttl=ttl,
                     expected_version=0 if record is None else record.version,
                 )
@@ -126,10 +118,41 @@ async def _apply(store: GuardedStore, key: str, batch: list[_Edit], ttl: float |
                 await asyncio.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
                 continue
         for (_, _, waiting), result in zip(batch, results, strict=True):
-            if failed and isinstance(result, Exception):
-                waiting.set_exception(result)
+            if isinstance(result, _Failed):
+                waiting.set_exception(result.error)
             else:
                 waiting.set_result(result)
         return
     assert last is not None
     raise last
+
+
+class _Failed:
+    """What an edit that raised gave: its error."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _edited(base: bytes | None, batch: list[_Edit]) -> tuple[dict[str, Any], list[Any]]:
+    """Return the document stored as `base` with the edits of `batch` applied in order, and
+    what each returned (`_Failed` for one that raised).
+
+    An edit that raises leaves the document as it was before it: the document is decoded
+    again and the edits before it are applied again (edits are functions of the document,
+    as a retried compare-and-set already needs), so a batch encodes nothing until its
+    write, however large the document."""
+    data: dict[str, Any] = {} if base is None else dict(json.loads(base))
+    results: list[Any] = []
+    for edit, _, _ in batch:
+        try:
+            results.append(edit(data))
+        except Exception as exc:
+            results.append(_Failed(exc))
+            data = {} if base is None else dict(json.loads(base))
+            for at, (again, _, _) in enumerate(batch[: len(results) - 1]):
+                if not isinstance(results[at], _Failed):
+                    results[at] = again(data)
+    return data, results

@@ -55,7 +55,8 @@ def encode(name: bytes, data: str) -> bytes:
     `data` is JSON text: the characters that only some clients split lines on (U+0085,
     U+2028, U+2029) are written as JSON escapes.
     """
-    data = data.translate(_ESCAPES)
+    if not data.isascii():  # (an ASCII text, as most JSON is, holds none of them)
+        data = data.translate(_ESCAPES)
     if "\n" not in data and "\r" not in data:
         return b"%bdata: %b\r\n\r\n" % (name, data.encode())
     lines = b"".join(b"data: %b\r\n" % line.encode() for line in _LINE_ENDS.split(data))
