@@ -28,7 +28,7 @@ from plait._util.record import record
 from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointCorrupt, CheckpointNotFound, UsageError
 from plait.events import AgentEvent, AgentOutput
-from plait.stores.base import GuardedStore
+from plait.stores.base import CheckpointWrite, GuardedStore
 
 __all__ = [
     "HISTORY_FORMAT",
@@ -216,6 +216,7 @@ class StepLog:
     keep_all: bool = False
     _entries: list[_Entry] | None = dataclasses.field(default=None, init=False)  # on 1st step
     _last: int = dataclasses.field(default=0, init=False)
+    _texts: list[bytes] = dataclasses.field(default_factory=list, init=False)  # entries' JSON
 
     @property
     def active(self) -> bool:
@@ -230,9 +231,10 @@ class StepLog:
             entries = await _read_entries(self.store, checkpoint_id)
         self._last = entries[-1].step if entries else 0
         self._entries = entries
+        self._texts = [_entry_json(entry) for entry in entries]
         return entries
 
-    async def add(
+    async def step(
         self,
         checkpoint_id: str,
         data: bytes,
@@ -240,15 +242,15 @@ class StepLog:
         event: AgentEvent | None,
         values: Mapping[str, Any],
         state: Mapping[str, Any] | None = None,
-    ) -> int:
-        """Keep the step checkpoint `data` as the run's next step (with the session values
-        and team state at it); return its number."""
+    ) -> tuple[list[CheckpointWrite], list[str]]:
+        """Take the step checkpoint `data` as the run's next step (with the session values
+        and team state at it); return the records to write for it (its snapshot, then the
+        history listing it) and the snapshots to delete once they are written."""
         entries = await self._load(checkpoint_id)
         step = self._last = self._last + 1
-        store, ttl = self.store, self.ttl
-        await store.put_checkpoint(step_id(checkpoint_id, step), data, status="done", ttl=ttl)
+        writes: list[CheckpointWrite] = [(step_id(checkpoint_id, step), data, "done")]
         if not self.keep:
-            return step
+            return writes, []
         entry = _Entry(
             step=step,
             agent=agent,
@@ -257,24 +259,24 @@ class StepLog:
             state=encode_values(state or {}),
         )
         entries.append(entry)
+        self._texts.append(_entry_json(entry))
         dropped = entries[: max(0, len(entries) - self.keep)]
-        del entries[: len(dropped)]
-        await store.put_checkpoint(
-            history_id(checkpoint_id), _encode(entries), status="done", ttl=ttl
-        )
-        if not self.keep_all:
-            for old in dropped:
-                await store.delete_checkpoint(step_id(checkpoint_id, old.step))
-        return step
+        del entries[: len(dropped)], self._texts[: len(dropped)]
+        writes.append((history_id(checkpoint_id), _join(self._texts), "done"))
+        if self.keep_all:
+            return writes, []
+        return writes, [step_id(checkpoint_id, old.step) for old in dropped]
 
 
-def _encode(entries: list[_Entry]) -> bytes:
-    doc = {
-        "format": HISTORY_FORMAT,
-        "version": HISTORY_VERSION,
-        "steps": [entry.model_dump() for entry in entries],
-    }
-    return json.dumps(doc, separators=(",", ":")).encode()
+def _entry_json(entry: _Entry) -> bytes:
+    """Return one history entry as the history document holds it."""
+    return json.dumps(entry.model_dump(), separators=(",", ":")).encode()
+
+
+def _join(texts: list[bytes]) -> bytes:
+    """Return the history document listing the entries `texts` (each as `_entry_json`)."""
+    head = f'{{"format":"{HISTORY_FORMAT}","version":{HISTORY_VERSION},"steps":['.encode()
+    return head + b",".join(texts) + b"]}"
 
 
 async def forget_history(store: GuardedStore, checkpoint_id: str) -> None:
@@ -305,4 +307,6 @@ async def seed_fork(
         session_values=encode_values(snapshot.session_values),
         state=encode_values(snapshot.state),
     )
-    await store.put_checkpoint(history_id(checkpoint_id), _encode([entry]), status="done", ttl=ttl)
+    await store.put_checkpoint(
+        history_id(checkpoint_id), _join([_entry_json(entry)]), status="done", ttl=ttl
+    )

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Awaitable, Sequence, Sized
-from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar, cast, runtime_checkable
 
 from plait._util.closing import Closing
 from plait._util.record import record
@@ -48,7 +48,9 @@ from plait.errors import PlaitError, SessionConflict, StoreError, UsageError
 _T = TypeVar("_T")
 
 __all__ = [
+    "CheckpointBatchStore",
     "CheckpointRecord",
+    "CheckpointWrite",
     "ClosingStore",
     "CheckpointStatus",
     "CheckpointStore",
@@ -69,6 +71,8 @@ __all__ = [
 ]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
+#: One checkpoint of a batch write: its id, bytes and status.
+CheckpointWrite = tuple[str, bytes, CheckpointStatus]
 
 
 class Operation:
@@ -248,6 +252,24 @@ class CheckpointStore(Protocol):
 
 
 @runtime_checkable
+class CheckpointBatchStore(Protocol):
+    """A store that writes several checkpoints at once (plait's own stores do); a run's
+    step save is one such write. Stores without it get the writes one by one, in order."""
+
+    async def put_checkpoints(
+        self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        """Write every checkpoint of `writes` (distinct ids) in one atomic write, committed
+        before returning; return their versions, in order.
+
+        `flush=False` allows a backend to commit without waiting for its disk (PostgreSQL's
+        asynchronous commit): the write is seen by every client and survives their crash,
+        and a crash of the server itself may lose it.
+        """
+        ...
+
+
+@runtime_checkable
 class SessionStore(Protocol):
     """Where conversations are kept between turns."""
 
@@ -309,6 +331,17 @@ class ClosingStore(Closing):
         check_ttl(ttl)
         return await self._put_checkpoint(checkpoint_id, bytes(data), status, ttl)
 
+    async def put_checkpoints(
+        self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        """Write several checkpoints in one atomic write; return their versions."""
+        ids = {check_id(checkpoint_id, "checkpoint_id") for checkpoint_id, _, _ in writes}
+        if len(ids) != len(writes):
+            raise UsageError("put_checkpoints writes each checkpoint id at most once")
+        check_ttl(ttl)
+        batch = [(checkpoint_id, bytes(data), status) for checkpoint_id, data, status in writes]
+        return await self._put_checkpoints(batch, ttl, flush) if batch else []
+
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
         check_id(checkpoint_id, "checkpoint_id")
@@ -357,6 +390,14 @@ class ClosingStore(Closing):
     ) -> int:
         """Write the checkpoint and return its version (each store defines this)."""
         raise NotImplementedError
+
+    async def _put_checkpoints(
+        self, writes: list[CheckpointWrite], ttl: float | None, flush: bool
+    ) -> list[int]:
+        """Write the checkpoints; return their versions (one by one unless a store can do
+        better)."""
+        del flush
+        return [await self._put_checkpoint(i, data, status, ttl) for i, data, status in writes]
 
     async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Claim the checkpoint (each store defines this)."""
@@ -412,6 +453,18 @@ class Store(CheckpointStore, SessionStore, Protocol):
         ...
 
 
+_BATCH_WRITERS: dict[type, bool] = {}  # whether a store's class is a CheckpointBatchStore
+
+
+def _writes_batches(store: object) -> TypeGuard[CheckpointBatchStore]:
+    """Return whether `store` writes several checkpoints at once (known per class)."""
+    kind = type(store)
+    found = _BATCH_WRITERS.get(kind)
+    if found is None:
+        found = _BATCH_WRITERS[kind] = isinstance(store, CheckpointBatchStore)
+    return found
+
+
 @dataclasses.dataclass(eq=False, repr=False)
 class StoreView:
     """A store seen through another: each id goes through `_checkpoint_key` or
@@ -454,6 +507,21 @@ class StoreView:
         return await self._call(
             Operation.WRITE_CHECKPOINT, self.store.put_checkpoint(key, data, status=status, ttl=ttl)
         )
+
+    async def put_checkpoints(
+        self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        """Write several checkpoints: at once when the store can, else one by one, in order."""
+        store, key = self.store, self._checkpoint_key
+        keyed = [(key(checkpoint_id), data, status) for checkpoint_id, data, status in writes]
+        if _writes_batches(store):
+            batch = store.put_checkpoints(keyed, ttl=ttl, flush=flush)
+            return await self._call(Operation.WRITE_CHECKPOINT, batch)
+        write = Operation.WRITE_CHECKPOINT
+        return [
+            await self._call(write, store.put_checkpoint(*w[:2], status=w[2], ttl=ttl))
+            for w in keyed
+        ]
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Claim a checkpoint (compare-and-set from pending at `version`)."""
