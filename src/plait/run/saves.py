@@ -145,7 +145,7 @@ class RunSaves:
     _handoffs: list[HandoffLog]
     _claimed: bytes | None  # a resumed checkpoint, as it was
     _owner: str  # who holds the lease of its step checkpoints
-    _saved: tuple[str, bytes] | None  # the last checkpoint this run wrote: its id and bytes
+    _saved: tuple[str, bytes] | None  # its last step checkpoint, if nothing was written since
 
     @property
     def checkpoint_id(self) -> str:
@@ -198,10 +198,11 @@ class RunSaves:
             return
         store = self._setup.store
         saved, self._saved = self._saved, None
-        if saved is not None and saved[0] == checkpoint_id:  # written by this run, pending
-            await store.put_checkpoint(
-                checkpoint_id, saved[1], status="done", ttl=self._setup.checkpoint_ttl
-            )
+        if saved is not None and saved[0] == checkpoint_id:  # its step checkpoint, pending
+            done = [(checkpoint_id, saved[1], "done")]
+            # committed as its steps were (a store may not wait for its disk): resumed
+            # after a crash of the store's server that lost it, the run goes on from there
+            await store.put_checkpoints(done, ttl=self._setup.checkpoint_ttl, flush=False)
             return
         record = await store.get_checkpoint(checkpoint_id)
         if record is not None and record.status != "done":
@@ -232,9 +233,10 @@ class RunSaves:
     async def _write(
         self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
     ) -> bytes:
+        """Write a paused (or stopped) run's checkpoint, waiting for the store's disk."""
         data = await self._encode(interrupts, running=running)
+        self._saved = None  # no longer the last step checkpoint as written
         await self._setup.store.put_checkpoint(checkpoint_id, data, ttl=self._setup.checkpoint_ttl)
-        self._saved = (checkpoint_id, data)
         return data
 
     async def _encode(self, interrupts: tuple[InterruptCtx, ...], *, running: bool) -> bytes:

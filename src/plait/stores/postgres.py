@@ -177,8 +177,10 @@ class PostgresStore(PostgresClient, ClosingStore):
             those writes alone): a step checkpoint is seen by every client as soon as it is
             written and survives any client's crash, but a crash of the server itself may
             lose the last fraction of a second of them, and a run then resumes from an
-            earlier step. Every other write (pauses, claims, sessions, the end of a run)
-            waits for the disk, and makes the step checkpoints before it durable too.
+            earlier step. (These are the writes made with `put_checkpoints(...,
+            flush=False)`: a run's steps, and the mark that retires them when it completes.)
+            Every other write (pauses, claims, sessions) waits for the disk, and makes the
+            writes before it durable too.
 
     Raises:
         UsageError: psycopg is not installed, or the sizes, the prefix or the timeout are
