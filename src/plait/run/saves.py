@@ -199,7 +199,7 @@ class RunSaves:
         store = self._setup.store
         saved, self._saved = self._saved, None
         if saved is not None and saved[0] == checkpoint_id:  # its step checkpoint, pending
-            done = [(checkpoint_id, saved[1], "done")]
+            done: list[CheckpointWrite] = [(checkpoint_id, saved[1], "done")]
             # committed as its steps were (a store may not wait for its disk): resumed
             # after a crash of the store's server that lost it, the run goes on from there
             await store.put_checkpoints(done, ttl=self._setup.checkpoint_ttl, flush=False)
