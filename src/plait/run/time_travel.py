@@ -214,25 +214,24 @@ class StepLog:
     _: dataclasses.KW_ONLY
     carry_on: bool
     keep_all: bool = False
-    _entries: list[_Entry] | None = dataclasses.field(default=None, init=False)  # on 1st step
+    _kept: list[tuple[int, bytes]] | None = dataclasses.field(default=None, init=False)
     _last: int = dataclasses.field(default=0, init=False)
-    _texts: list[bytes] = dataclasses.field(default_factory=list, init=False)  # entries' JSON
 
     @property
     def active(self) -> bool:
         """Whether steps are kept at all (as history, or as snapshots)."""
         return self.keep > 0 or self.keep_all
 
-    async def _load(self, checkpoint_id: str) -> list[_Entry]:
-        if self._entries is not None:
-            return self._entries
+    async def _load(self, checkpoint_id: str) -> list[tuple[int, bytes]]:
+        """Return the kept steps (number, the history entry's JSON), read on the first."""
+        if self._kept is not None:
+            return self._kept
         entries = []
         if self.carry_on:
             entries = await _read_entries(self.store, checkpoint_id)
         self._last = entries[-1].step if entries else 0
-        self._entries = entries
-        self._texts = [_entry_json(entry) for entry in entries]
-        return entries
+        self._kept = [(entry.step, _entry_json(entry.model_dump())) for entry in entries]
+        return self._kept
 
     async def step(
         self,
@@ -246,31 +245,30 @@ class StepLog:
         """Take the step checkpoint `data` as the run's next step (with the session values
         and team state at it); return the records to write for it (its snapshot, then the
         history listing it) and the snapshots to delete once they are written."""
-        entries = await self._load(checkpoint_id)
+        kept = await self._load(checkpoint_id)
         step = self._last = self._last + 1
         writes: list[CheckpointWrite] = [(step_id(checkpoint_id, step), data, "done")]
         if not self.keep:
             return writes, []
-        entry = _Entry(
-            step=step,
-            agent=agent,
-            event=encode_event(event),
-            session_values=encode_values(values),
-            state=encode_values(state or {}),
-        )
-        entries.append(entry)
-        self._texts.append(_entry_json(entry))
-        dropped = entries[: max(0, len(entries) - self.keep)]
-        del entries[: len(dropped)], self._texts[: len(dropped)]
-        writes.append((history_id(checkpoint_id), _join(self._texts), "done"))
+        entry = {  # the fields of `_Entry`, in order
+            "step": step,
+            "agent": agent,
+            "event": encode_event(event),
+            "session_values": encode_values(values),
+            "state": encode_values(state or {}),
+        }
+        kept.append((step, _entry_json(entry)))
+        dropped = kept[: max(0, len(kept) - self.keep)]
+        del kept[: len(dropped)]
+        writes.append((history_id(checkpoint_id), _join([text for _, text in kept]), "done"))
         if self.keep_all:
             return writes, []
-        return writes, [step_id(checkpoint_id, old.step) for old in dropped]
+        return writes, [step_id(checkpoint_id, old) for old, _ in dropped]
 
 
-def _entry_json(entry: _Entry) -> bytes:
-    """Return one history entry as the history document holds it."""
-    return json.dumps(entry.model_dump(), separators=(",", ":")).encode()
+def _entry_json(entry: dict[str, Any]) -> bytes:
+    """Return one history entry (`_Entry`'s fields) as the history document holds it."""
+    return json.dumps(entry, separators=(",", ":")).encode()
 
 
 def _join(texts: list[bytes]) -> bytes:
@@ -308,5 +306,5 @@ async def seed_fork(
         state=encode_values(snapshot.state),
     )
     await store.put_checkpoint(
-        history_id(checkpoint_id), _join([_entry_json(entry)]), status="done", ttl=ttl
+        history_id(checkpoint_id), _join([_entry_json(entry.model_dump())]), status="done", ttl=ttl
     )
