@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Awaitable, Sequence, Sized
-from typing import Any, Literal, Protocol, TypeGuard, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from plait._util.closing import Closing
 from plait._util.record import record
@@ -55,6 +55,7 @@ __all__ = [
     "CheckpointStatus",
     "CheckpointStore",
     "GuardedStore",
+    "MAX_BATCH",
     "MAX_ID_LENGTH",
     "MAX_RUN_ID_LENGTH",
     "MAX_TTL",
@@ -64,10 +65,9 @@ __all__ = [
     "StoreView",
     "Store",
     "check_expected_version",
+    "check_writes",
     "check_id",
     "check_ttl",
-    "checkpoint_from_rows",
-    "session_from_rows",
 ]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
@@ -111,6 +111,8 @@ MAX_ID_LENGTH = 512
 #: The longest id the `Runner` takes for a new run or session: room is left for the ids it
 #: derives from it (`"<id>.step-<n>"` snapshots).
 MAX_RUN_ID_LENGTH = 256
+#: The most checkpoints one `put_checkpoints` writes.
+MAX_BATCH = 100
 #: The longest ttl, in seconds (100 years); None means no expiry.
 MAX_TTL = 100 * 365 * 24 * 3600
 
@@ -197,27 +199,12 @@ def check_expected_version(expected_version: int | None) -> None:
         )
 
 
-def checkpoint_from_rows(
-    checkpoint_id: str, rows: Sequence[Sequence[Any]]
-) -> CheckpointRecord | None:
-    """Return the checkpoint the first row holds (data, version, status), or None if no row."""
-    if not rows:
-        return None
-    data, version, status = rows[0]
-    return CheckpointRecord(
-        checkpoint_id=checkpoint_id,
-        data=bytes(data),
-        version=int(version),
-        status=cast("CheckpointStatus", status),
-    )
-
-
-def session_from_rows(session_id: str, rows: Sequence[Sequence[Any]]) -> SessionRecord | None:
-    """Return the session the first row holds (data, version), or None if no row."""
-    if not rows:
-        return None
-    data, version = rows[0]
-    return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+def check_writes(writes: Sequence[CheckpointWrite]) -> None:
+    """Refuse a batch of checkpoint writes with a bad id, an id twice, or more than
+    `MAX_BATCH` writes."""
+    ids = {check_id(checkpoint_id, "checkpoint_id") for checkpoint_id, _, _ in writes}
+    if len(ids) != len(writes) or len(writes) > MAX_BATCH:
+        raise UsageError(f"put_checkpoints writes at most {MAX_BATCH} distinct checkpoint ids")
 
 
 @runtime_checkable
@@ -335,9 +322,7 @@ class ClosingStore(Closing):
         self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
     ) -> list[int]:
         """Write several checkpoints in one atomic write; return their versions."""
-        ids = {check_id(checkpoint_id, "checkpoint_id") for checkpoint_id, _, _ in writes}
-        if len(ids) != len(writes):
-            raise UsageError("put_checkpoints writes each checkpoint id at most once")
+        check_writes(writes)
         check_ttl(ttl)
         batch = [(checkpoint_id, bytes(data), status) for checkpoint_id, data, status in writes]
         return await self._put_checkpoints(batch, ttl, flush) if batch else []
@@ -512,6 +497,7 @@ class StoreView:
         self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
     ) -> list[int]:
         """Write several checkpoints: at once when the store can, else one by one, in order."""
+        check_writes(writes)
         store, key = self.store, self._checkpoint_key
         keyed = [(key(checkpoint_id), data, status) for checkpoint_id, data, status in writes]
         if _writes_batches(store):

@@ -17,7 +17,15 @@ from plait._util.expect import raised
 from plait.core.agent_context import AgentContext
 from plait.errors import SessionConflict, StoreError, UsageError
 from plait.messages import Message
-from plait.stores.base import MAX_ID_LENGTH, MAX_TTL, GuardedStore, SessionRecord, Store
+from plait.stores.base import (
+    MAX_BATCH,
+    MAX_ID_LENGTH,
+    MAX_TTL,
+    CheckpointWrite,
+    GuardedStore,
+    SessionRecord,
+    Store,
+)
 from plait.stores.conformance_effects import EFFECT_CHECKS
 from plait.tools.base import ToolInfo
 
@@ -89,7 +97,9 @@ async def checkpoints_are_written_together(store: Store) -> None:
     assert (found_b.data, found_b.version, found_b.status) == (b"2", second[0], "done")
     assert await store.claim_checkpoint(a, second[1])
     await raised(UsageError, view.put_checkpoints([(c, b"x", "pending"), (c, b"y", "done")]))
-    assert await store.get_checkpoint(c) is None
+    many: list[CheckpointWrite] = [(f"{c}-{n}", b"x", "pending") for n in range(MAX_BATCH + 1)]
+    await raised(UsageError, view.put_checkpoints(many))
+    assert await store.get_checkpoint(c) is None and await store.get_checkpoint(f"{c}-0") is None
 
 
 async def claiming_is_compare_and_set(store: Store) -> None:

@@ -4,7 +4,8 @@ Two tables, `<prefix>checkpoints` and `<prefix>sessions`, are reached through a 
 psycopg connections in autocommit mode, so each write is committed when its method returns.
 Writes, claims and compare-and-set session writes are single statements (`INSERT ... ON
 CONFLICT ... RETURNING`, a guarded `UPDATE`), atomic under concurrent use from any number
-of processes.
+of processes. A batch of checkpoints (`put_checkpoints`, a run's step save) is one statement
+too; a step save's commit does not wait for the disk unless `flush_steps=True`.
 
 Every operation ends within the store's `timeout` (10 s unless given), with its result or a
 `StoreError` naming the operation and the server's `host:port`.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from plait.errors import UsageError
 from plait.stores._network import DEFAULT_TIMEOUT
 from plait.stores._pgclient import PostgresClient
+from plait.stores._rows import checkpoint_from_rows, session_from_rows
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -34,8 +36,6 @@ from plait.stores.base import (
     ClosingStore,
     Operation,
     SessionRecord,
-    checkpoint_from_rows,
-    session_from_rows,
 )
 
 if TYPE_CHECKING:

@@ -26,14 +26,13 @@ from typing import Any
 import aiosqlite
 
 from plait.stores._aiosqlite import BUSY_TIMEOUT_MS, LoopConnection, open_migrated
+from plait.stores._rows import checkpoint_from_rows, session_from_rows
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
     CheckpointWrite,
     ClosingStore,
     SessionRecord,
-    checkpoint_from_rows,
-    session_from_rows,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
