@@ -9,12 +9,16 @@ per-step cost of durability is (run with checkpoints - run without) / 10:
   against no checkpointer (it writes after every super-step).
 
 SQLite uses a file in a temporary directory; PostgreSQL the server at `PLAIT_BENCH_POSTGRES`
-(default `postgresql://postgres@127.0.0.1:5432/test`), skipped if none answers. LangGraph is
+(default `postgresql://postgres@127.0.0.1:5432/test`), skipped if none answers, with its
+default (step checkpoints committed without waiting for the disk) and with
+`flush_steps=True` (`plait_postgres_flushed_per_step_us`: every step waits for the disk, as
+LangGraph's saver does). LangGraph is
 measured when `langgraph`, `langgraph-checkpoint-sqlite` and `langgraph-checkpoint-postgres`
 are installed (see `bench/README.md`); its scripted model comes from the comparison harness
 (`PEERS`, default `../shared/bench/peers`).
 
-Run: `python bench/checkpoints.py [--runs N]`; the last line is JSON with every figure.
+Run: `python bench/checkpoints.py [--runs N | --quick]`; the last line is JSON with every
+figure.
 """
 
 from __future__ import annotations
@@ -76,9 +80,11 @@ async def plait_figures(runs: int, tmp: Path) -> dict[str, float]:
     out["plait_no_checkpoint_us"] = base
     stores: dict[str, Store] = {"sqlite": SqliteStore(tmp / "plait.db")}
     try:
-        pg = PostgresStore(PG, table_prefix=f"bench{uuid.uuid4().hex[:8]}_")
-        await pg.get_session("probe")
-        stores["postgres"] = pg
+        for name, flush in (("postgres", False), ("postgres_flushed", True)):
+            prefix = f"bench{uuid.uuid4().hex[:8]}_"
+            pg = PostgresStore(PG, table_prefix=prefix, flush_steps=flush)
+            await pg.get_session("probe")
+            stores[name] = pg
     except Exception as exc:
         print(f"postgres skipped: {exc}", file=sys.stderr)
     for name, store in stores.items():
@@ -158,7 +164,9 @@ async def main(runs: int) -> dict[str, float]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="timed runs per configuration")
-    result = asyncio.run(main(parser.parse_args().runs))
+    parser.add_argument("--quick", action="store_true", help="2 timed runs (a smoke test)")
+    args = parser.parse_args()
+    result = asyncio.run(main(2 if args.quick else args.runs))
     for key, value in result.items():
         print(f"{key:>34}: {value:,.2f}")
     print(json.dumps(result))

@@ -139,6 +139,13 @@ def test_once_cost_benchmark_runs_and_reports_every_figure() -> None:
             assert f"{prefix}_once_extra_per_call_us" in figures, prefix
 
 
+def test_checkpoints_benchmark_runs_and_reports_plait_figures() -> None:
+    _require_servers()
+    figures = _quick("checkpoints.py")
+    for store in ("sqlite", "postgres", "postgres_flushed"):
+        assert _a_figure(figures[f"plait_{store}_per_step_us"]), store
+
+
 def test_quota_load_benchmark_runs_and_stays_within_one_call() -> None:
     _require_servers()
     figures = _quick("quota_load.py")

@@ -3,6 +3,7 @@ one of them, leaving the original as it was."""
 
 from __future__ import annotations
 
+import collections
 import re
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,44 @@ async def test_a_react_run_with_tools_keeps_one_snapshot_per_step() -> None:
     assert [s.session_values for s in steps] == [{"unit": "m"}] * 3
     # the snapshots outlive the finished run (until the checkpoint's ttl)
     assert (await runner.read_checkpoint("job.step-2")).running
+
+
+class _CountingStore(MemoryStore):
+    """A memory store that counts the checkpoint reads and writes made to it, by method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    async def get_checkpoint(self, checkpoint_id: str) -> Any:
+        self.calls["get_checkpoint"] += 1
+        return await super().get_checkpoint(checkpoint_id)
+
+    async def put_checkpoint(
+        self, checkpoint_id: str, data: bytes, *, status: Any = "pending", ttl: Any = None
+    ) -> int:
+        self.calls["put_checkpoint"] += 1
+        return await super().put_checkpoint(checkpoint_id, data, status=status, ttl=ttl)
+
+    async def put_checkpoints(
+        self, writes: Any, *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        self.calls["put_checkpoints"] += 1
+        assert not flush  # a step save, or its retire
+        return await super().put_checkpoints(writes, ttl=ttl, flush=flush)
+
+
+async def test_each_step_is_one_write_and_the_end_of_the_run_one_more_with_no_read() -> None:
+    store = _CountingStore()
+    runner = _runner(store)
+    result = await runner.query("go", checkpoint_id="job").collect()
+    assert result.final_output == "results: 1, 2, 3"
+    # a read before it starts (its id is free); each step's checkpoint, snapshot and
+    # history in one write; the retire, with no read
+    assert store.calls == {"get_checkpoint": 1, "put_checkpoints": 4}
+    found = await store.get_checkpoint("job")
+    assert found is not None and found.status == "done"
+    assert [s.step for s in await runner.history("job")] == [1, 2, 3]
 
 
 async def test_a_team_run_names_the_member_that_took_each_step() -> None:

@@ -11,14 +11,17 @@ version 1 checkpoints are migrated when read.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from typing_extensions import TypedDict
 
 from plait._util.json import first_problem, to_json
 from plait._util.typed import restore_types, value_types
+from plait.core.checkpoint_v1 import migrate_v1
 from plait.core.history import as_records, whole_messages
 from plait.core.run_state import RunSnapshot
 from plait.errors import (
@@ -368,45 +371,42 @@ class Checkpoint:
         handoffs: list[HandoffLog] | None = None,
     ) -> bytes:
         """Encode a saved run; a value that is not JSON is a `SerializationError` naming it."""
-        doc = _Document.model_construct(
-            format=FORMAT,
-            version=VERSION,
-            agent=agent_name,
-            session_id=session_id,
-            session_turn=session_turn,
-            running=running,
-            lease=lease,
-            streaming=snapshot.enable_streaming,
-            root_input=list(snapshot.root_input),
-            root_authors=None if snapshot.root_authors is None else list(snapshot.root_authors),
-            history=whole_messages(snapshot.history),
+        doc = {  # every field of `_Document`, in order (`_json_shape`)
+            "format": FORMAT,
+            "version": VERSION,
+            "agent": agent_name,
+            "session_id": session_id,
+            "session_turn": session_turn,
+            "running": running,
+            "lease": lease,
+            "streaming": snapshot.enable_streaming,
+            "root_input": list(snapshot.root_input),
+            "root_authors": None if snapshot.root_authors is None else list(snapshot.root_authors),
+            "history": whole_messages(snapshot.history),
             **_session_values(snapshot.session_values),
-            state=snapshot.state,
-            local=snapshot.local,
-            interrupts=[
-                _Interrupt.model_construct(id=i.id, address=i.address, info=i.info)
-                for i in interrupts
-            ],
-            records=[
-                _Located.model_construct(address=address, record=record)
+            "state": snapshot.state,
+            "local": snapshot.local,
+            "interrupts": [{"id": i.id, "address": i.address, "info": i.info} for i in interrupts],
+            "records": [
+                {"address": address, "record": record}
                 for (address, _), record in snapshot.records.items()
             ],
-            user_states=snapshot.user_states,
-            answers=snapshot.answers,
-            budgets=_budgets(snapshot),
-            model_calls=snapshot.model_calls,
-            requests=snapshot.requests,
-            tool_calls=snapshot.tool_calls,
-            input_tokens=snapshot.tokens[0],
-            output_tokens=snapshot.tokens[1],
-            transfers=snapshot.transfers,
-            handoffs=handoffs or [],
-            metadata=snapshot.metadata,
-            root_id=snapshot.root_id,
-            run_options=[_RunOption.model_construct(**entry) for entry in snapshot.options],
-        )
+            "user_states": snapshot.user_states,
+            "answers": snapshot.answers,
+            "budgets": _budgets(snapshot),
+            "model_calls": snapshot.model_calls,
+            "requests": snapshot.requests,
+            "tool_calls": snapshot.tool_calls,
+            "input_tokens": snapshot.tokens[0],
+            "output_tokens": snapshot.tokens[1],
+            "transfers": snapshot.transfers,
+            "handoffs": handoffs or [],
+            "metadata": snapshot.metadata,
+            "root_id": snapshot.root_id,
+            "run_options": [_RunOption.model_construct(**entry) for entry in snapshot.options],
+        }
         try:
-            data = doc.model_dump_json(warnings="error").encode()
+            data = _document_shape().dump_json(doc, warnings="error")
         except Exception:
             _name_unencodable(snapshot, interrupts)
             raise
@@ -442,7 +442,7 @@ class Checkpoint:
                 f"this plait reads versions 1 to {VERSION}"
             )
         if version == 1:
-            data = _migrate_v1(data, checkpoint_id)
+            data = migrate_v1(data, checkpoint_id)
         try:
             doc = _Document.model_validate(data)
         except ValidationError as exc:
@@ -519,6 +519,22 @@ class Checkpoint:
         return answers
 
 
+def _json_shape(model: type[BaseModel], name: str, **fields: Any) -> Any:
+    """Return a `TypedDict` of `model`'s fields, in order (`fields` replaces some of their
+    types): a dict of them encodes to the same JSON as the model, without building it."""
+    types = {key: fields.get(key, field.annotation) for key, field in model.model_fields.items()}
+    return TypedDict(name, types)  # type: ignore[operator]
+
+
+@functools.cache
+def _document_shape() -> TypeAdapter[Any]:
+    """Return the encoder of a checkpoint document given as a dict (see `Checkpoint.encode`)."""
+    records = list.__class_getitem__(_json_shape(_Located, "_LocatedJSON"))
+    interrupts = list.__class_getitem__(_json_shape(_Interrupt, "_InterruptJSON"))
+    shape = _json_shape(_Document, "_DocumentJSON", records=records, interrupts=interrupts)
+    return TypeAdapter(shape)
+
+
 def _budgets(snapshot: RunSnapshot) -> list[_Budget]:
     """Return the team budgets of a saved run, as a checkpoint holds them."""
     return [
@@ -553,41 +569,3 @@ def _name_unencodable(snapshot: RunSnapshot, interrupts: tuple[InterruptCtx, ...
     for root, value in parts:
         to_json(value, Any, root=root)
     raise SerializationError("the run's state cannot be encoded as JSON", path="")
-
-
-def _migrate_v1(data: dict[str, Any], checkpoint_id: str) -> dict[str, Any]:
-    """Turn a version 1 checkpoint into version 2 (component states became typed records)."""
-    try:
-        states = data.pop("states")
-        records = [_v1_record(key, state) for key, state in states.items()]
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
-        raise CheckpointCorrupt(
-            f"checkpoint '{checkpoint_id}' (version 1) is damaged: {type(exc).__name__}: {exc}"
-        ) from None
-    return {**data, "version": VERSION, "records": records}
-
-
-def _v1_record(key: str, state: dict[str, Any]) -> dict[str, Any]:
-    address, _, part = key.partition("#")
-    record: dict[str, Any]
-    if part == "flow":
-        record = {"kind": "flow", "chain": state["chain"]}
-    elif part == "swarm":
-        record = {"kind": "swarm", **state}
-    elif "calls_made" in state:
-        calls = {c["id"]: i for i, c in enumerate(state["messages"][-1].get("tool_calls", []))}
-        done = [
-            {"index": calls[cid], "content": d["content"], "action": d.get("action")}
-            for cid, d in state["done"].items()
-        ]
-        record = {"kind": "react", **state, "done": done}
-        record.setdefault("phase", "tools")
-    elif "index" in state:
-        record = {"kind": "sequence", **state}
-    elif "lanes" in state:
-        record = {"kind": "parallel", "pending": state["paused"], "lanes": state["lanes"]}
-    elif "input" in state:
-        record = {"kind": "nested", **state}
-    else:
-        record = {"kind": "graph", **state}
-    return {"address": address, "record": record}

@@ -32,7 +32,7 @@ from plait.errors import (
 from plait.events import AgentAction, AgentEvent, HandoffLog, InterruptCtx, InterruptInfo
 from plait.run.sessions import SessionCatalog, SessionTurn
 from plait.run.time_travel import StepLog
-from plait.stores.base import GuardedStore
+from plait.stores.base import CheckpointWrite, GuardedStore
 
 __all__ = ["RunSaves", "RunSetup", "check_lease", "end_lease", "lease_owner", "weak_saver"]
 
@@ -145,6 +145,7 @@ class RunSaves:
     _handoffs: list[HandoffLog]
     _claimed: bytes | None  # a resumed checkpoint, as it was
     _owner: str  # who holds the lease of its step checkpoints
+    _saved: tuple[str, bytes] | None  # its last step checkpoint, if nothing was written since
 
     @property
     def checkpoint_id(self) -> str:
@@ -196,6 +197,13 @@ class RunSaves:
         if checkpoint_id is None:
             return
         store = self._setup.store
+        saved, self._saved = self._saved, None
+        if saved is not None and saved[0] == checkpoint_id:  # its step checkpoint, pending
+            done: list[CheckpointWrite] = [(checkpoint_id, saved[1], "done")]
+            # committed as its steps were (a store may not wait for its disk): resumed
+            # after a crash of the store's server that lost it, the run goes on from there
+            await store.put_checkpoints(done, ttl=self._setup.checkpoint_ttl, flush=False)
+            return
         record = await store.get_checkpoint(checkpoint_id)
         if record is not None and record.status != "done":
             await store.put_checkpoint(
@@ -225,6 +233,14 @@ class RunSaves:
     async def _write(
         self, checkpoint_id: str, interrupts: tuple[InterruptCtx, ...], *, running: bool
     ) -> bytes:
+        """Write a paused (or stopped) run's checkpoint, waiting for the store's disk."""
+        data = await self._encode(interrupts, running=running)
+        self._saved = None  # no longer the last step checkpoint as written
+        await self._setup.store.put_checkpoint(checkpoint_id, data, ttl=self._setup.checkpoint_ttl)
+        return data
+
+    async def _encode(self, interrupts: tuple[InterruptCtx, ...], *, running: bool) -> bytes:
+        """Return the run's checkpoint as it stands (its session turn settled first)."""
         setup, ctx, turn = self._setup, self._ctx, self._turn
         assert ctx is not None
         if turn is not None:
@@ -232,7 +248,7 @@ class RunSaves:
         lease = None
         if running:
             lease = Lease(owner=self._owner, until=setup.ids.now().timestamp() + setup.lease)
-        data = Checkpoint.encode(
+        return Checkpoint.encode(
             ctx.snapshot(),
             interrupts,
             agent_name=setup.agent_name,
@@ -242,18 +258,16 @@ class RunSaves:
             lease=lease,
             handoffs=[*self._earlier_handoffs, *self._handoffs],
         )
-        await setup.store.put_checkpoint(checkpoint_id, data, ttl=setup.checkpoint_ttl)
-        return data
 
     async def _save_step(self, ctx: Frame) -> None:
         """Write the step checkpoint under the run's id, and keep it in the run's history
-        (`plait.time_travel`)."""
+        (`plait.time_travel`), in one write of the store."""
+        setup = self._setup
         checkpoint_id = self.checkpoint_id
-        data = await self._write(checkpoint_id, (), running=True)
-        self._steps += 1
+        data = await self._encode((), running=True)
+        writes: list[CheckpointWrite] = [(checkpoint_id, data, "pending")]
         log = self._log
         if log is None:
-            setup = self._setup
             log = self._log = StepLog(
                 setup.store,
                 setup.keep_history,
@@ -261,10 +275,11 @@ class RunSaves:
                 carry_on=self._forked or self._resumed_from is not None,
                 keep_all=setup.keep_steps,
             )
+        dropped: list[str] = []
         if log.active:
             root = self._ctx
             assert root is not None
-            await log.add(
+            kept, dropped = await log.step(
                 checkpoint_id,
                 data,
                 ctx.agent_name,
@@ -272,6 +287,13 @@ class RunSaves:
                 root.session_values,
                 root.state,
             )
+            writes += kept
+        # the next step writes again: its checkpoint need not wait for the store's disk
+        await setup.store.put_checkpoints(writes, ttl=setup.checkpoint_ttl, flush=False)
+        self._saved = (checkpoint_id, data)
+        self._steps += 1
+        for old in dropped:  # no longer listed in the history
+            await setup.store.delete_checkpoint(old)
         failure = await notify(ctx.run.hooks.on_step_saved, "on_step_saved", ctx, checkpoint_id)
         if failure is not None:
             raise failure

@@ -122,15 +122,17 @@ class SessionTurn:
         self.handoffs = handoffs
         self.turn = turn
         self._pending: list[AgentEvent] = []
+        self._read: tuple[int, SessionDocument] | None = None  # the session as loaded
 
     @classmethod
     async def load(
         cls, store: SessionStore, session_id: str, new_messages: Sequence[Message]
     ) -> SessionTurn:
         """Read the session (empty if there is none) and start a turn with `new_messages`."""
-        saved = decode_session(session_id, await store.get_session(session_id))
+        record = await store.get_session_record(session_id)
+        saved = decode_session(session_id, None if record is None else record.data)
         turn = [(USER, m) for m in new_messages]
-        return cls(
+        made = cls(
             session_id,
             saved.messages,
             saved.values,
@@ -139,6 +141,8 @@ class SessionTurn:
             saved.state,
             saved.local,
         )
+        made._read = (0 if record is None else record.version, saved)
+        return made
 
     def root_input(self) -> tuple[list[str], list[Message]]:
         """Return the turn's root input as written, and the author of each message (each
@@ -196,22 +200,26 @@ class SessionTurn:
         """Append the turn to the session as it is now, and write it (committed before
         returning), saying it was written at `stamp`.
 
-        The write is a compare-and-set on the version read: when another turn wrote the
-        session in between, the session is read again and the turn appended to that, so
-        turns that end at the same time are all kept, in the order they were saved.
+        The write is a compare-and-set on the version read (first the one the turn was
+        loaded from, with no second read): when another turn wrote the session in between,
+        the session is read again and the turn appended to that, so turns that end at the
+        same time are all kept, in the order they were saved.
         """
         await self.settle()
-        for _ in range(_ATTEMPTS):
-            record = await store.get_session_record(self.session_id)
-            saved = decode_session(self.session_id, record.data if record is not None else None)
+        read, self._read = self._read, None
+        for _ in range(_ATTEMPTS + (read is not None)):  # (that first try is not counted)
+            if read is None:
+                record = await store.get_session_record(self.session_id)
+                data = record.data if record is not None else None
+                read = (
+                    0 if record is None else record.version,
+                    decode_session(self.session_id, data),
+                )
+            version, saved = read
+            read = None
             text = self._encode(saved, values, handoffs, state, local, stamp)
             try:
-                await store.put_session(
-                    self.session_id,
-                    text,
-                    ttl=ttl,
-                    expected_version=record.version if record is not None else 0,
-                )
+                await store.put_session(self.session_id, text, ttl=ttl, expected_version=version)
                 return
             except SessionConflict as conflict:
                 last = conflict

@@ -91,6 +91,7 @@ class RunStream(RunSaves):
         self._last_event: AgentEvent | None = None  # the last event the run emitted
         self._earlier_handoffs: list[HandoffLog] = []
         self._claimed: bytes | None = None  # a resumed checkpoint, as it was
+        self._saved: tuple[str, bytes] | None = None  # its last step checkpoint
         self._handoffs: list[HandoffLog] = []
         self._finished = False
         self._cancel = False

@@ -28,7 +28,7 @@ from plait._util.record import record
 from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointCorrupt, CheckpointNotFound, UsageError
 from plait.events import AgentEvent, AgentOutput
-from plait.stores.base import GuardedStore
+from plait.stores.base import CheckpointWrite, GuardedStore
 
 __all__ = [
     "HISTORY_FORMAT",
@@ -214,7 +214,7 @@ class StepLog:
     _: dataclasses.KW_ONLY
     carry_on: bool
     keep_all: bool = False
-    _entries: list[_Entry] | None = dataclasses.field(default=None, init=False)  # on 1st step
+    _kept: list[tuple[int, bytes]] | None = dataclasses.field(default=None, init=False)
     _last: int = dataclasses.field(default=0, init=False)
 
     @property
@@ -222,17 +222,18 @@ class StepLog:
         """Whether steps are kept at all (as history, or as snapshots)."""
         return self.keep > 0 or self.keep_all
 
-    async def _load(self, checkpoint_id: str) -> list[_Entry]:
-        if self._entries is not None:
-            return self._entries
+    async def _load(self, checkpoint_id: str) -> list[tuple[int, bytes]]:
+        """Return the kept steps (number, the history entry's JSON), read on the first."""
+        if self._kept is not None:
+            return self._kept
         entries = []
         if self.carry_on:
             entries = await _read_entries(self.store, checkpoint_id)
         self._last = entries[-1].step if entries else 0
-        self._entries = entries
-        return entries
+        self._kept = [(entry.step, _entry_json(entry.model_dump())) for entry in entries]
+        return self._kept
 
-    async def add(
+    async def step(
         self,
         checkpoint_id: str,
         data: bytes,
@@ -240,41 +241,40 @@ class StepLog:
         event: AgentEvent | None,
         values: Mapping[str, Any],
         state: Mapping[str, Any] | None = None,
-    ) -> int:
-        """Keep the step checkpoint `data` as the run's next step (with the session values
-        and team state at it); return its number."""
-        entries = await self._load(checkpoint_id)
+    ) -> tuple[list[CheckpointWrite], list[str]]:
+        """Take the step checkpoint `data` as the run's next step (with the session values
+        and team state at it); return the records to write for it (its snapshot, then the
+        history listing it) and the snapshots to delete once they are written."""
+        kept = await self._load(checkpoint_id)
         step = self._last = self._last + 1
-        store, ttl = self.store, self.ttl
-        await store.put_checkpoint(step_id(checkpoint_id, step), data, status="done", ttl=ttl)
+        writes: list[CheckpointWrite] = [(step_id(checkpoint_id, step), data, "done")]
         if not self.keep:
-            return step
-        entry = _Entry(
-            step=step,
-            agent=agent,
-            event=encode_event(event),
-            session_values=encode_values(values),
-            state=encode_values(state or {}),
-        )
-        entries.append(entry)
-        dropped = entries[: max(0, len(entries) - self.keep)]
-        del entries[: len(dropped)]
-        await store.put_checkpoint(
-            history_id(checkpoint_id), _encode(entries), status="done", ttl=ttl
-        )
-        if not self.keep_all:
-            for old in dropped:
-                await store.delete_checkpoint(step_id(checkpoint_id, old.step))
-        return step
+            return writes, []
+        entry = {  # the fields of `_Entry`, in order
+            "step": step,
+            "agent": agent,
+            "event": encode_event(event),
+            "session_values": encode_values(values),
+            "state": encode_values(state or {}),
+        }
+        kept.append((step, _entry_json(entry)))
+        dropped = kept[: max(0, len(kept) - self.keep)]
+        del kept[: len(dropped)]
+        writes.append((history_id(checkpoint_id), _join([text for _, text in kept]), "done"))
+        if self.keep_all:
+            return writes, []
+        return writes, [step_id(checkpoint_id, old) for old, _ in dropped]
 
 
-def _encode(entries: list[_Entry]) -> bytes:
-    doc = {
-        "format": HISTORY_FORMAT,
-        "version": HISTORY_VERSION,
-        "steps": [entry.model_dump() for entry in entries],
-    }
-    return json.dumps(doc, separators=(",", ":")).encode()
+def _entry_json(entry: dict[str, Any]) -> bytes:
+    """Return one history entry (`_Entry`'s fields) as the history document holds it."""
+    return json.dumps(entry, separators=(",", ":")).encode()
+
+
+def _join(texts: list[bytes]) -> bytes:
+    """Return the history document listing the entries `texts` (each as `_entry_json`)."""
+    head = f'{{"format":"{HISTORY_FORMAT}","version":{HISTORY_VERSION},"steps":['.encode()
+    return head + b",".join(texts) + b"]}"
 
 
 async def forget_history(store: GuardedStore, checkpoint_id: str) -> None:
@@ -305,4 +305,6 @@ async def seed_fork(
         session_values=encode_values(snapshot.session_values),
         state=encode_values(snapshot.state),
     )
-    await store.put_checkpoint(history_id(checkpoint_id), _encode([entry]), status="done", ttl=ttl)
+    await store.put_checkpoint(
+        history_id(checkpoint_id), _join([_entry_json(entry.model_dump())]), status="done", ttl=ttl
+    )

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Awaitable, Sequence, Sized
-from typing import Any, Literal, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from plait._util.closing import Closing
 from plait._util.record import record
@@ -48,11 +48,14 @@ from plait.errors import PlaitError, SessionConflict, StoreError, UsageError
 _T = TypeVar("_T")
 
 __all__ = [
+    "CheckpointBatchStore",
     "CheckpointRecord",
+    "CheckpointWrite",
     "ClosingStore",
     "CheckpointStatus",
     "CheckpointStore",
     "GuardedStore",
+    "MAX_BATCH",
     "MAX_ID_LENGTH",
     "MAX_RUN_ID_LENGTH",
     "MAX_TTL",
@@ -62,13 +65,14 @@ __all__ = [
     "StoreView",
     "Store",
     "check_expected_version",
+    "check_writes",
     "check_id",
     "check_ttl",
-    "checkpoint_from_rows",
-    "session_from_rows",
 ]
 
 CheckpointStatus = Literal["pending", "claimed", "done"]
+#: One checkpoint of a batch write: its id, bytes and status.
+CheckpointWrite = tuple[str, bytes, CheckpointStatus]
 
 
 class Operation:
@@ -107,6 +111,8 @@ MAX_ID_LENGTH = 512
 #: The longest id the `Runner` takes for a new run or session: room is left for the ids it
 #: derives from it (`"<id>.step-<n>"` snapshots).
 MAX_RUN_ID_LENGTH = 256
+#: The most checkpoints one `put_checkpoints` writes.
+MAX_BATCH = 100
 #: The longest ttl, in seconds (100 years); None means no expiry.
 MAX_TTL = 100 * 365 * 24 * 3600
 
@@ -193,27 +199,12 @@ def check_expected_version(expected_version: int | None) -> None:
         )
 
 
-def checkpoint_from_rows(
-    checkpoint_id: str, rows: Sequence[Sequence[Any]]
-) -> CheckpointRecord | None:
-    """Return the checkpoint the first row holds (data, version, status), or None if no row."""
-    if not rows:
-        return None
-    data, version, status = rows[0]
-    return CheckpointRecord(
-        checkpoint_id=checkpoint_id,
-        data=bytes(data),
-        version=int(version),
-        status=cast("CheckpointStatus", status),
-    )
-
-
-def session_from_rows(session_id: str, rows: Sequence[Sequence[Any]]) -> SessionRecord | None:
-    """Return the session the first row holds (data, version), or None if no row."""
-    if not rows:
-        return None
-    data, version = rows[0]
-    return SessionRecord(session_id=session_id, data=bytes(data), version=int(version))
+def check_writes(writes: Sequence[CheckpointWrite]) -> None:
+    """Refuse a batch of checkpoint writes with a bad id, an id twice, or more than
+    `MAX_BATCH` writes."""
+    ids = {check_id(checkpoint_id, "checkpoint_id") for checkpoint_id, _, _ in writes}
+    if len(ids) != len(writes) or len(writes) > MAX_BATCH:
+        raise UsageError(f"put_checkpoints writes at most {MAX_BATCH} distinct checkpoint ids")
 
 
 @runtime_checkable
@@ -244,6 +235,24 @@ class CheckpointStore(Protocol):
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Delete the checkpoint if it exists."""
+        ...
+
+
+@runtime_checkable
+class CheckpointBatchStore(Protocol):
+    """A store that writes several checkpoints at once (plait's own stores do); a run's
+    step save is one such write. Stores without it get the writes one by one, in order."""
+
+    async def put_checkpoints(
+        self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        """Write every checkpoint of `writes` (distinct ids) in one atomic write, committed
+        before returning; return their versions, in order.
+
+        `flush=False` allows a backend to commit without waiting for its disk (PostgreSQL's
+        asynchronous commit): the write is seen by every client and survives their crash,
+        and a crash of the server itself may lose it.
+        """
         ...
 
 
@@ -309,6 +318,15 @@ class ClosingStore(Closing):
         check_ttl(ttl)
         return await self._put_checkpoint(checkpoint_id, bytes(data), status, ttl)
 
+    async def put_checkpoints(
+        self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        """Write several checkpoints in one atomic write; return their versions."""
+        check_writes(writes)
+        check_ttl(ttl)
+        batch = [(checkpoint_id, bytes(data), status) for checkpoint_id, data, status in writes]
+        return await self._put_checkpoints(batch, ttl, flush) if batch else []
+
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
         check_id(checkpoint_id, "checkpoint_id")
@@ -357,6 +375,14 @@ class ClosingStore(Closing):
     ) -> int:
         """Write the checkpoint and return its version (each store defines this)."""
         raise NotImplementedError
+
+    async def _put_checkpoints(
+        self, writes: list[CheckpointWrite], ttl: float | None, flush: bool
+    ) -> list[int]:
+        """Write the checkpoints; return their versions (one by one unless a store can do
+        better)."""
+        del flush
+        return [await self._put_checkpoint(i, data, status, ttl) for i, data, status in writes]
 
     async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Claim the checkpoint (each store defines this)."""
@@ -412,6 +438,18 @@ class Store(CheckpointStore, SessionStore, Protocol):
         ...
 
 
+_BATCH_WRITERS: dict[type, bool] = {}  # whether a store's class is a CheckpointBatchStore
+
+
+def _writes_batches(store: object) -> TypeGuard[CheckpointBatchStore]:
+    """Return whether `store` writes several checkpoints at once (known per class)."""
+    kind = type(store)
+    found = _BATCH_WRITERS.get(kind)
+    if found is None:
+        found = _BATCH_WRITERS[kind] = isinstance(store, CheckpointBatchStore)
+    return found
+
+
 @dataclasses.dataclass(eq=False, repr=False)
 class StoreView:
     """A store seen through another: each id goes through `_checkpoint_key` or
@@ -454,6 +492,22 @@ class StoreView:
         return await self._call(
             Operation.WRITE_CHECKPOINT, self.store.put_checkpoint(key, data, status=status, ttl=ttl)
         )
+
+    async def put_checkpoints(
+        self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        """Write several checkpoints: at once when the store can, else one by one, in order."""
+        check_writes(writes)
+        store, key = self.store, self._checkpoint_key
+        keyed = [(key(checkpoint_id), data, status) for checkpoint_id, data, status in writes]
+        if _writes_batches(store):
+            batch = store.put_checkpoints(keyed, ttl=ttl, flush=flush)
+            return await self._call(Operation.WRITE_CHECKPOINT, batch)
+        write = Operation.WRITE_CHECKPOINT
+        return [
+            await self._call(write, store.put_checkpoint(*w[:2], status=w[2], ttl=ttl))
+            for w in keyed
+        ]
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Claim a checkpoint (compare-and-set from pending at `version`)."""

@@ -17,7 +17,15 @@ from plait._util.expect import raised
 from plait.core.agent_context import AgentContext
 from plait.errors import SessionConflict, StoreError, UsageError
 from plait.messages import Message
-from plait.stores.base import MAX_ID_LENGTH, MAX_TTL, SessionRecord, Store
+from plait.stores.base import (
+    MAX_BATCH,
+    MAX_ID_LENGTH,
+    MAX_TTL,
+    CheckpointWrite,
+    GuardedStore,
+    SessionRecord,
+    Store,
+)
 from plait.stores.conformance_effects import EFFECT_CHECKS
 from plait.tools.base import ToolInfo
 
@@ -74,6 +82,26 @@ async def checkpoints_round_trip_with_growing_versions(store: Store) -> None:
     )
 
 
+async def checkpoints_are_written_together(store: Store) -> None:
+    """Checkpoints written in one batch read back with their own status and versions that
+    grow; one id twice in a batch is refused before anything is written."""
+    view = GuardedStore(store)  # the batch where the store has one, else one by one
+    a, b, c = _id("cp"), _id("cp"), _id("cp")
+    assert await view.put_checkpoints([]) == []
+    first = await view.put_checkpoints([(a, b"one", "pending"), (b, b"two", "done")], flush=False)
+    second = await view.put_checkpoints([(b, b"2", "done"), (a, b"1", "pending")], ttl=60)
+    assert second[0] > first[1] and second[1] > first[0]
+    found_a, found_b = await store.get_checkpoint(a), await store.get_checkpoint(b)
+    assert found_a is not None and found_b is not None
+    assert (found_a.data, found_a.version, found_a.status) == (b"1", second[1], "pending")
+    assert (found_b.data, found_b.version, found_b.status) == (b"2", second[0], "done")
+    assert await store.claim_checkpoint(a, second[1])
+    await raised(UsageError, view.put_checkpoints([(c, b"x", "pending"), (c, b"y", "done")]))
+    many: list[CheckpointWrite] = [(f"{c}-{n}", b"x", "pending") for n in range(MAX_BATCH + 1)]
+    await raised(UsageError, view.put_checkpoints(many))
+    assert await store.get_checkpoint(c) is None and await store.get_checkpoint(f"{c}-0") is None
+
+
 async def claiming_is_compare_and_set(store: Store) -> None:
     """Only pending at the current version can be claimed, and only once."""
     cp = _id("cp")
@@ -117,13 +145,15 @@ async def deleting_removes_records(store: Store) -> None:
 
 async def records_expire_after_their_ttl(store: Store) -> None:
     """A record written with `ttl` is gone once it has passed; others stay."""
-    cp, s, keep = _id("cp"), _id("s"), _id("keep")
+    cp, s, keep, batch = _id("cp"), _id("s"), _id("keep"), _id("cp")
     await store.put_checkpoint(cp, b"x", ttl=0.3)
+    await GuardedStore(store).put_checkpoints([(batch, b"x", "pending")], ttl=0.3, flush=False)
     await store.put_session(s, b"y", ttl=0.3)
     await store.put_session(keep, b"z")
     assert await store.get_checkpoint(cp) is not None
     await asyncio.sleep(0.7)
     assert await store.get_checkpoint(cp) is None
+    assert await store.get_checkpoint(batch) is None
     assert await store.get_session(s) is None
     assert await store.get_session(keep) == b"z"
     assert await store.put_session(s, b"new", expected_version=0) == 1
@@ -303,6 +333,7 @@ def _calls_with_id(store: Store, record_id: Any) -> list[Callable[[], Awaitable[
     return [
         lambda: store.get_checkpoint(record_id),
         lambda: store.put_checkpoint(record_id, b"x"),
+        lambda: GuardedStore(store).put_checkpoints([(record_id, b"x", "pending")]),
         lambda: store.claim_checkpoint(record_id, 1),
         lambda: store.delete_checkpoint(record_id),
         lambda: store.get_session(record_id),
@@ -433,6 +464,7 @@ async def two_clients_save_one_of_two_turns(first: Store, second: Store) -> None
 CHECKS: list[Check] = [
     missing_records_are_none,
     checkpoints_round_trip_with_growing_versions,
+    checkpoints_are_written_together,
     claiming_is_compare_and_set,
     concurrent_claims_have_one_winner,
     done_checkpoints_cannot_be_claimed,
@@ -468,6 +500,7 @@ def _operations(store: Store) -> dict[str, Callable[[], Awaitable[object]]]:
     return {
         "get_checkpoint": lambda: store.get_checkpoint(cp),
         "put_checkpoint": lambda: store.put_checkpoint(cp, b"x"),
+        "put_checkpoints": lambda: GuardedStore(store).put_checkpoints([(cp, b"x", "pending")]),
         "claim_checkpoint": lambda: store.claim_checkpoint(cp, 1),
         "delete_checkpoint": lambda: store.delete_checkpoint(cp),
         "get_session": lambda: store.get_session(s),

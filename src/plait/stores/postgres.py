@@ -4,7 +4,8 @@ Two tables, `<prefix>checkpoints` and `<prefix>sessions`, are reached through a 
 psycopg connections in autocommit mode, so each write is committed when its method returns.
 Writes, claims and compare-and-set session writes are single statements (`INSERT ... ON
 CONFLICT ... RETURNING`, a guarded `UPDATE`), atomic under concurrent use from any number
-of processes.
+of processes. A batch of checkpoints (`put_checkpoints`, a run's step save) is one statement
+too; a step save's commit does not wait for the disk unless `flush_steps=True`.
 
 Every operation ends within the store's `timeout` (10 s unless given), with its result or a
 `StoreError` naming the operation and the server's `host:port`.
@@ -19,6 +20,7 @@ Needs `pip install "plait[postgres]"`.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -26,14 +28,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from plait.errors import UsageError
 from plait.stores._network import DEFAULT_TIMEOUT
 from plait.stores._pgclient import PostgresClient
+from plait.stores._rows import checkpoint_from_rows, session_from_rows
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
+    CheckpointWrite,
     ClosingStore,
     Operation,
     SessionRecord,
-    checkpoint_from_rows,
-    session_from_rows,
 )
 
 if TYPE_CHECKING:
@@ -86,13 +88,14 @@ class _Queries:
         )
         self.put_checkpoint = f"""
             INSERT INTO {p}checkpoints AS c (id, data, version, status, expires_at)
-            VALUES (%s, %s, 1, %s, {expiry})
+            VALUES (%s, %b, 1, %s, {expiry})
             ON CONFLICT (id) DO UPDATE SET
                 data = EXCLUDED.data,
                 version = c.version + 1,
                 status = EXCLUDED.status,
                 expires_at = EXCLUDED.expires_at
             RETURNING version"""
+        self._prefix, self._expiry = p, expiry
         self.claim_checkpoint = f"""
             UPDATE {p}checkpoints SET status = 'claimed', version = version + 1
             WHERE id = %s AND version = %s AND status = 'pending' AND {live}
@@ -103,7 +106,7 @@ class _Queries:
         stored_live = "(s.expires_at IS NULL OR s.expires_at > now())"
         insert = f"""
             INSERT INTO {p}sessions AS s (id, data, version, expires_at)
-            VALUES (%s, %s, 1, {expiry})"""
+            VALUES (%s, %b, 1, {expiry})"""
         self.put_session = f"""{insert}
             ON CONFLICT (id) DO UPDATE SET
                 data = EXCLUDED.data,
@@ -116,14 +119,35 @@ class _Queries:
             WHERE NOT {stored_live}
             RETURNING version"""
         self.replace_session = f"""
-            UPDATE {p}sessions SET data = %s, version = version + 1, expires_at = {expiry}
+            UPDATE {p}sessions SET data = %b, version = version + 1, expires_at = {expiry}
             WHERE id = %s AND version = %s AND {live}
             RETURNING version"""
         self.delete_session = f"DELETE FROM {p}sessions WHERE id = %s"
+        self.put_checkpoints = functools.lru_cache(maxsize=16)(self._put_checkpoints)
         self.sweeps = (
             f"DELETE FROM {p}checkpoints WHERE expires_at <= now()",
             f"DELETE FROM {p}sessions WHERE expires_at <= now()",
         )
+
+    def _put_checkpoints(self, count: int, flush: bool) -> str:
+        """Return the statement that writes `count` checkpoints (params: id, data, status,
+        ttl of each); without `flush`, its commit does not wait for the disk."""
+        rows = ", ".join([f"(%s, %b, %s, {self._expiry})"] * count)
+        # set_config(..., true) holds for this statement's own transaction, up to its commit
+        start, join = "", ""
+        if not flush:
+            start = "WITH a AS (SELECT set_config('synchronous_commit', 'off', true))"
+            join = "CROSS JOIN a"
+        return f"""{start}
+            INSERT INTO {self._prefix}checkpoints AS c (id, data, version, status, expires_at)
+            SELECT w.id, w.data, 1, w.status, w.expires_at
+            FROM (VALUES {rows}) AS w (id, data, status, expires_at) {join}
+            ON CONFLICT (id) DO UPDATE SET
+                data = EXCLUDED.data,
+                version = c.version + 1,
+                status = EXCLUDED.status,
+                expires_at = EXCLUDED.expires_at
+            RETURNING id, version"""
 
 
 class PostgresStore(PostgresClient, ClosingStore):
@@ -148,6 +172,15 @@ class PostgresStore(PostgresClient, ClosingStore):
         max_size: Connections open at most; more operations at once wait their turn.
         table_prefix: Put before every table name, to keep several stores in one database.
         timeout: Seconds each operation may take (default 10).
+        flush_steps: Whether a running run's step checkpoints wait for the server's disk
+            when they commit. By default they do not (PostgreSQL's asynchronous commit, for
+            those writes alone): a step checkpoint is seen by every client as soon as it is
+            written and survives any client's crash, but a crash of the server itself may
+            lose the last fraction of a second of them, and a run then resumes from an
+            earlier step. (These are the writes made with `put_checkpoints(...,
+            flush=False)`: a run's steps, and the mark that retires them when it completes.)
+            Every other write (pauses, claims, sessions) waits for the disk, and makes the
+            writes before it durable too.
 
     Raises:
         UsageError: psycopg is not installed, or the sizes, the prefix or the timeout are
@@ -170,6 +203,7 @@ class PostgresStore(PostgresClient, ClosingStore):
         max_size: int = 10,
         table_prefix: str = "plait_",
         timeout: float = DEFAULT_TIMEOUT,
+        flush_steps: bool = False,
     ) -> None:
         if min_size < 0 or max_size < max(min_size, 1):
             raise UsageError(f"need 0 <= min_size <= max_size, max_size >= 1; got {min_size}")
@@ -182,6 +216,7 @@ class PostgresStore(PostgresClient, ClosingStore):
             timeout=timeout,
         )
         self._sql = _Queries(table_prefix)
+        self.flush_steps = flush_steps
         self._last_sweep = -math.inf
 
     def __repr__(self) -> str:
@@ -211,6 +246,17 @@ class PostgresStore(PostgresClient, ClosingStore):
             Operation.WRITE_CHECKPOINT, self._sql.put_checkpoint, params, sweep=True
         )
         return int(rows[0][0])
+
+    async def _put_checkpoints(
+        self, writes: list[CheckpointWrite], ttl: float | None, flush: bool
+    ) -> list[int]:
+        """Write the checkpoints in one statement (one round trip, one commit); return their
+        versions."""
+        sql = self._sql.put_checkpoints(len(writes), flush or self.flush_steps)
+        params = tuple(value for i, data, status in writes for value in (i, data, status, ttl))
+        rows = await self._query(Operation.WRITE_CHECKPOINT, sql, params, sweep=True)
+        versions = {checkpoint_id: int(version) for checkpoint_id, version in rows}
+        return [versions[checkpoint_id] for checkpoint_id, _, _ in writes]
 
     async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""

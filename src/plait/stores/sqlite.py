@@ -14,6 +14,7 @@ seconds (`time.time()`); expired rows read as absent and are deleted now and the
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import sqlite3
@@ -25,13 +26,13 @@ from typing import Any
 import aiosqlite
 
 from plait.stores._aiosqlite import BUSY_TIMEOUT_MS, LoopConnection, open_migrated
+from plait.stores._rows import checkpoint_from_rows, session_from_rows
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
+    CheckpointWrite,
     ClosingStore,
     SessionRecord,
-    checkpoint_from_rows,
-    session_from_rows,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -73,6 +74,14 @@ ON CONFLICT (id) DO UPDATE SET
     expires_at = excluded.expires_at
 RETURNING version
 """
+_UPSERT_CHECKPOINTS = """
+ON CONFLICT (id) DO UPDATE SET
+    data = excluded.data,
+    version = plait_checkpoints.version + 1,
+    status = excluded.status,
+    expires_at = excluded.expires_at
+RETURNING id, version
+"""
 _CLAIM_CHECKPOINT = f"""
 UPDATE plait_checkpoints SET status = 'claimed', version = version + 1
 WHERE id = ? AND version = ? AND status = 'pending' AND {_LIVE}
@@ -113,6 +122,15 @@ _SWEEPS = (
 def _statements(script: str) -> tuple[str, ...]:
     """Split a migration script into its statements."""
     return tuple(part.strip() for part in script.split(";") if part.strip())
+
+
+@functools.lru_cache(maxsize=16)
+def _put_checkpoints_sql(count: int) -> str:
+    """Return the statement that writes `count` checkpoints (params: id, data, status,
+    expires_at of each)."""
+    rows = ", ".join(["(?, ?, 1, ?, ?)"] * count)
+    columns = "(id, data, version, status, expires_at)"
+    return f"INSERT INTO plait_checkpoints {columns} VALUES {rows}{_UPSERT_CHECKPOINTS}"
 
 
 def _expiry(ttl: float | None) -> float | None:
@@ -195,6 +213,20 @@ class SqliteStore(LoopConnection, ClosingStore):
         params = (checkpoint_id, data, status, _expiry(ttl))
         rows = await self._write(_PUT_CHECKPOINT, params)
         return int(rows[0][0])
+
+    async def _put_checkpoints(
+        self, writes: list[CheckpointWrite], ttl: float | None, flush: bool
+    ) -> list[int]:
+        """Write the checkpoints in one statement (one commit); return their versions.
+
+        Every commit of this store is written to the file without waiting for the disk
+        (`synchronous = NORMAL`), so `flush` changes nothing."""
+        del flush
+        expires = _expiry(ttl)
+        params = [value for i, data, status in writes for value in (i, data, status, expires)]
+        rows = await self._write(_put_checkpoints_sql(len(writes)), params)
+        versions = {checkpoint_id: int(version) for checkpoint_id, version in rows}
+        return [versions[checkpoint_id] for checkpoint_id, _, _ in writes]
 
     async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
         """Move pending@version to claimed; False if another resume won."""
