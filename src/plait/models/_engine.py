@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,31 +48,26 @@ class EngineStats:
     load_seconds: float = 0.0
 
 
+@dataclass(eq=False)
 class EngineProcess:
     """One engine child process; `step` runs one step in it, one at a time."""
 
-    def __init__(
-        self,
-        path: Path,
-        n_ctx: int,
-        n_threads: int,
-        n_threads_batch: int,
-        prompt_dir: Path | None = None,
-    ) -> None:
-        self.path = path
-        self.prompt_dir = prompt_dir
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.n_threads_batch = n_threads_batch
-        self.lock = threading.Lock()
-        self.stats = EngineStats()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._stdout: IO[bytes] | None = None
-        self._stderr: collections.deque[str] = collections.deque(maxlen=20)
-        self._ids = 0
-        self._current: tuple[int, threading.Event] | None = None  # the step running now
-        self._write = threading.Lock()
-        self._doing = "starting"
+    path: Path
+    n_ctx: int
+    n_threads: int
+    n_threads_batch: int
+    prompt_dir: Path | None = None  # where evaluated prompt beginnings are kept (None: not)
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    stats: EngineStats = field(default_factory=EngineStats, init=False)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _stdout: IO[bytes] | None = field(default=None, init=False)
+    _stderr: collections.deque[str] = field(
+        default_factory=lambda: collections.deque(maxlen=20), init=False
+    )
+    _ids: int = field(default=0, init=False)
+    _current: tuple[int, threading.Event] | None = field(default=None, init=False)  # running
+    _write: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _doing: str = field(default="starting", init=False)
 
     @property
     def pid(self) -> int | None:

@@ -277,43 +277,42 @@ def _atoms(text: str) -> set[str]:
     return found
 
 
-def _plain(text: str) -> str:
-    """`text` with each JSON line replaced by its values, one after the other (its keys
-    are names, not what the tool said)."""
-    out: list[str] = []
+def _values(text: str) -> list[Any]:
+    """The values of each JSON line of `text`, nested ones one by one (a line that is not
+    JSON is one string value; keys are names, not what a tool said)."""
+    out: list[Any] = []
 
     def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
+        if isinstance(value, dict | list):
+            for item in value.values() if isinstance(value, dict) else value:
                 walk(item)
         else:
-            out.append(str(value))
+            out.append(value)
 
     for line in text.splitlines():
         try:
             walk(json.loads(line))
         except ValueError:
             out.append(line)
-    return " ".join(out)
+    return out
+
+
+def _plain(text: str) -> str:
+    """`text` with each JSON line replaced by its values, one after the other."""
+    return " ".join(str(value) for value in _values(text))
 
 
 def _texts(results: str, request: str) -> set[str]:
     """The text values of JSON results that say something the request does not (such as
     an error's message), short enough to be written whole."""
     found: set[str] = set()
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-        elif isinstance(value, str):
-            text = _one_line(value)
+    for line in results.splitlines():
+        try:
+            json.loads(line)
+        except ValueError:
+            continue
+        for value in _values(line):
+            text = _one_line(value) if isinstance(value, str) else ""
             if (
                 0 < len(text) <= _TEXT_CHARS
                 and text.lower() not in request.lower()
@@ -321,12 +320,6 @@ def _texts(results: str, request: str) -> set[str]:
                 and not _NUMBER.search(text)
             ):
                 found.add(text)
-
-    for line in results.splitlines():
-        try:
-            walk(json.loads(line))
-        except ValueError:
-            continue
     return found
 
 

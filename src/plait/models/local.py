@@ -146,6 +146,7 @@ class LocalModel:
         self._path = Path(chosen) if chosen is not None else None
         if self._path is not None and not self._path.is_file():
             raise UsageError(f"LocalModel: no GGUF file at {self._path}")
+        self.keep_prompts = keep_prompts
         self.n_ctx = n_ctx
         self.n_threads = n_threads if n_threads is not None else default_threads()
         if self.n_threads < 1:
@@ -155,7 +156,6 @@ class LocalModel:
         self.answer_chars = answer_chars
         self.string_chars = string_chars
         self.steer = steer
-        self.keep_prompts = keep_prompts
 
     def __repr__(self) -> str:
         return f"LocalModel({self.name!r}, n_threads={self.n_threads})"

@@ -24,6 +24,7 @@ Errors take the shape registered for the request's path (`limits.add_error_shape
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,23 +40,17 @@ __all__ = ["Door", "Shortcut"]
 Shortcut = Callable[[Scope, bytes, Receive, Send], Awaitable[bool]]
 
 
+@dataclass
 class Door:
     """Check every HTTP request of `app` (see the module's docstring): its host against
     `rule` (None: any host), its body against `max_bytes` (None: no limit, the body is left
     to the app as it streams), then offer it to `shortcut`."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        rule: HostRule | None = None,
-        max_bytes: int | None = None,
-        shortcut: Shortcut | None = None,
-    ) -> None:
-        self.app = app
-        self.rule = rule
-        self.max_bytes = max_bytes
-        self.shortcut = shortcut
+    app: ASGIApp
+    _: KW_ONLY
+    rule: HostRule | None = None
+    max_bytes: int | None = None
+    shortcut: Shortcut | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.types import Receive, Scope, Send
 
+from plait._util.per_object import PerObject
 from plait.errors import CheckpointNotFound
 from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs
 from plait.server.bodies import RunSummary, error_responses
@@ -41,14 +41,7 @@ _EVENT = b"event: agent_event\r\n"
 _END = b"event: run_end\r\n"
 
 #: The logs of each app's runs in this process, by the app's `Runs`.
-_LOGS: weakref.WeakKeyDictionary[Runs, RunLogs] = weakref.WeakKeyDictionary()
-
-
-def _logs(runs: Runs) -> RunLogs:
-    found = _LOGS.get(runs)
-    if found is None:
-        found = _LOGS[runs] = RunLogs()
-    return found
+_logs: PerObject[Runs, RunLogs] = PerObject(RunLogs)
 
 
 def _key(user: str, run_id: str) -> str:

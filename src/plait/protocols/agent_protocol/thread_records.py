@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from plait._util.per_object import PerObject
 from plait.errors import SessionConflict
 from plait.protocols.agent_protocol.documents import Document
 from plait.server.caller import Caller
@@ -101,14 +102,7 @@ class _Kept:
         return found
 
 
-_KEPT: weakref.WeakKeyDictionary[Store, _Kept] = weakref.WeakKeyDictionary()
-
-
-def _kept(store: Store) -> _Kept:
-    found = _KEPT.get(store)
-    if found is None:
-        found = _KEPT[store] = _Kept()
-    return found
+_kept: PerObject[Store, _Kept] = PerObject(_Kept)  # what this process keeps of each store
 
 
 class _ThreadDocument(Document):
