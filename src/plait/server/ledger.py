@@ -49,6 +49,7 @@ from datetime import UTC, date, datetime, timedelta
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from plait._util.joined import JoinedParts
 from plait.server.shared_docs import change_document, read_document
 from plait.stores.base import GuardedStore, SessionRecord, Store
 from plait.stores.session_index import GroupIndex
@@ -189,27 +190,29 @@ class _DayRuns:
     entry's JSON text (a write encodes only the runs that are new)."""
 
     version: int
-    parts: dict[str, str] = dataclasses.field(default_factory=dict)
+    parts: JoinedParts = dataclasses.field(default_factory=lambda: JoinedParts(","))
 
     @classmethod
     def read(cls, found: SessionRecord | None) -> _DayRuns:
         if found is None:
             return cls(0)
-        runs = _runs_of(json.loads(found.data))
-        return cls(found.version, {run_id: _listed(run_id) for run_id in runs})
+        known = cls(found.version)
+        for run_id in _runs_of(json.loads(found.data)):
+            known.parts.set(run_id, _listed(run_id))
+        return known
 
     def apply(self, changes: dict[str, int | None]) -> bool:
         changed = False
         for run_id, entry in changes.items():
             if entry is None:
-                changed = self.parts.pop(run_id, None) is not None or changed
+                changed = self.parts.pop(run_id) or changed
             elif run_id not in self.parts:
-                self.parts[run_id] = _listed(run_id)
+                self.parts.set(run_id, _listed(run_id))
                 changed = True
         return changed
 
     def encode(self) -> bytes:
-        return ('{"runs":{' + ",".join(self.parts.values()) + "}}").encode()
+        return b"".join((b'{"runs":{', self.parts.joined(), b"}}"))
 
 
 def _listed(run_id: str) -> str:
