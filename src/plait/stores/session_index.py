@@ -11,7 +11,8 @@ while the index is being written wait, and the next write takes all of them at o
 retry against each other's writes, a few at a time. A process remembers the indexes it wrote
 last (its 64 most recent): the next write starts from there, and reads the index again only
 when another process wrote it since (its compare-and-set then fails). It also keeps each
-entry's JSON text, so that a write encodes only the entries that changed.
+entry's JSON text, in blocks with their joined text (`plait._util.joined`), so that a write
+encodes only the entries that changed and joins again only their blocks.
 """
 
 from __future__ import annotations
