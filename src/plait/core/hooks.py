@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -184,13 +185,14 @@ class HookChain:
             if not isinstance(hook, Hooks):
                 raise UsageError(f"hooks must subclass plait.Hooks, got {hook!r}")
         self.last: dict[str, tuple[Seam, ...]] = {}  # per seam, the innermost hooks' methods
+        outer, inner = _by_seam(hooks), _by_seam(innermost)
         for seam in _SEAMS:
-            both = _overriding(hooks, seam) + _overriding(innermost, seam)
+            last = inner.get(seam, ())
+            both = outer.get(seam, ()) + last
             setattr(self, seam, both[::-1] if seam.startswith("after") else both)
-            last = _overriding(innermost, seam)
             if last:
                 self.last[seam] = last
-        self.empty = not any(getattr(self, seam) for seam in _SEAMS)
+        self.empty = not (outer or inner)
 
     def around(self, inner: HookChain) -> HookChain:
         """Return this chain wrapped around `inner`: this one's `before_*` first, its
@@ -225,10 +227,25 @@ class HookChain:
         return (*fns[:cut], fn, *fns[cut:])
 
 
-def _overriding(hooks: Sequence[Hooks], seam: str) -> tuple[Seam, ...]:
-    """The bound `seam` methods of the hooks that override it, in order."""
-    base = getattr(Hooks, seam)
-    return tuple(getattr(h, seam) for h in hooks if getattr(type(h), seam) is not base)
+def _by_seam(hooks: Sequence[Hooks]) -> dict[str, tuple[Seam, ...]]:
+    """Return, per seam some of `hooks` override, their bound methods of it, in order."""
+    found: dict[str, tuple[Seam, ...]] = {}
+    for hook in hooks:
+        for seam in _overridden(type(hook)):
+            found[seam] = (*found.get(seam, ()), getattr(hook, seam))
+    return found
+
+
+_OVERRIDDEN: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def _overridden(kind: type[Hooks]) -> tuple[str, ...]:
+    """Return the seams that the hook class `kind` overrides (looked at once per class)."""
+    found = _OVERRIDDEN.get(kind)
+    if found is None:
+        found = tuple(s for s in _SEAMS if getattr(kind, s) is not getattr(Hooks, s))
+        _OVERRIDDEN[kind] = found
+    return found
 
 
 NO_HOOKS = HookChain()

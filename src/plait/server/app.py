@@ -28,7 +28,12 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from plait.core.agent import Agent
 from plait.errors import CheckpointNotFound, UsageError
-from plait.protocols.agent_protocol import Scheduler, agent_protocol_router
+from plait.protocols.agent_protocol import (
+    RunLogs,
+    Scheduler,
+    agent_protocol_router,
+    stream_shortcut,
+)
 from plait.protocols.openai_api import OPENAI_PATHS, openai_error, openai_router
 from plait.run.time_travel import read_history
 from plait.server import run_route
@@ -56,7 +61,7 @@ from plait.server.limits import ApiError, add_error_shape, install_error_handler
 from plait.server.memory_api import memory_router
 from plait.server.quotas import Quota, Tenants, check_admin_keys, check_quotas
 from plait.server.rejoin import kept_relay, rejoin_router
-from plait.server.run_route import run_shortcut
+from plait.server.run_route import first_of, run_shortcut
 from plait.server.run_turn import turn_router
 from plait.server.runs import Runs
 from plait.server.runs_api import runs_router
@@ -406,8 +411,10 @@ def _equip(
     app = _new_app(server)
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
-    _include_routes(app, ui, server if a2a else None, agent_protocol)
-    app.add_middleware(Door, rule=rule, max_bytes=max_request_bytes, shortcut=run_shortcut)
+    logs = RunLogs() if agent_protocol else None  # the Agent Protocol's runs' events
+    _include_routes(app, ui, server if a2a else None, logs)
+    shortcut = run_shortcut if logs is None else first_of(run_shortcut, stream_shortcut(logs))
+    app.add_middleware(Door, rule=rule, max_bytes=max_request_bytes, shortcut=shortcut)
     return app
 
 
@@ -415,9 +422,10 @@ def _equip(
 _BUILDING = threading.Lock()
 
 
-def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: bool) -> None:
+def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, logs: RunLogs | None) -> None:
     """Add the API's routes to `app` (with the dev page's when `ui`, and the A2A routes of
-    the agents of `a2a` when given, the Agent Protocol's when `agent_protocol`), and build
+    the agents of `a2a` when given, the Agent Protocol's, keeping their runs' events in
+    `logs`, when given), and build
     FastAPI's table of them now.
 
     FastAPI builds the table at the first request otherwise, and the warning filters it
@@ -441,8 +449,8 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, agent_protocol: 
         )
         for routes in (*groups, approvals_router(find_caller)):
             app.include_router(routes)
-        if agent_protocol:
-            app.include_router(agent_protocol_router(find_caller))
+        if logs is not None:
+            app.include_router(agent_protocol_router(find_caller, logs))
         _mount_agui(app)
         if a2a is not None:
             _mount_a2a(app, a2a)

@@ -13,9 +13,11 @@ the A2A routes), written on the public seams only (`plait.Hooks`, `plait.HookCon
   admitted (`Tenants.admit`, `QuotaExceeded` ends it) and its place freed at its end.
 
 A user without a daily budget has nothing to reserve and no totals to keep: `ledger_hooks`
-gives such a run `UsageHooks`, which writes each call's row in `after_model` (the same row,
-under the same key) and nothing more, so the call itself is made as if no hook surrounded
-it.
+gives such a run `UsageHooks`, which makes each call's row in `after_model` (the same row,
+under the same key) and keeps it with the run (`keep_run_value`: saved with the run's step
+checkpoints, so a run resumed elsewhere still has it), and writes the run's rows in one
+write as the run ends, pauses or fails (`after_run`); the call itself is made as if no
+hook surrounded it.
 
 Each row is keyed by the run id, the run's count of model calls before it (saved with the
 run's checkpoints) and the place of the agent in the run, so a call replayed from a
@@ -49,6 +51,7 @@ _log = logging.getLogger("plait.server")
 _RUN_KEY = "plait.ledger.run_id"
 _CALL = "plait.ledger.call"
 _LISTED = "plait.ledger.listed"
+_ROWS = "plait.ledger.rows"  # a run's rows not written yet (a user without budgets)
 _WAIT = 0.25  # seconds between two looks at the day while calls in flight hold it
 _RELEASING: set[asyncio.Future[None]] = set()  # releases of failed calls under way
 
@@ -189,18 +192,41 @@ class LedgerHooks(_Ledgered):
 
 @dataclasses.dataclass(eq=False)
 class UsageHooks(_Ledgered):
-    """`LedgerHooks` for a user without daily budgets: each call's row is written once it
-    has answered (`after_model`), with no reservation to make or give back and no day's
-    totals to count it in (`plait.server.ledger`)."""
+    """`LedgerHooks` for a user without daily budgets: each call's row is made once it has
+    answered (`after_model`) and kept with the run (saved with its step checkpoints), and
+    the run's rows are written together in one write as the run ends or pauses
+    (`after_run`), with no reservation to make or give back and no day's totals to count
+    them in (`plait.server.ledger`)."""
 
     async def after_model(
         self, ctx: HookContext, request: ModelRequest, reply: Message
     ) -> Message | None:
-        """Write the call's row (its run listed in today's runs first); keep the reply."""
-        await self._list(ctx)
+        """Price the call and keep its row with the run; keep the reply."""
+        now = self.tenants.clock()
         usage = reply.usage or Usage()
-        await self._record(ctx, f"{ctx.requests}:{ctx.address}", None, usage, count=False)
+        cost, priced = price(ctx.model, usage, at=now)  # a broken `price` fails the run
+        rows = dict(ctx.run_value(_ROWS) or {})
+        rows[f"{ctx.requests}:{ctx.address}"] = [
+            now.isoformat(),
+            self.agent,
+            model_spec(ctx.model),
+            usage.input_tokens,
+            usage.output_tokens,
+            cost,
+            priced,
+        ]
+        ctx.keep_run_value(_ROWS, rows)
         return None
+
+    async def after_run(self, ctx: HookContext, result: RunResult) -> None:
+        """Write the run's rows (those the ledger has already are left as they are)."""
+        try:
+            rows = ctx.run_value(_ROWS)
+            if isinstance(rows, dict) and rows:
+                await self.tenants.ledger.add_rows(self.user, self.run_id or "", rows)
+        except PlaitError as exc:  # the run's result stands; its rows are missing
+            _log.warning("could not record the model calls of run %s: %s", self.run_id, exc)
+        await super().after_run(ctx, result)
 
 
 def ledger_hooks(

@@ -16,8 +16,9 @@ compare-and-set (`plait.server.shared_docs`), so workers sharing the store see e
   flight (`[tokens, cost, until]` by hold id): a small document, the same size every call
   (a plait before this layout also listed the day's `runs` here; they are still read). Only
   the calls of a user with a daily budget are counted there: the totals are what budgets
-  are checked against, so a user without one writes each call's row and nothing more (a
-  budget given to a user later counts their calls from then on).
+  are checked against, so a user without one writes its calls' rows and nothing more (a
+  budget given to a user later counts their calls from then on): a run's rows together, in
+  one write as the run ends or pauses (`add_rows`).
 
 A row's run is listed in the row's day first, then the row is written, then counted in its
 day only if it was new: a worker that dies between the last two leaves that one call out of
@@ -48,6 +49,7 @@ from datetime import UTC, date, datetime, timedelta
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from plait._util.joined import JoinedParts
 from plait.server.shared_docs import change_document, read_document
 from plait.stores.base import GuardedStore, SessionRecord, Store
 from plait.stores.session_index import GroupIndex
@@ -188,27 +190,29 @@ class _DayRuns:
     entry's JSON text (a write encodes only the runs that are new)."""
 
     version: int
-    parts: dict[str, str] = dataclasses.field(default_factory=dict)
+    parts: JoinedParts = dataclasses.field(default_factory=lambda: JoinedParts(","))
 
     @classmethod
     def read(cls, found: SessionRecord | None) -> _DayRuns:
         if found is None:
             return cls(0)
-        runs = _runs_of(json.loads(found.data))
-        return cls(found.version, {run_id: _listed(run_id) for run_id in runs})
+        known = cls(found.version)
+        for run_id in _runs_of(json.loads(found.data)):
+            known.parts.set(run_id, _listed(run_id))
+        return known
 
     def apply(self, changes: dict[str, int | None]) -> bool:
         changed = False
         for run_id, entry in changes.items():
             if entry is None:
-                changed = self.parts.pop(run_id, None) is not None or changed
+                changed = self.parts.pop(run_id) or changed
             elif run_id not in self.parts:
-                self.parts[run_id] = _listed(run_id)
+                self.parts.set(run_id, _listed(run_id))
                 changed = True
         return changed
 
     def encode(self) -> bytes:
-        return ('{"runs":{' + ",".join(self.parts.values()) + "}}").encode()
+        return b"".join((b'{"runs":{', self.parts.joined(), b"}}"))
 
 
 def _listed(run_id: str) -> str:
@@ -351,6 +355,27 @@ class Ledger:
                 self.store, self._key(row.user, day), edit, ttl=_KEEP_DAYS, write=bool
             )
         return new
+
+    async def add_rows(self, user: str, run_id: str, rows: dict[str, list[Any]]) -> None:
+        """Record the rows of run `run_id` of `user` not in the ledger yet, in one write
+        (`rows`: key -> `[time, agent, model, input_tokens, output_tokens, cost, priced]`),
+        its run listed in each of their days first; count none of them in a day (a user
+        without daily budgets)."""
+        times = {
+            day_of(at): at for at in map(datetime.fromisoformat, (r[0] for r in rows.values()))
+        }
+        for at in times.values():
+            await self.list_run(user, run_id, at)
+
+        def edit(doc: dict[str, Any]) -> bool:
+            kept: dict[str, list[Any]] = doc.setdefault("rows", {})
+            new = {key: row for key, row in rows.items() if key not in kept}
+            kept.update(new)
+            return bool(new)
+
+        await change_document(
+            self.store, self._run_key(user, run_id), edit, ttl=_KEEP_DAYS, write=bool
+        )
 
     async def users(self) -> list[str]:
         """Return every user with a row in the ledger."""

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait._util.joined import JoinedParts
 from plait.stores.base import SessionRecord
 from plait.stores.session_index import GroupIndex
 
@@ -68,7 +69,7 @@ class _Runs:
     version: int
     next: int = 0
     runs: dict[str, list[Any]] = field(default_factory=dict)
-    parts: dict[str, str] = field(default_factory=dict)
+    parts: JoinedParts = field(default_factory=JoinedParts)
 
     @classmethod
     def read(cls, found: SessionRecord | None) -> _Runs:
@@ -81,7 +82,7 @@ class _Runs:
         for run_id, entry in (runs if isinstance(runs, dict) else {}).items():
             if isinstance(entry, list) and len(entry) == 4:
                 known.runs[run_id] = entry
-                known.parts[run_id] = _part(run_id, entry)
+                known.parts.set(run_id, _part(run_id, entry))
         return known
 
     def apply(self, changes: dict[str, RunEntry | None]) -> bool:
@@ -89,7 +90,7 @@ class _Runs:
         for run_id, entry in changes.items():
             if entry is None:
                 if self.runs.pop(run_id, None) is not None:
-                    del self.parts[run_id]
+                    self.parts.pop(run_id)
                     changed = True
                 continue
             started, status, agent = entry
@@ -101,17 +102,18 @@ class _Runs:
                 continue
             else:
                 found[2:] = [status, agent]
-            self.parts[run_id] = _part(run_id, found)
+            self.parts.set(run_id, _part(run_id, found))
             changed = True
         while len(self.runs) > MAX_LISTED_RUNS:
             oldest = next((r for r, e in self.runs.items() if e[2] in _FINISHED), None)
             dropped = oldest if oldest is not None else next(iter(self.runs))
-            del self.runs[dropped], self.parts[dropped]
+            del self.runs[dropped]
+            self.parts.pop(dropped)
         return changed
 
     def encode(self) -> bytes:
-        runs = ", ".join(self.parts.values())
-        return f'{{"next": {self.next}, "runs": {{{runs}}}}}'.encode()
+        head = b'{"next": %d, "runs": {' % self.next
+        return b"".join((head, self.parts.joined(), b"}}"))
 
 
 def _part(run_id: str, entry: list[Any]) -> str:

@@ -139,8 +139,8 @@ class LiveRun:
         return (self.store.user, self.checkpoint_id)
 
     def running_summary(self) -> RunSummary:
-        """Return the summary of this run while it runs."""
-        return RunSummary(
+        """Return the summary of this run while it runs (made from checked values)."""
+        return RunSummary.model_construct(
             status="running",
             checkpoint_id=self.checkpoint_id,
             agent=self.agent,

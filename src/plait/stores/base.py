@@ -150,6 +150,10 @@ def check_id(value: object, what: str = "id", *, max_length: int = MAX_ID_LENGTH
         UsageError: It is not a str, is empty or longer than `max_length`, or holds a
             control character, a line or paragraph separator or a lone surrogate.
     """
+    if isinstance(value, str) and value and len(value) <= max_length:
+        bad = _BAD_ID_CHARACTER.search(value)
+        if bad is None:
+            return value
     rule = _ID_RULE.format(limit=max_length)
     if not isinstance(value, str):
         raise UsageError(
@@ -159,12 +163,10 @@ def check_id(value: object, what: str = "id", *, max_length: int = MAX_ID_LENGTH
         raise UsageError(f"{what} is empty; {rule}")
     if len(value) > max_length:
         raise UsageError(f"{what} {_shown(value)} is longer than {max_length} characters; {rule}")
-    bad = _BAD_ID_CHARACTER.search(value)
-    if bad is not None:
-        raise UsageError(
-            f"{what} {_shown(value)} has U+{ord(bad.group()):04X} at index {bad.start()}; {rule}"
-        )
-    return value
+    assert bad is not None
+    raise UsageError(
+        f"{what} {_shown(value)} has U+{ord(bad.group()):04X} at index {bad.start()}; {rule}"
+    )
 
 
 def check_ttl(ttl: object, what: str = "ttl") -> None:

@@ -11,7 +11,8 @@ while the index is being written wait, and the next write takes all of them at o
 retry against each other's writes, a few at a time. A process remembers the indexes it wrote
 last (its 64 most recent): the next write starts from there, and reads the index again only
 when another process wrote it since (its compare-and-set then fails). It also keeps each
-entry's JSON text, so that a write encodes only the entries that changed.
+entry's JSON text, in blocks with their joined text (`plait._util.joined`), so that a write
+encodes only the entries that changed and joins again only their blocks.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any, Generic, Protocol, TypeVar
 
+from plait._util.joined import JoinedParts
 from plait.errors import SessionConflict, StoreError
 from plait.stores.base import SessionRecord, SessionStore
 
@@ -166,8 +168,8 @@ class _Sessions:
     version: int
     entries: dict[str, str]
     agents: dict[str, str]
-    parts: dict[str, str]
-    agent_parts: dict[str, str]
+    parts: JoinedParts
+    agent_parts: JoinedParts
 
     @classmethod
     def read(cls, found: SessionRecord | None) -> _Sessions:
@@ -178,8 +180,8 @@ class _Sessions:
             0 if found is None else found.version,
             entries,
             agents,
-            {sid: _part(sid, at) for sid, at in entries.items()},
-            {sid: _part(sid, name) for sid, name in agents.items()},
+            _joined(entries),
+            _joined(agents),
         )
 
     def apply(self, changes: dict[str, SessionEntry | None]) -> bool:
@@ -190,30 +192,35 @@ class _Sessions:
         for session_id, entry in changes.items():
             if entry is None:
                 if entries.pop(session_id, None) is not None:
-                    del parts[session_id]
+                    parts.pop(session_id)
                     changed = True
                 if self.agents.pop(session_id, None) is not None:
-                    del self.agent_parts[session_id]
+                    self.agent_parts.pop(session_id)
                 continue
             stamp, agent = entry
             if entries.get(session_id) != stamp or next(reversed(entries)) != session_id:
                 entries.pop(session_id, None)
-                parts.pop(session_id, None)
                 entries[session_id] = stamp
-                parts[session_id] = _part(session_id, stamp)
+                parts.set(session_id, _part(session_id, stamp), last=True)
                 changed = True
             if agent is not None and self.agents.get(session_id) != agent:
                 self.agents[session_id] = agent
-                self.agent_parts[session_id] = _part(session_id, agent)
+                self.agent_parts.set(session_id, _part(session_id, agent))
                 changed = True
         return changed
 
     def encode(self) -> bytes:
         """Return the index's JSON, as `json.dumps({"sessions": ..., "agents": ...})`
         writes it."""
-        sessions = ", ".join(self.parts.values())
-        agents = ", ".join(self.agent_parts.values())
-        return ('{"sessions": {' + sessions + '}, "agents": {' + agents + "}}").encode()
+        sessions, agents = self.parts.joined(), self.agent_parts.joined()
+        return b"".join((b'{"sessions": {', sessions, b'}, "agents": {', agents, b"}}"))
+
+
+def _joined(entries: dict[str, str]) -> JoinedParts:
+    parts = JoinedParts()
+    for key, value in entries.items():
+        parts.set(key, _part(key, value))
+    return parts
 
 
 def _part(key: str, value: str) -> str:

@@ -34,16 +34,18 @@ from plait.protocols.agent_protocol.runs import runs_router
 from plait.protocols.agent_protocol.state import state_router
 from plait.protocols.agent_protocol.stateless import stateless_router
 from plait.protocols.agent_protocol.store import store_router
+from plait.protocols.agent_protocol.stream_route import stream_shortcut
 from plait.protocols.agent_protocol.threads import threads_router
 
-__all__ = ["Scheduler", "agent_protocol_router"]
+__all__ = ["RunLogs", "Scheduler", "agent_protocol_router", "stream_shortcut"]
 
 
-def agent_protocol_router(caller: Callable[..., Any]) -> APIRouter:
+def agent_protocol_router(caller: Callable[..., Any], logs: RunLogs | None = None) -> APIRouter:
     """Return every Agent Protocol route; `caller` is the app's dependency that checks the
-    API key."""
+    API key, `logs` keeps the events of this process's runs, for clients that re-attach
+    (the stream route's shortcut, `stream_shortcut`, shares them)."""
     router = APIRouter()
-    logs = RunLogs()  # the events of this process's runs, for clients that re-attach
+    logs = RunLogs() if logs is None else logs
     # a thread's runs first: a request is matched against the routes in turn, and none of
     # the others has a path and method of theirs (`/threads/{id}/runs/crons` is POST only)
     router.include_router(runs_router(caller, logs))

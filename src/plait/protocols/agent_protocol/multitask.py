@@ -155,6 +155,19 @@ def finish(
     return dict(stored[run_id])
 
 
+def finish_run(
+    stored: dict[str, Any], thread_id: str, run_id: str, status: str, at: str | None
+) -> tuple[dict[str, Any] | None, bool]:
+    """`finish` run `run_id` of the thread; return its record and whether the thread has
+    queued runs (None of them can be queued later without seeing this run ended)."""
+    return finish(stored, run_id, status, at), has_queue(stored, thread_id)
+
+
+def has_queue(stored: dict[str, Any], thread_id: str) -> bool:
+    """Whether the thread has queued runs in its runs document `stored`."""
+    return any(active(record, thread_id) and record.get("queued") for record in stored.values())
+
+
 async def rewind(who: Caller, thread_id: str, before: bytes | None) -> None:
     """Put the thread's session back as it was (`before`: its stored bytes; None: none)."""
     if before is None:

@@ -48,12 +48,13 @@ def event_id(given: str | None) -> int | None:
 class RunLog:
     """The events of one run, as sent (framed, with their ids), and who follows them."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, on_end: Callable[[RunLog], None] | None = None) -> None:
         self.run_id = run_id
         self.events: list[tuple[str, bytes]] = []  # (event name, framed event)
         self.ended = False
         self._followers: set[Follower] = set()
         self._done = asyncio.Event()
+        self._on_end = on_end  # told once, when the run's last event was added
 
     def add(self, name: str, framed: bytes) -> None:
         """Keep the event `name` (`framed`, with its id) and pass it to the followers."""
@@ -65,6 +66,8 @@ class RunLog:
 
     def end(self) -> None:
         """The run's last event was added: its followers' streams end."""
+        if not self.ended and self._on_end is not None:
+            self._on_end(self)
         self.ended = True
         self._done.set()
         for follower in list(self._followers):
@@ -129,19 +132,28 @@ class RunLogs:
     """The run logs of one app in this process: the live runs' and the last ended ones'."""
 
     def __init__(self) -> None:
-        self._logs: OrderedDict[str, RunLog] = OrderedDict()
+        self._logs: dict[str, RunLog] = {}
+        self._ended: OrderedDict[str, RunLog] = OrderedDict()  # the ended logs, oldest first
         self._waiting: dict[str, set[asyncio.Event]] = {}
 
     def open(self, run_id: str) -> RunLog:
-        """Return a new log for run `run_id`, forgetting the oldest ended ones past `KEPT`."""
-        log = RunLog(run_id)
+        """Return a new log for run `run_id` (the oldest ended ones past `KEPT` are
+        forgotten as runs end)."""
+        log = RunLog(run_id, self._ended_log)
         self._logs[run_id] = log
+        self._ended.pop(run_id, None)
         for waiter in self._waiting.pop(run_id, set()):
             waiter.set()
-        ended = [key for key, kept in self._logs.items() if kept.ended]
-        for key in ended[: max(0, len(ended) - KEPT)]:
-            del self._logs[key]
         return log
+
+    def _ended_log(self, log: RunLog) -> None:
+        """Keep `log` among the ended ones; forget the oldest past `KEPT`."""
+        if self._logs.get(log.run_id) is not log:
+            return  # a log this one no longer keeps
+        self._ended[log.run_id] = log
+        while len(self._ended) > KEPT:
+            key, _ = self._ended.popitem(last=False)
+            del self._logs[key]
 
     def get(self, run_id: str) -> RunLog | None:
         """Return the log of run `run_id`, if this process keeps it."""

@@ -32,11 +32,11 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
 
 from plait.agents.options import RunOption
 from plait.messages import Message
@@ -46,6 +46,7 @@ from plait.protocols.agent_protocol.documents import now
 from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
 from plait.protocols.agent_protocol.multitask import (
     finish,
+    finish_run,
     keep_stopped_turns,
     mark_stop,
     rewind,
@@ -62,7 +63,7 @@ from plait.protocols.agent_protocol.records import (
     thread_values,
 )
 from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs, event_id
-from plait.protocols.agent_protocol.shapes import errors
+from plait.protocols.agent_protocol.shapes import RunCreate, errors
 from plait.protocols.agent_protocol.state import check_checkpoint, resume_targets
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
 from plait.protocols.agent_protocol.thread_records import runs_document
@@ -93,30 +94,6 @@ __all__ = [
     "stream_run",
     "wait_run",
 ]
-
-
-class RunCreate(BaseModel):
-    """What `runs.create`, `stream` and `wait` send (the options plait honours)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    assistant_id: str
-    input: Any = None
-    command: dict[str, Any] | None = None
-    stream_mode: str | list[str] = "values"
-    metadata: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
-    if_not_exists: Literal["create", "reject"] | None = None
-    on_disconnect: Literal["cancel", "continue"] | None = None
-    on_completion: Literal["delete", "keep"] | None = None
-    webhook: str | None = None
-    after_seconds: float | None = None
-    interrupt_before: Any = None
-    interrupt_after: Any = None
-    checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
 
 
 def _modes(body: RunCreate) -> frozenset[str]:
@@ -207,16 +184,20 @@ async def _launch(
     await keep_stopped_turns(who, thread_id)
     before = await who.store.get_session(thread_id)
 
+    queued = [True]  # the thread had queued runs as this one ended: `then` starts one
+
     async def ended(final: str, summary: RunSummary) -> None:
         at = summary.checkpoint_id if summary.status == "cancelled" else None
-        found = await document.change(lambda stored: finish(stored, run_id, final, at))
+        edit = partial(finish_run, thread_id=thread_id, run_id=run_id, status=final, at=at)
+        found, queued[0] = await document.change(edit)
         if found is not None and found.get("stop") == "rollback":
             await rewind(who, thread_id, before)
             await forget_run(who, thread_id, found.get("checkpoint"))
         await run_ended(who, thread_id, run_id, body.webhook)
 
     async def then() -> None:
-        await start_next(who, thread_id, _launcher(who, thread_id, logs))
+        if queued[0]:
+            await start_next(who, thread_id, _launcher(who, thread_id, logs))
 
     resume = body.command is not None and "resume" in body.command
     given, extra = ([], {}) if resume else split_input(body.input)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from plait.server.bodies import error_responses
 
-__all__ = ["Body", "Page", "SortedPage", "errors", "router_of", "search_routes"]
+__all__ = ["Body", "Page", "RunCreate", "SortedPage", "errors", "router_of", "search_routes"]
 
 #: What each error status means on the Agent Protocol's routes.
 _MEANINGS = {
@@ -95,3 +95,27 @@ def search_routes(
             responses=errors(*codes),
             name=f"{noun}_{verb}",
         )
+
+
+class RunCreate(BaseModel):
+    """What `runs.create`, `stream` and `wait` send (the options plait honours)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    assistant_id: str
+    input: Any = None
+    command: dict[str, Any] | None = None
+    stream_mode: str | list[str] = "values"
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    webhook: str | None = None
+    after_seconds: float | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None

@@ -33,6 +33,7 @@ from plait.protocols.agent_protocol.multitask import (
     age,
     claim_next,
     finish,
+    has_queue,
     reserve,
 )
 from plait.protocols.agent_protocol.records import run_ended
@@ -151,8 +152,7 @@ async def start_next(
 
 
 async def _has_queue(who: Caller, thread_id: str) -> bool:
-    stored = await runs_document(who, thread_id).read()
-    return any(active(record, thread_id) and record.get("queued") for record in stored.values())
+    return has_queue(await runs_document(who, thread_id).read(), thread_id)
 
 
 async def _list_queue(who: Caller, thread_id: str) -> None:
