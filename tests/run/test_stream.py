@@ -80,6 +80,34 @@ async def test_runner_cancel_stops_a_hanging_tool_and_the_run_resumes() -> None:
     assert steps.ran == [1, 2, 2, 3]  # the stopped call ran again; step 1 did not
 
 
+async def test_a_tool_that_polls_ctx_cancelled_is_stopped_before_it_sees_the_flag() -> None:
+    # The tool wakes at every turn of the loop; the stop comes while its next wake-up is
+    # queued. It is cancelled there and then, so it cannot see the flag and return a result
+    # as if it had finished (the stopped call is left out and runs again on resume).
+    started = asyncio.Event()
+    saw: list[bool] = []
+
+    @tool
+    async def poll(ctx: RunContext) -> str:
+        """Work until the run is asked to stop."""
+        started.set()
+        while not ctx.cancelled:  # noqa: ASYNC110 - a run's cancel is a flag
+            await asyncio.sleep(0)
+        saw.append(True)
+        return "stopped"
+
+    runner = Runner(ChatModelAgent("A", ScriptedModel([call("poll", {})]), tools=[poll]))
+    stream = runner.query("go")
+    consumer = asyncio.create_task(stream.collect())
+    await _bounded(started.wait())
+    stream.cancel()
+    result = await _bounded(consumer)
+    assert isinstance(result.error, RunCancelled)
+    assert saw == []
+    tool_results = [e for e in result.events if e.message is not None and e.message.role == "tool"]
+    assert tool_results == []
+
+
 async def test_a_stop_keeps_the_calls_of_the_round_that_finished() -> None:
     steps = Steps(hang_on={2})
     first = ScriptedModel([calls(call("step", {"n": 1}), call("step", {"n": 2}))])

@@ -409,9 +409,14 @@ class CallGuard:
         return self
 
     def stop_soon(self) -> None:
-        """End the call at the event loop's next turn (from any thread)."""
+        """End the call: at once on its event loop's thread (so the call cannot see the stop
+        and return as if it had finished), else at the loop's next turn."""
         task = self._task
-        if task is not None and not (loop := task.get_loop()).is_closed():
+        if task is None or (loop := task.get_loop()).is_closed():
+            return
+        if asyncio._get_running_loop() is loop:
+            self._fire("cancel")
+        else:
             loop.call_soon_threadsafe(self._fire, "cancel")
 
     def _fire(self, reason: Literal["timeout", "cancel"]) -> None:
