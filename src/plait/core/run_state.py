@@ -409,12 +409,13 @@ class CallGuard:
         return self
 
     def stop_soon(self) -> None:
-        """End the call: at once on its event loop's thread (so the call cannot see the stop
-        and return as if it had finished), else at the loop's next turn."""
+        """End the call: at once when asked from another task on its event loop (so the
+        call cannot see the stop and return as if it had finished), else at the loop's next
+        turn (from another thread, or from the call itself, which is running now)."""
         task = self._task
         if task is None or (loop := task.get_loop()).is_closed():
             return
-        if asyncio._get_running_loop() is loop:
+        if asyncio._get_running_loop() is loop and current_task(loop) is not task:
             self._fire("cancel")
         else:
             loop.call_soon_threadsafe(self._fire, "cancel")
