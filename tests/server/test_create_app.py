@@ -3,6 +3,7 @@ seam, and a stopping server leaving its runs resumable."""
 
 from __future__ import annotations
 
+import gc
 import importlib.machinery
 import sys
 import types
@@ -38,6 +39,8 @@ def _agent(name: str) -> ChatModelAgent:
         ([_agent("a")], {"api_keys": {}}, "pass None"),
         ([_agent("a")], {"max_request_bytes": 0}, "positive"),
         ([_agent("a")], {"store": "sqlite:///x.db"}, "plait Store"),
+        ([_agent("a")], {"gc_young": 0}, "gc_young must be a whole number"),
+        ([_agent("a")], {"gc_young": True}, "gc_young must be a whole number"),
     ],
 )
 def test_what_create_app_refuses(agents: object, kwargs: dict[str, object], says: str) -> None:
@@ -54,6 +57,20 @@ def test_agents_are_named_by_name_or_by_mapping_key() -> None:
         body = {"input": "hey", "stream": False}
         assert http.post("/v1/agents/public/runs", json=body).json()["agent"] == "public"
         assert http.post("/v1/agents/solo/runs", json=body).status_code == 404
+
+
+def test_while_an_app_serves_its_young_garbage_is_collected_less_often() -> None:
+    before = gc.get_threshold()
+    app = create_app(_agent("a"), store=MemoryStore())
+    with ServerThread(app) as server, client(server.url) as http:
+        assert http.get("/healthz").status_code == 200
+        assert gc.get_threshold() == (50_000, *before[1:])
+        with ServerThread(create_app(_agent("b"), store=MemoryStore(), gc_young=1_000)):
+            assert gc.get_threshold()[0] == 50_000  # the largest asked for
+        assert gc.get_threshold()[0] == 50_000
+    assert gc.get_threshold() == before
+    with ServerThread(create_app(_agent("c"), store=MemoryStore(), gc_young=None)):
+        assert gc.get_threshold() == before
 
 
 def test_without_keys_everyone_is_local_and_the_store_is_plait_db(

@@ -36,7 +36,7 @@ from plait.protocols.agent_protocol import (
 )
 from plait.protocols.openai_api import OPENAI_PATHS, openai_error, openai_router
 from plait.run.time_travel import read_history
-from plait.server import run_route
+from plait.server import collector, run_route
 from plait.server.approvals_api import approvals_router
 from plait.server.bodies import (
     AgentInfo,
@@ -337,6 +337,7 @@ def create_app(
     quotas: Mapping[str, Quota] | None = None,
     admin_keys: Sequence[str] | None = None,
     run_lease: float = DEFAULT_LEASE,
+    gc_young: int | None = collector.DEFAULT_YOUNG,
 ) -> FastAPI:
     """Return plait's HTTP API for `agents` as a FastAPI app (serve it with uvicorn).
 
@@ -365,6 +366,10 @@ def create_app(
             each may spend and start (`plait.server.quotas`); every call is in the ledger.
         admin_keys: Keys of `api_keys` whose callers see every user's `GET /v1/usage`.
         run_lease: Seconds a worker's lease on its runs lasts (`plait.server.leases`).
+        gc_young: While the app serves, the garbage collector's young generation is
+            collected every `gc_young` new objects instead of Python's 700, so the objects
+            of the runs in flight do not pile up for full collections
+            (`plait.server.collector`); None leaves the collector as it is.
 
     Raises:
         UsageError: A bad argument (agents, keys, limits, hosts, quotas), or no a2a-sdk.
@@ -375,7 +380,9 @@ def create_app(
     rule = host_rule(allowed_hosts, keyed=keys is not None)
     hooks = Webhooks(webhook_secret, webhook_allow)
     timing = (cancel_poll, run_lease)
+    _check_young(gc_young)
     server = _server(_named_agents(agents), store, keys, timing, hooks, clock, tenancy)
+    server.gc_young = gc_young
     if agent_protocol:
         server.background.append(Scheduler(server, cron_poll).run)
     return _equip(server, ui, a2a, max_request_bytes, rule, agent_protocol)
@@ -471,15 +478,27 @@ def _check_limits(
         raise UsageError("run_lease must be a positive number of seconds")
 
 
+def _check_young(young: object) -> None:
+    if young is not None and (isinstance(young, bool) or not isinstance(young, int) or young < 1):
+        raise UsageError(f"gc_young must be a whole number of 1 or more, or None; got {young!r}")
+
+
 def _lifespan(server: Server) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """Return the app's lifespan: watch for the server stopping; at the end stop the runs
     and close the store (when the app opened it)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        young = server.gc_young
+        if young is not None:
+            collector.hold(young)
         watcher = asyncio.ensure_future(_stop_runs_on_exit(server))
         beside = [asyncio.ensure_future(work()) for work in server.background]
-        yield
+        try:
+            yield
+        finally:
+            if young is not None:
+                collector.release(young)
         for task in (watcher, *beside):
             task.cancel()
         await asyncio.gather(*beside, return_exceptions=True)

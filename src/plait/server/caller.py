@@ -56,6 +56,9 @@ class Server:
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     #: The keys whose callers see every user's usage (`GET /v1/usage`).
     admin_keys: frozenset[str] = frozenset()
+    #: New objects between two young garbage collections while the app serves (None: the
+    #: interpreter's), `plait.server.collector`.
+    gc_young: int | None = None
 
 
 @dataclass(slots=True)

@@ -65,20 +65,20 @@ class IndexDocument(Protocol[V]):
 
 @dataclass(slots=True)
 class _Batch(Generic[V]):
-    """Index changes written together: id -> entry, or None to remove it."""
+    """Index changes written together: id -> entry, or None to remove it; `done` is set
+    once they are written (or failed: `error`)."""
 
     changes: dict[str, V | None] = field(default_factory=dict)
-    written: bool = False
+    done: asyncio.Future[None] | None = None
     error: StoreError | None = None
 
 
 @dataclass(slots=True)
 class _Pending(Generic[V]):
-    """One index in this process: the lock of its writer and the batch it fills."""
+    """One index in this process: the batch that fills while its writer is busy."""
 
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     batch: _Batch[V] = field(default_factory=_Batch)
-    waiting: int = 0
+    writer: asyncio.Future[None] | None = None
 
 
 class GroupIndex(Generic[V]):
@@ -98,6 +98,11 @@ class GroupIndex(Generic[V]):
         """Set the entry of `item_id` in the index kept under `key` (None: remove it);
         return once a write that holds the change is stored.
 
+        The index's writer is a task of its own: it starts on the loop's next turn, so the
+        changes made in this turn (by every run the loop is serving) are written together,
+        and a caller that is cancelled while it waits leaves the others' changes to be
+        written.
+
         Raises:
             StoreError: The store failed, or the index kept changing under this process.
         """
@@ -106,25 +111,41 @@ class GroupIndex(Generic[V]):
             index = self._pending[key] = _Pending()
         batch = index.batch
         batch.changes[item_id] = entry
-        index.waiting += 1
+        done = batch.done
+        if done is None:
+            done = batch.done = asyncio.get_running_loop().create_future()
+        if index.writer is None:
+            index.writer = asyncio.ensure_future(self._flush(store, key, index))
+        await asyncio.shield(done)
+        if batch.error is not None:
+            raise StoreError(batch.error.message, operation=batch.error.operation)
+
+    async def _flush(self, store: SessionStore, key: str, index: _Pending[V]) -> None:
+        """Write the index's batches, one after the other, until none is waiting."""
         try:
-            async with index.lock:
-                if batch.written:
-                    return
-                if batch.error is not None:
-                    raise StoreError(batch.error.message, operation=batch.error.operation)
-                if index.batch is batch:
-                    index.batch = _Batch()  # what arrives from now on is written next
+            while index.batch.changes:
+                batch, index.batch = index.batch, _Batch()
                 try:
                     await self._write(store, key, batch.changes)
                 except StoreError as exc:
                     batch.error = exc
+                except BaseException as exc:  # the waiting callers hear of it as a StoreError
+                    batch.error = StoreError(
+                        f"writing the {self._what} index '{key}' failed: "
+                        f"{type(exc).__name__}: {exc}",
+                        operation=f"writing the {self._what} index",
+                    )
                     raise
-                batch.written = True
+                finally:
+                    assert batch.done is not None
+                    batch.done.set_result(None)
         finally:
-            index.waiting -= 1
-            if index.waiting == 0 and self._pending.get(key) is index:
-                del self._pending[key]
+            index.writer = None
+            if self._pending.get(key) is index:
+                if index.batch.changes:  # left by a cancelled writer: the next one takes them
+                    index.writer = asyncio.ensure_future(self._flush(store, key, index))
+                else:
+                    del self._pending[key]
 
     async def _write(self, store: SessionStore, key: str, changes: dict[str, V | None]) -> None:
         """Apply `changes` to the stored index: compare-and-set, retried on conflict."""
