@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -19,6 +20,7 @@ __all__ = [
     "LinkAware",
     "RecordsHistory",
     "Transferable",
+    "is_agent",
     "require_agent",
     "require_unique_names",
 ]
@@ -90,6 +92,24 @@ class RecordsHistory(Protocol):
     inside), so the flow around it must not record them again."""
 
     records_history: bool
+
+
+#: Classes whose instances were found to be agents, with `run` a method of the class (so an
+#: instance of one is an agent once it has its `name` and `description`).
+_AGENT_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def is_agent(value: object) -> bool:
+    """Whether `value` is an `Agent` (as `isinstance(value, Agent)`, without checking the
+    protocol's members again for each instance of a class already seen)."""
+    kind = type(value)
+    if kind in _AGENT_CLASSES:
+        return hasattr(value, "name") and hasattr(value, "description")
+    if not isinstance(value, Agent):
+        return False
+    if callable(getattr(kind, "run", None)):
+        _AGENT_CLASSES.add(kind)
+    return True
 
 
 def require_agent(value: object, what: str) -> Agent:

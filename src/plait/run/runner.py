@@ -21,7 +21,7 @@ from plait._util.sync import run_in_new_loop
 from plait.agents.options import RunOption, RunOptions, check_options
 from plait.capabilities.cassette import Cassette
 from plait.capabilities.limits import UsageLimits
-from plait.core.agent import Agent
+from plait.core.agent import Agent, is_agent
 from plait.core.checkpoint import UNSET, Checkpoint
 from plait.core.context import Frame
 from plait.core.hooks import HookChain, Hooks, with_global
@@ -139,7 +139,7 @@ class Runner:
         keep_history: int = 100,
         user: str = "local",
     ) -> None:
-        if not isinstance(agent, Agent):
+        if not is_agent(agent):
             raise UsageError(f"Runner needs an Agent (name, description, run), got {agent!r}")
         if durability not in ("exit", "step"):
             raise UsageError("durability must be 'exit' or 'step'")

@@ -266,9 +266,14 @@ class StepLog:
         return writes, [step_id(checkpoint_id, old) for old, _ in dropped]
 
 
+#: `json.dumps(..., separators=(",", ":"))`, made once (`dumps` with any setting makes a new
+#: encoder at each call).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def _entry_json(entry: dict[str, Any]) -> bytes:
     """Return one history entry (`_Entry`'s fields) as the history document holds it."""
-    return json.dumps(entry, separators=(",", ":")).encode()
+    return _COMPACT.encode(entry).encode()
 
 
 def _join(texts: list[bytes]) -> bytes:

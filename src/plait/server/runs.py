@@ -32,7 +32,7 @@ from plait.errors import (
 from plait.events import AgentEvent, RunResult
 from plait.messages import Message
 from plait.run.runner import Runner, RunStream
-from plait.server.bodies import RunRecord, RunSummary
+from plait.server.bodies import RunRecord, RunSummary, UsageOut
 from plait.server.budget import ledger_hooks
 from plait.server.leases import WorkerLease, take_over
 from plait.server.quotas import Tenants, Ticket
@@ -44,6 +44,7 @@ __all__ = ["LiveRun", "Relay", "Runs"]
 
 _log = logging.getLogger("plait.server")
 _RECORD_ONLY = {"run_id", "started_at", "updated_at", "worker"}
+_NO_USAGE = UsageOut()  # a running run's usage (never changed in place)
 
 
 class Nudge(enum.Enum):
@@ -140,11 +141,17 @@ class LiveRun:
 
     def running_summary(self) -> RunSummary:
         """Return the summary of this run while it runs (made from checked values)."""
-        return RunSummary.model_construct(
+        return RunSummary.model_construct(  # every field given: no default is copied
             status="running",
             checkpoint_id=self.checkpoint_id,
+            final_output=None,
+            interrupts=[],
+            error=None,
+            usage=_NO_USAGE,
+            handoffs=[],
             agent=self.agent,
             session_id=self.session_id,
+            metadata={},
         )
 
     def accept(self) -> None:
