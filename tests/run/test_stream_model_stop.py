@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plait import ChatModelAgent, Message, Runner, tool
+from plait import ChatModelAgent, Message, ParallelAgent, Runner, tool
 from plait.errors import RunCancelled
 from plait.stores import MemoryStore
 from plait.testing import call
@@ -30,6 +30,7 @@ class Writer:
         self.calls = 0
         self.gated = 2 if tool_first else 1  # which call is gated
         self.stopped = 0  # calls that were cut short
+        self.answered = asyncio.Event()  # set when the gated call has answered (whole)
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolInfo] = (), **options: Any
@@ -46,6 +47,7 @@ class Writer:
         except asyncio.CancelledError:
             self.stopped += 1
             raise
+        self.answered.set()
         return Message.assistant("Hello")
 
     async def stream(
@@ -152,3 +154,29 @@ async def test_a_stop_asked_before_the_streamed_call_starts_makes_no_reply() -> 
     assert model.calls == 0  # the model was never asked
     resumed = await _bounded(runner.resume(result.checkpoint_id).collect())
     assert resumed.final_output == "Hello"
+
+
+@pytest.mark.parametrize("first_done", ["L", "R"])
+async def test_a_stop_ends_the_model_call_in_flight_when_another_ran_beside_it(
+    first_done: str,
+) -> None:
+    writers = {"L": Writer(), "R": Writer()}
+    agents = [ChatModelAgent(name, model) for name, model in writers.items()]
+    runner = Runner(ParallelAgent("both", agents), store=MemoryStore())
+    stream = runner.query("hi")
+    consumer = asyncio.create_task(stream.collect())
+    for model in writers.values():
+        await _bounded(model.writing.wait())
+    done = writers[first_done]
+    still = writers["R" if first_done == "L" else "L"]
+    done.gate.set()  # one of the two calls in flight ends, the other still waits
+    await _bounded(done.answered.wait())
+    stream.cancel()
+    result = await _bounded(consumer)
+    assert isinstance(result.error, RunCancelled)
+    assert (still.stopped, done.stopped) == (1, 0)  # the call still in flight was ended
+    resumed = await _bounded(runner.resume(result.checkpoint_id).collect())
+    assert resumed.error is None
+    said = [e.message.message.content for e in resumed.events if e.message and e.message.message]
+    assert said == ["again"]
+    assert (still.calls, done.calls) == (2, 1)  # asked again on resume; the other had answered

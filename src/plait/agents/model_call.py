@@ -153,6 +153,7 @@ class ModelCalls:
         "agent",
         "calls_made",
         "ctx",
+        "event_loop",
         "hooked",
         "hooks",
         "messages",
@@ -165,6 +166,7 @@ class ModelCalls:
     agent: CallingAgent
     calls_made: int
     ctx: Frame
+    event_loop: asyncio.AbstractEventLoop  # the loop the run runs on
     hooked: bool  # `before_model`, `during_model` or `wrap_model` hooks see each call
     hooks: HookChain
     messages: list[Message]
@@ -257,9 +259,13 @@ class ModelCalls:
             self.calls_made += 1  # `_before_call`, inline
         run = self.run
         run.requests += 1
-        task = current_task(asyncio.get_running_loop())
-        flight = run.model_calls_in_flight
-        flight.add(task)  # type: ignore[arg-type]  # a task: what a stop request cancels
+        # the task awaiting the reply is what a stop request cancels: it takes the run's
+        # slot for the model call in flight, or joins the others when calls run at once
+        task = current_task(self.event_loop)
+        if run.model_call is None:
+            run.model_call = task
+        else:
+            run.model_calls_in_flight.add(task)  # type: ignore[arg-type]
         try:
             reply = await agent.model.generate(
                 self.messages, tools=agent._tool_infos, **self.options
@@ -273,7 +279,10 @@ class ModelCalls:
             box.error = model_error(agent.name, exc)
             return []
         finally:
-            flight.discard(task)
+            if run.model_call is task:
+                run.model_call = None
+            else:
+                run.model_calls_in_flight.discard(task)
         if not isinstance(reply, Message):
             box.error = wrong_output(
                 agent.model, agent.name, "generate() returned", reply, "a Message"

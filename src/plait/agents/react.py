@@ -4,6 +4,7 @@ model input, the tool round under way, the checkpoint record, the structured ans
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AsyncExitStack, aclosing
@@ -136,6 +137,7 @@ class _Loop(ModelCalls):
         self.answer: list[AgentEvent] = []  # the events of a structured answer, to yield
         self.resumed_tools = False  # the run resumes in a round of tool calls
         self.run = ctx.run  # its flags and counters, read on every step
+        self.event_loop = asyncio.get_running_loop()
         self.teams = ctx.under_budgets  # team budgets apply
         # a reply goes on without awaiting: no `after_model` hook, team budget or output check
         self.plain = not (hooks.after_model or self.teams or self.check is not None)

@@ -14,6 +14,7 @@ import bisect
 import functools
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from plait._util.quote import quote
@@ -56,19 +57,22 @@ class Outcome:
         return action is not None and (action.exit or action.transfer_to_agent is not None)
 
 
+_NONE_DONE: Mapping[int, Outcome] = MappingProxyType({})  # a round with no earlier results
+
+
 class Round:
     """What a round of tool calls left for the ReAct loop."""
 
     __slots__ = ("direct", "done", "failed", "interrupt_calls", "interrupts", "outcomes", "stopped")
 
-    def __init__(self, done: dict[int, Outcome] | None = None) -> None:
+    def __init__(self, done: Mapping[int, Outcome] = _NONE_DONE) -> None:
         self.outcomes: list[Outcome] = []
         self.direct: Outcome | None = None
         self.failed = False
         self.stopped = False  # a stop of the run cut some calls short
         self.interrupts: list[InterruptCtx] = []  # in the order of the calls that raised them
         self.interrupt_calls: list[int] = []  # the position of each one's call
-        self.done = done or {}  # results from before a pause: not run again, not re-emitted
+        self.done = done  # results from before a pause: not run again, not re-emitted
 
     def messages(self) -> list[Message]:
         """Return the tool messages in the order of the calls."""

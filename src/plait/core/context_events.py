@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from plait._util.record import dict_setter
 from plait.errors import PlaitError
 from plait.events import (
     AgentAction,
@@ -19,12 +20,14 @@ from plait.messages import Message
 
 __all__ = ["AgentEvents", "message_event"]
 
-# Positional constructors of the event types, for the hot path (see plait._record).
+# Positional constructors of the event types, for the hot path (see plait._util.record).
 _make_variant: Callable[..., MessageVariant] = MessageVariant._make  # type: ignore[attr-defined]
 _make_output: Callable[..., AgentOutput] = AgentOutput._make  # type: ignore[attr-defined]
 _make_event: Callable[..., AgentEvent] = AgentEvent._make  # type: ignore[attr-defined]
 _new = object.__new__
-_set = object.__setattr__
+_set_variant = dict_setter(MessageVariant)
+_set_output = dict_setter(AgentOutput)
+_set_event = dict_setter(AgentEvent)
 
 
 class AgentEvents:
@@ -72,11 +75,10 @@ def message_event(
     event of every model reply and tool result): equal to `AgentEvent(agent_name=...,
     output=AgentOutput(message=MessageVariant(is_streaming=False, role=role,
     tool_name=message.name, message=message)), action=action)`. Records keep every field
-    in their `__dict__` (`plait._record`)."""
+    in their `__dict__` (`plait._util.record`)."""
     variant = _new(MessageVariant)
-    _set(
+    _set_variant(
         variant,
-        "__dict__",
         {
             "is_streaming": False,
             "role": role,
@@ -86,11 +88,10 @@ def message_event(
         },
     )
     output = _new(AgentOutput)
-    _set(output, "__dict__", {"message": variant, "custom": None})
+    _set_output(output, {"message": variant, "custom": None})
     event = _new(AgentEvent)
-    _set(
+    _set_event(
         event,
-        "__dict__",
         {
             "agent_name": agent_name,
             "run_path": run_path,

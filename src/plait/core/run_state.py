@@ -139,6 +139,7 @@ class RunState:
         "local",
         "max_transfers",
         "metadata",
+        "model_call",
         "model_calls",
         "model_calls_in_flight",
         "model_calls_stopped",
@@ -189,7 +190,9 @@ class RunState:
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
         self.guards: set[Stoppable] = set()  # the tool and model calls in flight
-        # the tasks awaiting a model's reply now, and those of them a stop cancelled
+        # the tasks awaiting a model's reply now (the first in its own slot, any others
+        # running at the same time in the set), and those of them a stop cancelled
+        self.model_call: asyncio.Task[Any] | None = None
         self.model_calls_in_flight: set[asyncio.Task[Any]] = set()
         self.model_calls_stopped: set[asyncio.Task[Any]] = set()
         self.options: SavedOptions | None = None  # the run's per-run options (RunOptions)
@@ -278,9 +281,10 @@ class RunState:
         self.cancel_requested = True
         for guard in list(self.guards):
             guard.stop_soon()
-        for task in self.model_calls_in_flight - self.model_calls_stopped:
-            self.model_calls_stopped.add(task)
-            task.cancel()
+        for task in (self.model_call, *self.model_calls_in_flight):
+            if task is not None and task not in self.model_calls_stopped:
+                self.model_calls_stopped.add(task)
+                task.cancel()
 
     def charge(self, budgets: tuple[str, ...], usage: Usage | None) -> None:
         """Count one model call and its usage in the totals and in `budgets` (team keys);

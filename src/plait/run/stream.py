@@ -157,8 +157,17 @@ class RunStream(RunSaves):
                             self._finish()
                             raise
                         if event.action is None and event.error is None and not self._paused:
-                            self._last_event = event  # `_after_event` of a plain event
-                            self._note_output(event)
+                            # `_after_event` of a plain event, `_note_output` inline
+                            self._last_event = event
+                            output = event.output
+                            if (
+                                output is not None
+                                and event.depth == 0
+                                and (output.message or output.custom is not None)
+                            ):
+                                self._last_output = event
+                            if event.handoff is not None:
+                                self._handoffs.append(event.handoff)
                         else:
                             event = await self._after_event(event)
                     elif self._upcoming is not None:
