@@ -352,8 +352,8 @@ def create_app(
         cancel_poll: Seconds between two looks of a running run for cancel requests.
         allowed_hosts: The host names this server answers besides its loopback names and
             the address a request came in on (a proxy's public name); `["*"]` answers any.
-            None: a server without keys answers only those (a page rebinding its name to
-            this machine is refused, `403`); a server with keys answers any host.
+            None: a server without keys answers only those (a page rebinding its name to this
+            machine is refused, `403`); a server with keys answers any host.
         a2a: Also serve every agent over A2A at `/a2a/{agent}` (the `a2a` extra).
         agent_protocol: Also serve the Agent Protocol (what the `langgraph-sdk` client
             speaks, `plait.protocols.agent_protocol`), behind the same checks and keys.
@@ -366,26 +366,19 @@ def create_app(
             each may spend and start (`plait.server.quotas`); every call is in the ledger.
         admin_keys: Keys of `api_keys` whose callers see every user's `GET /v1/usage`.
         run_lease: Seconds a worker's lease on its runs lasts (`plait.server.leases`).
-        gc_young: While the app serves, the garbage collector's young generation is
-            collected every `gc_young` new objects instead of Python's 700, so the objects
-            of the runs in flight do not pile up for full collections
-            (`plait.server.collector`); None leaves the collector as it is.
+        gc_young: New objects per young garbage collection while serving (`server.collector`).
 
     Raises:
         UsageError: A bad argument (agents, keys, limits, hosts, quotas), or no a2a-sdk.
     """
     keys = check_api_keys(api_keys)
     tenancy = check_quotas(quotas), check_admin_keys(admin_keys, keys)
-    _check_limits(max_request_bytes, cancel_poll, cron_poll, run_lease)
+    _check_limits(max_request_bytes, cancel_poll, cron_poll, run_lease, gc_young)
     rule = host_rule(allowed_hosts, keyed=keys is not None)
-    hooks = Webhooks(webhook_secret, webhook_allow)
-    timing = (cancel_poll, run_lease)
-    _check_young(gc_young)
+    timing, hooks = (cancel_poll, run_lease, gc_young), Webhooks(webhook_secret, webhook_allow)
     server = _server(_named_agents(agents), store, keys, timing, hooks, clock, tenancy)
-    server.gc_young = gc_young
-    if agent_protocol:
-        server.background.append(Scheduler(server, cron_poll).run)
-    return _equip(server, ui, a2a, max_request_bytes, rule, agent_protocol)
+    crons = cron_poll if agent_protocol else None
+    return _equip(server, ui, a2a, max_request_bytes, rule, crons)
 
 
 def _new_app(server: Server) -> FastAPI:
@@ -411,10 +404,14 @@ def _equip(
     a2a: bool,
     max_request_bytes: int,
     rule: HostRule | None,
-    agent_protocol: bool,
+    cron_poll: float | None,
 ) -> FastAPI:
     """Return the app of `server` with its error handlers, routes and the door every
-    request passes (the run route's shortcut in it)."""
+    request passes (the run route's shortcut in it); with the Agent Protocol's routes and
+    its crons' scheduler unless `cron_poll` is None."""
+    agent_protocol = cron_poll is not None
+    if cron_poll is not None:
+        server.background.append(Scheduler(server, cron_poll).run)
     app = _new_app(server)
     install_error_handlers(app)
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
@@ -468,7 +465,7 @@ def _include_routes(app: FastAPI, ui: bool, a2a: Server | None, logs: RunLogs | 
 
 
 def _check_limits(
-    max_request_bytes: object, cancel_poll: float, cron_poll: float, run_lease: float
+    max_request_bytes: object, cancel_poll: float, cron_poll: float, run_lease: float, young: object
 ) -> None:
     if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
         raise UsageError("max_request_bytes must be an int")
@@ -476,9 +473,6 @@ def _check_limits(
         raise UsageError("max_request_bytes, cancel_poll and cron_poll must be positive")
     if not (run_lease > 0 and math.isfinite(run_lease)):
         raise UsageError("run_lease must be a positive number of seconds")
-
-
-def _check_young(young: object) -> None:
     if young is not None and (isinstance(young, bool) or not isinstance(young, int) or young < 1):
         raise UsageError(f"gc_young must be a whole number of 1 or more, or None; got {young!r}")
 
@@ -524,12 +518,13 @@ def _server(
     agents: dict[str, Agent],
     store: Store | None,
     keys: dict[str, str] | None,
-    timing: tuple[float, float],
+    timing: tuple[float, float, int | None],
     webhooks: Webhooks,
     clock: Callable[[], datetime] | None,
     tenancy: tuple[dict[str, Quota], frozenset[str]],
 ) -> Server:
-    """Return what the app's routes share (`timing`: the cancel poll and the run lease)."""
+    """Return what the app's routes share (`timing`: the cancel poll, the run lease and
+    the young garbage collections)."""
     owns = store is None
     if store is None:
         from plait.stores.sqlite import SqliteStore
@@ -537,9 +532,9 @@ def _server(
         store = SqliteStore("plait.db")
     elif not isinstance(store, Store):
         raise UsageError(f"store must be a plait Store, got {type(store).__name__}")
-    poll, lease = timing
+    poll, lease, young = timing
     runs = Runs(agents, cancel_poll=poll, leases=WorkerLease(store, lease))
-    server = Server(agents, store, keys, runs, owns, webhooks=webhooks)
+    server = Server(agents, store, keys, runs, owns, webhooks=webhooks, gc_young=young)
     server.clock = clock or server.clock
     server.runs.tenants = Tenants(store, tenancy[0], server.clock)
     server.admin_keys = tenancy[1]
