@@ -97,3 +97,21 @@ async def test_each_thread_and_its_runs_have_records_of_their_own(tmp_path: Path
         assert list(listing["threads"]) == ["t-a", "t-c"]
     finally:
         await store.close()
+
+
+async def test_a_long_thread_list_is_kept_in_order(tmp_path: Path) -> None:
+    made = [f"t-{n:03}" for n in range(150)]  # more than two blocks of the list's texts
+    async with serve(tmp_path) as served:
+        for thread_id in made:
+            await served.ann.threads.create(thread_id=thread_id)
+        for thread_id in ("t-000", "t-070", "t-149"):
+            await served.ann.threads.delete(thread_id)
+        await served.ann.threads.create(thread_id="t-new")
+        assert await served.ann.threads.count() == 148
+    kept = [t for t in made if t not in ("t-000", "t-070", "t-149")] + ["t-new"]
+    store = SqliteStore(tmp_path / "ap.db")
+    try:
+        listing = json.loads(await store.get_session("ann/ap/thread-list") or b"{}")
+        assert list(listing["threads"]) == kept
+    finally:
+        await store.close()

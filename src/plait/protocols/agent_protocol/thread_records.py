@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from plait._util.joined import JoinedParts
 from plait._util.per_object import PerObject
 from plait.errors import SessionConflict
 from plait.protocols.agent_protocol.documents import Document
@@ -46,11 +47,12 @@ _LIST = "thread-list"
 @dataclass(slots=True)
 class _Listed:
     """A thread list as this process last wrote (or read) it, with each entry's JSON text
-    (a write encodes only the entries that changed)."""
+    kept in joined blocks (`plait._util.joined`: a write encodes only the entries that
+    changed, and joins again only their blocks)."""
 
     version: int
     threads: dict[str, str] = field(default_factory=dict)
-    parts: dict[str, str] = field(default_factory=dict)
+    parts: JoinedParts = field(default_factory=JoinedParts)
 
     @classmethod
     def read(cls, found: SessionRecord | None) -> _Listed:
@@ -59,7 +61,7 @@ class _Listed:
         threads = document.get("threads") if isinstance(document, dict) else None
         for thread_id, made in (threads if isinstance(threads, dict) else {}).items():
             listed.threads[thread_id] = str(made)
-            listed.parts[thread_id] = _part(thread_id, str(made))
+            listed.parts.set(thread_id, _part(thread_id, str(made)))
         return listed
 
     def apply(self, changes: dict[str, str | None]) -> bool:
@@ -67,16 +69,16 @@ class _Listed:
         for thread_id, made in changes.items():
             if made is None:
                 if self.threads.pop(thread_id, None) is not None:
-                    del self.parts[thread_id]
+                    self.parts.pop(thread_id)
                     changed = True
             elif thread_id not in self.threads:
                 self.threads[thread_id] = made
-                self.parts[thread_id] = _part(thread_id, made)
+                self.parts.set(thread_id, _part(thread_id, made))
                 changed = True
         return changed
 
     def encode(self) -> bytes:
-        return ('{"threads": {' + ", ".join(self.parts.values()) + "}}").encode()
+        return b'{"threads": {' + self.parts.joined() + b"}}"
 
 
 def _part(key: str, value: str) -> str:
