@@ -58,6 +58,31 @@ async def test_stream_sends_metadata_values_updates_and_end(served: Served) -> N
     assert run["status"] == "success"
 
 
+async def test_values_are_the_thread_after_each_message(served: Served) -> None:
+    key = (await served.ann.threads.create())["thread_id"]
+    await served.ann.threads.update_state(key, {"mood": "calm"})
+    sent = []
+    for text in ("hi", "more"):
+        parts = [
+            part
+            async for part in served.ann.runs.stream(
+                key,
+                "echo",
+                input={"messages": [{"role": "user", "content": text}], "topic": text},
+                stream_mode="values",
+            )
+        ]
+        sent.append([p.data for p in parts if p.event == "values"])
+    first, second = sent
+    assert [_texts(v) for v in first] == [[("human", "hi")], [("human", "hi"), ("ai", "echo: hi")]]
+    assert [len(v["messages"]) for v in second] == [3, 4]
+    assert [(v["mood"], v["topic"]) for v in first + second] == [("calm", "hi")] * 2 + [
+        ("calm", "more")
+    ] * 2
+    state = await served.ann.threads.get_state(key)
+    assert second[-1] == state["values"]
+
+
 async def test_an_interrupt_is_resumed_once_with_a_command(served: Served) -> None:
     thread = await served.ann.threads.create()
     key = thread["thread_id"]

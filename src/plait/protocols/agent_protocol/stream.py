@@ -84,8 +84,16 @@ def node_update(custom: object) -> dict[str, Any] | None:
 
 
 def _event(name: str, data: object, event_id: int) -> bytes:
-    head = f"id: {event_id}\r\nevent: {name}\r\n".encode()
-    return encode(head, json.dumps(data, default=str))
+    return _framed(name, _json(data), event_id)
+
+
+def _framed(name: str, text: str, event_id: int) -> bytes:
+    """Return the event `name` with id `event_id` whose data is the JSON text `text`."""
+    return encode(f"id: {event_id}\r\nevent: {name}\r\n".encode(), text)
+
+
+def _json(data: object) -> str:
+    return json.dumps(data, default=str)
 
 
 def _closing_event(summary: RunSummary) -> tuple[str, object]:
@@ -123,6 +131,7 @@ class ProtocolRelay(Relay):
         self.thread_id = thread_id
         self.modes = modes
         self.messages, self.values = state
+        self._texts: list[str] = []  # the JSON text of each of `messages` encoded so far
         self.log = log
         self._ended = ended
         self._then = then
@@ -130,7 +139,11 @@ class ProtocolRelay(Relay):
 
     def _send(self, name: str, data: object) -> None:
         """Queue the event `name` with the next id, and keep it in the run's log."""
-        framed = _event(name, data, len(self.log.events))
+        self._send_text(name, _json(data))
+
+    def _send_text(self, name: str, text: str) -> None:
+        """`_send` the event `name` whose data is the JSON text `text`."""
+        framed = _framed(name, text, len(self.log.events))
         self.log.add(name, framed)
         self.put(framed)
 
@@ -155,8 +168,21 @@ class ProtocolRelay(Relay):
 
     def _send_values(self, extra: dict[str, Any] | None = None) -> None:
         if "values" in self.modes:
-            values = {**plain(self.values), "messages": self.messages, **(extra or {})}
-            self._send("values", values)
+            self._send_text("values", self._values_json(plain(self.values), extra or {}))
+
+    def _values_json(self, values: dict[str, Any], extra: dict[str, Any]) -> str:
+        """Return the JSON text of `{**values, "messages": messages, **extra}`, as
+        `json.dumps` writes it, encoding each message once per run: a message in the
+        thread does not change, so a step encodes only its own."""
+        if "messages" in values or "messages" in extra:
+            return _json({**values, "messages": self.messages, **extra})
+        texts = self._texts
+        texts.extend(_json(message) for message in self.messages[len(texts) :])
+        parts = [_json(values)[1:-1]] if values else []
+        parts.append('"messages": [' + ", ".join(texts) + "]")
+        if extra:
+            parts.append(_json(extra)[1:-1])
+        return "{" + ", ".join(parts) + "}"
 
     async def relay(self, event: AgentEvent) -> None:
         """Queue what each stream mode asked sends for `event` (`debug`: once a streamed
