@@ -17,6 +17,7 @@ documents`).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -48,6 +49,7 @@ _SERVED_AT = "1970-01-01T00:00:00+00:00"  # a served agent's assistant exists fr
 _DOC = "assistants"
 
 
+@functools.lru_cache(maxsize=1024)
 def served_id(name: str) -> str:
     """Return the assistant id of the served agent `name`: its UUID5 in the URL namespace."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
@@ -135,18 +137,27 @@ class Assistant:
 
 def _served(who: Caller) -> dict[str, dict[str, Any]]:
     """Return the assistants of the served agents, as stored before any change."""
-    found = {}
-    for name, agent in who.server.agents.items():
-        version = _version(1, {}, {}, {"created_by": "system"}, name, agent.description)
-        version["created_at"] = _SERVED_AT
-        found[served_id(name)] = {
-            "graph_id": name,
-            "created_at": _SERVED_AT,
-            "updated_at": _SERVED_AT,
-            "version": 1,
-            "versions": [version],
-        }
-    return found
+    return {served_id(name): _served_one(who, name) for name in who.server.agents}
+
+
+def _served_one(who: Caller, name: str) -> dict[str, Any]:
+    """Return the assistant of the served agent `name`, as stored before any change."""
+    version = {
+        "version": 1,
+        "config": {},
+        "context": {},
+        "metadata": {"created_by": "system"},
+        "name": name,
+        "description": who.server.agents[name].description,
+        "created_at": _SERVED_AT,
+    }
+    return {
+        "graph_id": name,
+        "created_at": _SERVED_AT,
+        "updated_at": _SERVED_AT,
+        "version": 1,
+        "versions": [version],
+    }
 
 
 def _all(who: Caller, stored: dict[str, Any]) -> dict[str, Assistant]:
@@ -207,11 +218,14 @@ async def find_assistant(who: Caller, key: str) -> Assistant:
     Raises:
         ApiError: `404`, no such assistant of this user.
     """
-    every = _all(who, await Document(who, _DOC).read())
-    if key in every:
-        return every[key]
-    if key in who.server.agents:
-        return every[served_id(key)]
+    stored = await Document(who, _DOC).read()
+    served = {served_id(name): name for name in who.server.agents}
+    if key not in stored and key not in served and key in who.server.agents:
+        key = served_id(key)
+    if key in stored:
+        return Assistant(key, stored[key])
+    if key in served:
+        return Assistant(key, _served_one(who, served[key]))
     raise ApiError(404, f"no assistant '{key[:128]}'")
 
 

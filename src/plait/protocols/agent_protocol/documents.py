@@ -7,7 +7,9 @@ store, beside the user's runs and sessions (`plait.server.caller`). A thread and
 have documents of their own (`plait.protocols.agent_protocol.thread_records`), so a run
 reads and writes only its thread's. Each change reads the document, edits it and writes
 it back only if nobody wrote it in between (else it reads it again), so processes sharing
-the store keep one document; an edit that changes nothing writes nothing. Within a
+the store keep one document; an edit that changes nothing writes nothing. A change may
+start from a `Snapshot` the caller read just before (`seen`): its first attempt then reads
+nothing, and writes only if the document is still as seen. Within a
 process, changes of one document wait for each other, so many requests at once do not
 wear out each other's attempts. What the
 server's workers share whatever the user (the crons they fire) is a `SharedDocument`, whose
@@ -20,6 +22,7 @@ import asyncio
 import json
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -27,7 +30,7 @@ from plait.errors import SessionConflict
 from plait.server.caller import Caller
 from plait.stores.base import GuardedStore, Store
 
-__all__ = ["Document", "SharedDocument", "now"]
+__all__ = ["Document", "SharedDocument", "Snapshot", "now"]
 
 _T = TypeVar("_T")
 _ATTEMPTS = 20  # writes tried when other processes keep changing the same document first
@@ -51,6 +54,18 @@ def now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A document as read: its stored bytes and version (`b"{}"` and 0: never written)."""
+
+    stored: bytes
+    version: int
+
+    def value(self) -> dict[str, Any]:
+        """Return the document read (a new object at each call)."""
+        return dict(json.loads(self.stored))
+
+
 class Document:
     """The document `kind` of the caller's user (a JSON object; `{}` before any write)."""
 
@@ -68,13 +83,28 @@ class Document:
         found = await self._store.get_session(self._key)
         return {} if found is None else dict(json.loads(found))
 
+    async def snapshot(self) -> Snapshot:
+        """Return the document as stored, with its version (to start a `change` from)."""
+        await self._ready()
+        return await self._snapshot()
+
+    async def _snapshot(self) -> Snapshot:
+        record = await self._store.get_session_record(self._key)
+        return (
+            Snapshot(b"{}", 0) if record is None else Snapshot(bytes(record.data), record.version)
+        )
+
     async def delete(self) -> None:
         """Delete the document (a read then finds `{}`)."""
         await self._ready()
         await self._store.delete_session(self._key)
 
-    async def change(self, edit: Callable[[dict[str, Any]], _T]) -> _T:
+    async def change(
+        self, edit: Callable[[dict[str, Any]], _T], seen: Snapshot | None = None
+    ) -> _T:
         """Apply `edit` to the document (in place) and write it; return what `edit` returns.
+        `seen`: the document as the caller just read it, the first attempt's start (it is
+        written only if the document is still at that version; else it is read again).
 
         An `edit` that raises leaves the document as it was.
 
@@ -83,24 +113,20 @@ class Document:
         """
         await self._ready()
         async with _lock(self._raw, self._key):
-            return await self._change(edit)
+            return await self._change(edit, seen)
 
-    async def _change(self, edit: Callable[[dict[str, Any]], _T]) -> _T:
+    async def _change(self, edit: Callable[[dict[str, Any]], _T], seen: Snapshot | None) -> _T:
         last: SessionConflict | None = None
         for _ in range(_ATTEMPTS):
-            record = await self._store.get_session_record(self._key)
-            stored = b"{}" if record is None else bytes(record.data)
-            data: dict[str, Any] = dict(json.loads(stored))
+            found = seen if seen is not None else await self._snapshot()
+            seen = None
+            data = found.value()
             result = edit(data)
             written = json.dumps(data).encode()
-            if written == stored:  # nothing changed: as if edited just as it was read
+            if written == found.stored:  # nothing changed: as if edited just as it was read
                 return result
             try:
-                await self._store.put_session(
-                    self._key,
-                    written,
-                    expected_version=0 if record is None else record.version,
-                )
+                await self._store.put_session(self._key, written, expected_version=found.version)
                 return result
             except SessionConflict as conflict:
                 last = conflict

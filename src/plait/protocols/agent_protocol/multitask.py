@@ -46,6 +46,7 @@ __all__ = [
     "reserve",
     "rewind",
     "stop_runs",
+    "stopped_turns",
 ]
 
 _ACTIVE = ("pending", "running")
@@ -176,7 +177,7 @@ async def rewind(who: Caller, thread_id: str, before: bytes | None) -> None:
         await who.store.put_session(thread_id, before)
 
 
-def _stopped(stored: dict[str, Any], thread_id: str) -> dict[str, str]:
+def stopped_turns(stored: dict[str, Any], thread_id: str) -> dict[str, str]:
     """Return the thread's runs stopped keeping their work whose turn the thread has not
     taken yet: run id -> the checkpoint each stopped with."""
     return {
@@ -207,12 +208,17 @@ async def _keep_turn(who: Caller, thread_id: str, checkpoint_id: str) -> None:
     await who.store.session_catalog().touch(thread_id, stamp, checkpoint.agent)
 
 
-async def keep_stopped_turns(who: Caller, thread_id: str) -> None:
+async def keep_stopped_turns(
+    who: Caller, thread_id: str, stopped: dict[str, str] | None = None
+) -> None:
     """Append the turns of the thread's runs stopped by `interrupt` to its session, as the
     thread goes on with another run (call it while that run holds the thread); their
-    checkpoints are then done, so no turn is added twice."""
+    checkpoints are then done, so no turn is added twice. `stopped`: those runs, as the
+    reservation of the run going on found them (`stopped_turns`; None: read here)."""
     document = runs_document(who, thread_id)
-    for key, checkpoint_id in _stopped(await document.read(), thread_id).items():
+    if stopped is None:
+        stopped = stopped_turns(await document.read(), thread_id)
+    for key, checkpoint_id in stopped.items():
         await _keep_turn(who, thread_id, checkpoint_id)
 
         def kept(stored: dict[str, Any], key: str = key) -> None:

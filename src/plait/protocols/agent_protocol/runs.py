@@ -68,10 +68,10 @@ from plait.protocols.agent_protocol.state import check_checkpoint, resume_target
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
 from plait.protocols.agent_protocol.thread_records import runs_document
 from plait.protocols.agent_protocol.threads import (
+    find_or_make_thread,
     find_thread,
     forget_run,
     last_step,
-    make_thread,
     note_run,
     thread_session,
     thread_status,
@@ -112,12 +112,9 @@ def _options(body: RunCreate, assistant_options: list[RunOption]) -> list[RunOpt
 
 
 async def _thread(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]:
-    try:
-        return await find_thread(who, thread_id)
-    except ApiError:
-        if body.if_not_exists != "create":
-            raise
-    return await make_thread(who, thread_id, {}, "do_nothing")
+    if body.if_not_exists == "create":
+        return await find_or_make_thread(who, thread_id)
+    return await find_thread(who, thread_id)
 
 
 class _Started:
@@ -150,9 +147,9 @@ async def _begin(
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
     run_id = run_id or str(uuid.uuid4())
     record = new_record(thread_id, assistant.assistant_id, body)
-    stop = await reserve_run(who, thread_id, run_id, record, strategy)
+    stop, stopped = await reserve_run(who, thread_id, run_id, record, strategy)
     if stop is None:
-        return await _launch(who, thread_id, run_id, body, logs, assistant)
+        return await _launch(who, thread_id, run_id, body, logs, assistant, stopped)
     await stop_runs(who, stop)
     await start_next(who, thread_id, _launcher(who, thread_id, logs))  # it may be free now
     return run_id
@@ -176,12 +173,14 @@ async def _launch(
     body: RunCreate,
     logs: RunLogs,
     assistant: Assistant | None = None,
+    stopped: dict[str, str] | None = None,
 ) -> _Started:
-    """Start the run `run_id` reserved on the thread (of `assistant`, if found already);
-    when it ends, its record says so (a rolled-back run's turn is removed) and the
-    thread's next queued run starts."""
+    """Start the run `run_id` reserved on the thread (of `assistant`, if found already;
+    `stopped`: the turns to keep, if its reservation found them); when it ends, its record
+    says so (a rolled-back run's turn is removed) and the thread's next queued run
+    starts."""
     document = runs_document(who, thread_id)
-    await keep_stopped_turns(who, thread_id)
+    await keep_stopped_turns(who, thread_id, stopped)
     before = await who.store.get_session(thread_id)
 
     queued = [True]  # the thread had queued runs as this one ended: `then` starts one

@@ -26,7 +26,7 @@ from plait.core.checkpoint import Checkpoint
 from plait.core.history import USER
 from plait.errors import CheckpointNotFound
 from plait.messages import Message
-from plait.protocols.agent_protocol.documents import now
+from plait.protocols.agent_protocol.documents import Snapshot, now
 from plait.protocols.agent_protocol.messages import from_sdk, message_id, to_sdk
 from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.shapes import (
@@ -52,6 +52,7 @@ from plait.stores.base import GuardedStore
 __all__ = [
     "StateWrite",
     "delete_thread",
+    "find_or_make_thread",
     "find_thread",
     "forget_run",
     "last_step",
@@ -114,12 +115,33 @@ async def find_thread(who: Caller, thread_id: str) -> dict[str, Any]:
     return found
 
 
+async def find_or_make_thread(who: Caller, thread_id: str) -> dict[str, Any]:
+    """Return the caller's thread record `thread_id`, made first if there is none (a run's
+    `if_not_exists="create"`): one read for a thread that exists, one change more for one
+    that does not.
+
+    Raises:
+        ApiError: `422`, `thread_id` cannot be a thread's id.
+    """
+    seen = None
+    if id_problem(thread_id) is None:
+        seen = await thread_document(who, thread_id).snapshot()
+        found = seen.value()
+        if found:
+            return found
+    return await make_thread(who, thread_id, {}, "do_nothing", seen)
+
+
 async def make_thread(
-    who: Caller, thread_id: str | None, metadata: dict[str, Any], if_exists: str | None
+    who: Caller,
+    thread_id: str | None,
+    metadata: dict[str, Any],
+    if_exists: str | None,
+    seen: Snapshot | None = None,
 ) -> dict[str, Any]:
     """Create the caller's thread `thread_id` (None: a new UUID4); return its record with
     its id, and `new` when it was made (`if_exists` "do_nothing": an existing one as it is,
-    else `409`)."""
+    else `409`; `seen`: its document as just read)."""
     key = thread_id or str(uuid.uuid4())
     problem = id_problem(key)
     if problem is not None:
@@ -136,7 +158,7 @@ async def make_thread(
         return {**stored, "thread_id": key, "new": True}
 
     await list_thread(who, key, stamp)  # listed first: every thread there is is listed
-    return await thread_document(who, key).change(edit)
+    return await thread_document(who, key).change(edit, seen)
 
 
 async def last_step(who: Caller, checkpoint: str) -> int:

@@ -35,6 +35,7 @@ from plait.protocols.agent_protocol.multitask import (
     finish,
     has_queue,
     reserve,
+    stopped_turns,
 )
 from plait.protocols.agent_protocol.records import run_ended
 from plait.protocols.agent_protocol.stream import run_status
@@ -86,12 +87,15 @@ def _end_released(
     return ended
 
 
-async def released_runs(who: Caller, thread_id: str) -> set[str]:
+async def released_runs(
+    who: Caller, thread_id: str, records: dict[str, Any] | None = None
+) -> set[str]:
     """Return the thread's reserved or started runs that hold it no more, ending the
-    records of those that still say they run."""
+    records of those that still say they run (`records`: the thread's runs document as
+    just read; None: it is read here)."""
     released: dict[str, tuple[str | None, Outcome]] = {}
     document = runs_document(who, thread_id)
-    for key, record in (await document.read()).items():
+    for key, record in (await document.read() if records is None else records).items():
         if active(record, thread_id) and not record.get("queued"):
             outcome = await _outcome(who, record)
             if outcome is not None:
@@ -105,23 +109,31 @@ async def released_runs(who: Caller, thread_id: str) -> set[str]:
 
 async def reserve_run(
     who: Caller, thread_id: str, run_id: str, record: dict[str, Any], strategy: str
-) -> list[Stop] | None:
+) -> tuple[list[Stop] | None, dict[str, str]]:
     """Reserve run `run_id` (`record`) on the thread for this worker, or queue it as
-    `strategy` says (`multitask.reserve`); return the runs it stops (None: it starts now).
+    `strategy` says (`multitask.reserve`); return the runs it stops (None: it starts now)
+    and, when it starts now, the thread's runs whose turns it is to keep
+    (`multitask.stopped_turns`). The thread's runs are read once: the reservation is
+    written from that read unless a released run's record was ended in between.
 
     Raises:
         ApiError: `409`, the thread is busy and the strategy is `reject`.
     """
     leases = who.server.runs.leases
     await leases.hold()
-    released = await released_runs(who, thread_id)
+    document = runs_document(who, thread_id)
+    seen = await document.snapshot()
+    released = await released_runs(who, thread_id, seen.value())
     mine = {**record, "worker": leases.worker}
-    stop = await runs_document(who, thread_id).change(
-        lambda stored: reserve(stored, thread_id, run_id, mine, strategy, released)
-    )
+
+    def edit(stored: dict[str, Any]) -> tuple[list[Stop] | None, dict[str, str]]:
+        stop = reserve(stored, thread_id, run_id, mine, strategy, released)
+        return stop, {} if stop is not None else stopped_turns(stored, thread_id)
+
+    stop, stopped = await document.change(edit, None if released else seen)
     if stop is not None:
         await _list_queue(who, thread_id)
-    return stop
+    return stop, stopped
 
 
 async def start_next(
