@@ -4,6 +4,8 @@ resumed with a command, background runs, each user's own."""
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 
 import httpx
 import pytest
@@ -81,6 +83,29 @@ async def test_values_are_the_thread_after_each_message(served: Served) -> None:
     ] * 2
     state = await served.ann.threads.get_state(key)
     assert second[-1] == state["values"]
+    ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"plait:{key}/{n}")) for n in range(4)]
+    assert [m["id"] for m in state["values"]["messages"]] == ids  # the same at every read
+
+
+def test_events_go_out_as_compact_json(served: Served) -> None:
+    text = "h\u00e9llo \u2603\u2028there"  # a line separator some clients split lines on
+    body = {
+        "assistant_id": "echo",
+        "input": {"messages": [{"role": "user", "content": text}]},
+        "if_not_exists": "create",
+        "stream_mode": "values",
+    }
+    url = f"{served.url}/threads/t-compact/runs/stream"
+    response = httpx.post(url, json=body, headers={"x-api-key": "key-ann"})
+    lines = [line[len("data: ") :] for line in response.text.split("\r\n")]
+    sent = [line for line in lines if line.startswith("{")]  # metadata, then values
+    assert [json.loads(line)["messages"][-1]["content"] for line in sent[1:]] == [
+        text,
+        f"echo: {text}",
+    ]
+    for line in sent:
+        compact = json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False)
+        assert line == compact.replace("\u2028", "\\u2028")
 
 
 async def test_an_interrupt_is_resumed_once_with_a_command(served: Served) -> None:

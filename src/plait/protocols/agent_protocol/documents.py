@@ -6,25 +6,26 @@ kept in documents a user reads whole: `<user>/ap/<kind>` session records of the 
 store, beside the user's runs and sessions (`plait.server.caller`). A thread and its runs
 have documents of their own (`plait.protocols.agent_protocol.thread_records`), so a run
 reads and writes only its thread's. Each change reads the document, edits it and writes
-it back only if nobody wrote it in between (else it reads it again), so processes sharing
-the store keep one document; an edit that changes nothing writes nothing. A change may
-start from a `Snapshot` the caller read just before (`seen`): its first attempt then reads
-nothing, and writes only if the document is still as seen. Within a
-process, changes of one document wait for each other, so many requests at once do not
-wear out each other's attempts. What the
-server's workers share whatever the user (the crons they fire) is a `SharedDocument`, whose
-key no user's can be (a user id has no `#`).
+it back (as compact JSON) only if nobody wrote it in between (else it reads it again), so
+processes sharing the store keep one document; an edit that changes nothing writes
+nothing. A change may start from a `Snapshot` the caller read just before (`seen`): its
+first attempt then reads nothing, and writes only if the document is still as seen.
+Within a process, changes of one document wait for each other, so many requests at once
+do not wear out each other's attempts. What the server's workers share whatever the user
+(the crons they fire) is a `SharedDocument`, whose key no user's can be (a user id has no
+`#`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+
+import pydantic_core
 
 from plait.errors import SessionConflict
 from plait.server.caller import Caller
@@ -63,7 +64,7 @@ class Snapshot:
 
     def value(self) -> dict[str, Any]:
         """Return the document read (a new object at each call)."""
-        return dict(json.loads(self.stored))
+        return dict(pydantic_core.from_json(self.stored))
 
 
 class Document:
@@ -81,7 +82,7 @@ class Document:
         """Return the document as stored."""
         await self._ready()
         found = await self._store.get_session(self._key)
-        return {} if found is None else dict(json.loads(found))
+        return {} if found is None else dict(pydantic_core.from_json(found))
 
     async def snapshot(self) -> Snapshot:
         """Return the document as stored, with its version (to start a `change` from)."""
@@ -122,7 +123,7 @@ class Document:
             seen = None
             data = found.value()
             result = edit(data)
-            written = json.dumps(data).encode()
+            written = pydantic_core.to_json(data)
             if written == found.stored:  # nothing changed: as if edited just as it was read
                 return result
             try:

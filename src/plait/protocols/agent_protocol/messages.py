@@ -10,6 +10,7 @@ message's `name` is the agent that wrote it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Mapping
@@ -32,9 +33,17 @@ _ROLES: dict[str, Role] = {
 }
 
 
+#: The hash of the URL namespace, which `message_id` goes on from.
+_NAMESPACE = hashlib.sha1(uuid.NAMESPACE_URL.bytes, usedforsecurity=False)
+
+
 def message_id(thread_id: str, position: int) -> str:
-    """Return the id of the message at `position` of a thread (the same at every read)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"plait:{thread_id}/{position}"))
+    """Return the id of the message at `position` of a thread (the same at every read):
+    `uuid.uuid5(uuid.NAMESPACE_URL, f"plait:{thread_id}/{position}")`, without hashing the
+    namespace again."""
+    digest = _NAMESPACE.copy()
+    digest.update(f"plait:{thread_id}/{position}".encode())
+    return str(uuid.UUID(bytes=digest.digest()[:16], version=5))
 
 
 def to_sdk(message: Message, id: str, author: str | None = None) -> dict[str, Any]:

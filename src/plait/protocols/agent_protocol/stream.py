@@ -14,7 +14,7 @@ sends `metadata` first (`{"run_id", "attempt"}`), then per mode asked:
 - `debug`: each event's own JSON, as `{"type": "event", "payload": ...}`.
 A pause adds `{"__interrupt__": [{"value", "id"}]}` to `values` and `updates`. The stream
 ends with `end`, or with `error` (`{"error": <plait error class>, "message"}`) when the
-run failed. Values go out as JSON, plait messages in them in the SDK's shape. Each event
+run failed. Values go out as compact JSON, plait messages in them in the SDK's shape. Each event
 has an `id:` (its place in the run's stream, from 0) and is kept in the run's log
 (`plait.protocols.agent_protocol.replay`) for clients that re-attach. When
 the run ends its status is written to the protocol's run record, then its last event is
@@ -29,6 +29,8 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+import pydantic_core
 
 from plait.core.agent import AgentInput
 from plait.core.agent_context import HookContext
@@ -92,8 +94,17 @@ def _framed(name: str, text: str, event_id: int) -> bytes:
     return encode(f"id: {event_id}\r\nevent: {name}\r\n".encode(), text)
 
 
+#: Values go out as compact JSON; what JSON does not hold, as its `str`.
+_ENCODER = json.JSONEncoder(default=str, separators=(",", ":"))
+
+
 def _json(data: object) -> str:
-    return json.dumps(data, default=str)
+    return _ENCODER.encode(data)
+
+
+def _message_json(message: dict[str, Any]) -> str:
+    """Return the JSON text of a message in the SDK's shape (`to_sdk`: JSON values only)."""
+    return pydantic_core.to_json(message).decode()
 
 
 def _closing_event(summary: RunSummary) -> tuple[str, object]:
@@ -171,18 +182,18 @@ class ProtocolRelay(Relay):
             self._send_text("values", self._values_json(plain(self.values), extra or {}))
 
     def _values_json(self, values: dict[str, Any], extra: dict[str, Any]) -> str:
-        """Return the JSON text of `{**values, "messages": messages, **extra}`, as
-        `json.dumps` writes it, encoding each message once per run: a message in the
-        thread does not change, so a step encodes only its own."""
+        """Return the JSON text of `{**values, "messages": messages, **extra}`, encoding
+        each message once per run: a message in the thread does not change, so a step
+        encodes only its own."""
         if "messages" in values or "messages" in extra:
             return _json({**values, "messages": self.messages, **extra})
         texts = self._texts
-        texts.extend(_json(message) for message in self.messages[len(texts) :])
+        texts.extend(_message_json(message) for message in self.messages[len(texts) :])
         parts = [_json(values)[1:-1]] if values else []
-        parts.append('"messages": [' + ", ".join(texts) + "]")
+        parts.append('"messages":[' + ",".join(texts) + "]")
         if extra:
             parts.append(_json(extra)[1:-1])
-        return "{" + ", ".join(parts) + "}"
+        return "{" + ",".join(parts) + "}"
 
     async def relay(self, event: AgentEvent) -> None:
         """Queue what each stream mode asked sends for `event` (`debug`: once a streamed
