@@ -19,9 +19,8 @@ do not wear out each other's attempts. What the server's workers share whatever 
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -35,19 +34,19 @@ __all__ = ["Document", "SharedDocument", "Snapshot", "now"]
 
 _T = TypeVar("_T")
 _ATTEMPTS = 20  # writes tried when other processes keep changing the same document first
-#: A lock per event loop, store and document, while someone holds or waits for it.
-_LOCKS: weakref.WeakValueDictionary[tuple[int, int, str], asyncio.Lock] = (
-    weakref.WeakValueDictionary()
-)
 
 
-def _lock(store: object, key: str) -> asyncio.Lock:
-    """Return the lock of this event loop's changes of document `key` of `store`."""
-    at = (id(asyncio.get_running_loop()), id(store), key)
-    found = _LOCKS.get(at)
-    if found is None:
-        found = _LOCKS[at] = asyncio.Lock()
-    return found
+@dataclass(slots=True)
+class _Turns:
+    """The changes of one document under way in one event loop: the lock they take turns
+    with, and how many of them hold or wait for it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    changes: int = 0
+
+
+#: The changes under way per event loop, store and document (kept while there are any).
+_TURNS: dict[tuple[int, int, str], _Turns] = {}
 
 
 def now() -> str:
@@ -113,8 +112,18 @@ class Document:
             SessionConflict: Others kept changing the document first, every time.
         """
         await self._ready()
-        async with _lock(self._raw, self._key):
-            return await self._change(edit, seen)
+        at = (id(asyncio.get_running_loop()), id(self._raw), self._key)
+        turns = _TURNS.get(at)
+        if turns is None:
+            turns = _TURNS[at] = _Turns()
+        turns.changes += 1
+        try:
+            async with turns.lock:
+                return await self._change(edit, seen)
+        finally:
+            turns.changes -= 1
+            if not turns.changes:
+                del _TURNS[at]
 
     async def _change(self, edit: Callable[[dict[str, Any]], _T], seen: Snapshot | None) -> _T:
         last: SessionConflict | None = None

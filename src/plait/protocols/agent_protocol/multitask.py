@@ -24,6 +24,7 @@ stop) to the thread's session, once.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -80,10 +81,11 @@ def reserve(
     record: dict[str, Any],
     strategy: str,
     released: set[str],
+    request: Callable[[], dict[str, Any]],
 ) -> list[Stop] | None:
     """Add `record` as the thread's run `run_id`: reserved to start now (None) when the
-    thread is free (its runs all ended or `released`), else queued, marking what
-    `strategy` stops (returned).
+    thread is free (its runs all ended or `released`), else queued with its `request()`
+    (what starts it later), marking what `strategy` stops (returned).
 
     Raises:
         ApiError: `409`, the thread is busy and the strategy is `reject`.
@@ -92,11 +94,11 @@ def reserve(
     held = [key for key, other in others.items() if _holds(key, other, thread_id, released)]
     waiting = [o for o in others.values() if active(o, thread_id) and o.get("queued")]
     if not held and not waiting:
-        stored[run_id] = {k: v for k, v in record.items() if k != "request"}
+        stored[run_id] = record
         return None
     if strategy == "reject":
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
-    stored[run_id] = {**record, "queued": True}
+    stored[run_id] = {**record, "queued": True, "request": request()}
     if strategy not in ("interrupt", "rollback"):
         return []
     for key in held:

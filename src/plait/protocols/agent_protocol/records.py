@@ -101,7 +101,8 @@ async def run_ended(who: Caller, thread_id: str, run_id: str, webhook: str | Non
 
 
 def new_record(thread_id: str, assistant_id: str, body: Any) -> dict[str, Any]:
-    """Return the record of a new run, `pending`."""
+    """Return the record of a new run, `pending` (a queued run's keeps its `request` too:
+    `multitask.reserve`)."""
     return {
         "thread_id": thread_id,
         "assistant_id": assistant_id,
@@ -112,5 +113,4 @@ def new_record(thread_id: str, assistant_id: str, body: Any) -> dict[str, Any]:
         "status": "pending",
         "checkpoint": None,
         "webhook": body.webhook,
-        "request": body.model_dump(mode="json"),
     }

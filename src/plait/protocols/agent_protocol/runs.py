@@ -147,7 +147,8 @@ async def _begin(
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
     run_id = run_id or str(uuid.uuid4())
     record = new_record(thread_id, assistant.assistant_id, body)
-    stop, stopped = await reserve_run(who, thread_id, run_id, record, strategy)
+    request = partial(body.model_dump, mode="json")  # kept with a queued run only
+    stop, stopped = await reserve_run(who, thread_id, run_id, record, strategy, request)
     if stop is None:
         return await _launch(who, thread_id, run_id, body, logs, assistant, stopped)
     await stop_runs(who, stop)
@@ -281,8 +282,7 @@ async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]
     _options(body, assistant.options())
     await check_webhook(who, body.webhook)
     run_id = str(uuid.uuid4())
-    record = {**new_record(thread_id, assistant.assistant_id, body)}
-    record.pop("request")
+    record = new_record(thread_id, assistant.assistant_id, body)
     await runs_document(who, thread_id).change(lambda stored: stored.update({run_id: record}))
     at = clock_now(who.server) + timedelta(seconds=body.after_seconds or 0)
     given = body.model_dump(mode="json", exclude={"after_seconds"}, exclude_none=True)

@@ -108,10 +108,16 @@ async def released_runs(
 
 
 async def reserve_run(
-    who: Caller, thread_id: str, run_id: str, record: dict[str, Any], strategy: str
+    who: Caller,
+    thread_id: str,
+    run_id: str,
+    record: dict[str, Any],
+    strategy: str,
+    request: Callable[[], dict[str, Any]],
 ) -> tuple[list[Stop] | None, dict[str, str]]:
-    """Reserve run `run_id` (`record`) on the thread for this worker, or queue it as
-    `strategy` says (`multitask.reserve`); return the runs it stops (None: it starts now)
+    """Reserve run `run_id` (`record`) on the thread for this worker, or queue it (with
+    its `request()`) as `strategy` says (`multitask.reserve`); return the runs it stops
+    (None: it starts now)
     and, when it starts now, the thread's runs whose turns it is to keep
     (`multitask.stopped_turns`). The thread's runs are read once: the reservation is
     written from that read unless a released run's record was ended in between.
@@ -127,7 +133,7 @@ async def reserve_run(
     mine = {**record, "worker": leases.worker}
 
     def edit(stored: dict[str, Any]) -> tuple[list[Stop] | None, dict[str, str]]:
-        stop = reserve(stored, thread_id, run_id, mine, strategy, released)
+        stop = reserve(stored, thread_id, run_id, mine, strategy, released, request)
         return stop, {} if stop is not None else stopped_turns(stored, thread_id)
 
     stop, stopped = await document.change(edit, None if released else seen)
