@@ -4,6 +4,7 @@ users' keys, and the official `langgraph_sdk` client of each user."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import threading
 from collections.abc import AsyncIterator
@@ -17,6 +18,8 @@ from langgraph_sdk.client import LangGraphClient
 from plait import ChatModelAgent, Team, interrupt, run_context, tool
 from plait.core.agent import Agent
 from plait.server import create_app
+from plait.stores.base import SessionRecord
+from plait.stores.memory import MemoryStore
 from plait.stores.sqlite import SqliteStore
 from plait.testing import ScriptedModel, call, reply
 from tests.server.support import ServerThread
@@ -123,3 +126,22 @@ async def serve(
             get_client(url=server.url, api_key="key-bob") as bob,
         ):
             yield Served(server.url, ann, bob)
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts its session reads and writes, per record."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: collections.Counter[str] = collections.Counter()
+        self.writes: collections.Counter[str] = collections.Counter()
+
+    async def _get_session_record(self, session_id: str) -> SessionRecord | None:
+        self.reads[session_id] += 1
+        return await super()._get_session_record(session_id)
+
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
+    ) -> int:
+        self.writes[session_id] += 1
+        return await super()._put_session(session_id, data, ttl, expected_version)

@@ -8,12 +8,13 @@ have documents of their own (`plait.protocols.agent_protocol.thread_records`), s
 reads and writes only its thread's. Each change reads the document, edits it and writes
 it back (as compact JSON) only if nobody wrote it in between (else it reads it again), so
 processes sharing the store keep one document; an edit that changes nothing writes
-nothing. A change may start from a `Snapshot` the caller read just before (`seen`): its
-first attempt then reads nothing, and writes only if the document is still as seen.
-Within a process, changes of one document wait for each other, so many requests at once
-do not wear out each other's attempts. What the server's workers share whatever the user
-(the crons they fire) is a `SharedDocument`, whose key no user's can be (a user id has no
-`#`).
+nothing. A change may start from a `Snapshot` of the document the caller has (`seen`,
+such as `last`, what that `Document` last read or wrote): its first attempt then reads
+nothing, and stands only if it writes, at that version; else the edit is applied again
+to the document as stored. Within a process, changes of one document wait for each
+other, so many requests at once do not wear out each other's attempts. What the server's
+workers share whatever the user (the crons they fire) is a `SharedDocument`, whose key
+no user's can be (a user id has no `#`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class Document:
         self._raw: Store = who.server.store
         self._store = GuardedStore(self._raw)
         self._key = f"{who.user}/ap/{kind}"
+        self.last: Snapshot | None = None
+        """The document as this object last read (`snapshot`) or wrote it (`change`)."""
 
     async def _ready(self) -> None:
         """Make the document readable (a kind kept elsewhere before moves here first)."""
@@ -90,9 +93,11 @@ class Document:
 
     async def _snapshot(self) -> Snapshot:
         record = await self._store.get_session_record(self._key)
-        return (
+        found = (
             Snapshot(b"{}", 0) if record is None else Snapshot(bytes(record.data), record.version)
         )
+        self.last = found
+        return found
 
     async def delete(self) -> None:
         """Delete the document (a read then finds `{}`)."""
@@ -103,8 +108,9 @@ class Document:
         self, edit: Callable[[dict[str, Any]], _T], seen: Snapshot | None = None
     ) -> _T:
         """Apply `edit` to the document (in place) and write it; return what `edit` returns.
-        `seen`: the document as the caller just read it, the first attempt's start (it is
-        written only if the document is still at that version; else it is read again).
+        `seen`: the document as the caller has it, the first attempt's start, which stands
+        only if it writes the document still at that version (an edit that raises or
+        changes nothing there is applied again to the document as stored).
 
         An `edit` that raises leaves the document as it was.
 
@@ -128,18 +134,29 @@ class Document:
     async def _change(self, edit: Callable[[dict[str, Any]], _T], seen: Snapshot | None) -> _T:
         last: SessionConflict | None = None
         for _ in range(_ATTEMPTS):
-            found = seen if seen is not None else await self._snapshot()
-            seen = None
+            given, seen = seen, None
+            found = given if given is not None else await self._snapshot()
             data = found.value()
-            result = edit(data)
+            try:
+                result = edit(data)
+            except Exception:
+                if given is None:
+                    raise
+                continue  # decided on the snapshot given: decide on the document as stored
             written = pydantic_core.to_json(data)
             if written == found.stored:  # nothing changed: as if edited just as it was read
-                return result
+                if given is None:
+                    return result
+                continue  # likewise
             try:
-                await self._store.put_session(self._key, written, expected_version=found.version)
-                return result
+                version = await self._store.put_session(
+                    self._key, written, expected_version=found.version
+                )
             except SessionConflict as conflict:
                 last = conflict
+                continue
+            self.last = Snapshot(written, version)
+            return result
         assert last is not None
         raise last
 

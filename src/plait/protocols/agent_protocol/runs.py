@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
@@ -42,7 +43,7 @@ from plait.agents.options import RunOption
 from plait.messages import Message
 from plait.protocols.agent_protocol.assistants import Assistant, check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
-from plait.protocols.agent_protocol.documents import now
+from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
 from plait.protocols.agent_protocol.multitask import (
     finish,
@@ -66,7 +67,7 @@ from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLo
 from plait.protocols.agent_protocol.shapes import RunCreate, errors
 from plait.protocols.agent_protocol.state import check_checkpoint, resume_targets
 from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
-from plait.protocols.agent_protocol.thread_records import runs_document
+from plait.protocols.agent_protocol.thread_records import runs_document, thread_document
 from plait.protocols.agent_protocol.threads import (
     find_or_make_thread,
     find_thread,
@@ -111,20 +112,33 @@ def _options(body: RunCreate, assistant_options: list[RunOption]) -> list[RunOpt
     return [*assistant_options, RunOption(**fields)] if fields else assistant_options
 
 
-async def _thread(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]:
+async def _thread(
+    who: Caller, thread_id: str, body: RunCreate, document: Document
+) -> dict[str, Any]:
     if body.if_not_exists == "create":
-        return await find_or_make_thread(who, thread_id)
-    return await find_thread(who, thread_id)
+        return await find_or_make_thread(who, thread_id, document)
+    return await find_thread(who, thread_id, document)
 
 
+@dataclass(slots=True)
 class _Started:
     """A run just started: its protocol id, thread, server run and its log of events."""
 
-    def __init__(self, run_id: str, thread_id: str, live: LiveRun, log: RunLog):
-        self.run_id = run_id
-        self.thread_id = thread_id
-        self.live = live
-        self.log = log
+    run_id: str
+    thread_id: str
+    live: LiveRun
+    log: RunLog
+
+
+@dataclass(slots=True)
+class _Reserved:
+    """A run `_begin` reserved: its assistant, the stopped turns it is to keep, and its
+    thread's two documents as the reservation left them (its changes start from there)."""
+
+    assistant: Assistant
+    stopped: dict[str, str]
+    thread: Document
+    runs: Document
 
 
 async def _begin(
@@ -135,7 +149,8 @@ async def _begin(
     (`multitask_strategy`) and return its id."""
     refuse_options(body)
     _modes(body)
-    thread = await _thread(who, thread_id, body)
+    documents = thread_document(who, thread_id), runs_document(who, thread_id)
+    thread = await _thread(who, thread_id, body, documents[0])
     await check_checkpoint(who, thread_id, body.checkpoint, body.checkpoint_id)
     assistant = await find_assistant(who, body.assistant_id)
     if assistant.graph_id not in who.server.agents:
@@ -148,9 +163,11 @@ async def _begin(
     run_id = run_id or str(uuid.uuid4())
     record = new_record(thread_id, assistant.assistant_id, body)
     request = partial(body.model_dump, mode="json")  # kept with a queued run only
-    stop, stopped = await reserve_run(who, thread_id, run_id, record, strategy, request)
+    reserved = await reserve_run(who, thread_id, run_id, record, strategy, request, documents[1])
+    stop, stopped = reserved
     if stop is None:
-        return await _launch(who, thread_id, run_id, body, logs, assistant, stopped)
+        kept = _Reserved(assistant, stopped, *documents)
+        return await _launch(who, thread_id, run_id, body, logs, kept)
     await stop_runs(who, stop)
     await start_next(who, thread_id, _launcher(who, thread_id, logs))  # it may be free now
     return run_id
@@ -173,15 +190,14 @@ async def _launch(
     run_id: str,
     body: RunCreate,
     logs: RunLogs,
-    assistant: Assistant | None = None,
-    stopped: dict[str, str] | None = None,
+    reserved: _Reserved | None = None,
 ) -> _Started:
-    """Start the run `run_id` reserved on the thread (of `assistant`, if found already;
-    `stopped`: the turns to keep, if its reservation found them); when it ends, its record
-    says so (a rolled-back run's turn is removed) and the thread's next queued run
-    starts."""
-    document = runs_document(who, thread_id)
-    await keep_stopped_turns(who, thread_id, stopped)
+    """Start the run `run_id` reserved on the thread (`reserved`: as `_begin` did it; else a
+    queued run claimed); when it ends, its record says so (a rolled-back run's turn is
+    removed) and the thread's next queued run starts."""
+    thread_doc = reserved.thread if reserved else thread_document(who, thread_id)
+    document = reserved.runs if reserved else runs_document(who, thread_id)
+    await keep_stopped_turns(who, thread_id, reserved.stopped if reserved else None)
     before = await who.store.get_session(thread_id)
 
     queued = [True]  # the thread had queued runs as this one ended: `then` starts one
@@ -189,7 +205,7 @@ async def _launch(
     async def ended(final: str, summary: RunSummary) -> None:
         at = summary.checkpoint_id if summary.status == "cancelled" else None
         edit = partial(finish_run, thread_id=thread_id, run_id=run_id, status=final, at=at)
-        found, queued[0] = await document.change(edit)
+        found, queued[0] = await document.change(edit, document.last)
         if found is not None and found.get("stop") == "rollback":
             await rewind(who, thread_id, before)
             await forget_run(who, thread_id, found.get("checkpoint"))
@@ -208,14 +224,16 @@ async def _launch(
     log = logs.open(run_id)
     relay = ProtocolRelay(run_id, thread_id, _modes(body), state, ended, log, then)
     try:
-        assistant = assistant or await find_assistant(who, body.assistant_id)
-        live = await _start(who, thread_id, body, assistant, relay, (given, extra))
+        assistant = reserved.assistant if reserved else await find_assistant(who, body.assistant_id)
+        live = await _start(who, thread_id, body, (assistant, thread_doc), relay, (given, extra))
     except BaseException:
-        await document.change(lambda stored: stored.pop(run_id, None))
+        await document.change(lambda stored: stored.pop(run_id, None), document.last)
         log.end()
         raise
     started = {"checkpoint": live.checkpoint_id, "status": "running"}
-    stop = await document.change(lambda stored: _set(stored, run_id, started_only=True, **started))
+    stop = await document.change(
+        lambda stored: _set(stored, run_id, started_only=True, **started), document.last
+    )
     if stop is not None:  # a double text or a cancel came while it started
         await who.server.runs.cancel(who.store, live.checkpoint_id)
     return _Started(run_id, thread_id, live, log)
@@ -225,11 +243,13 @@ async def _start(
     who: Caller,
     thread_id: str,
     body: RunCreate,
-    assistant: Assistant,
+    of: tuple[Assistant, Document],
     relay: ProtocolRelay,
     given: tuple[list[Message], dict[str, Any]],
 ) -> LiveRun:
-    """Start the server's run of `body` on the thread (or resume its pause)."""
+    """Start the server's run of `body` on the thread (or resume its pause), `of` the
+    assistant; it is noted in the thread's document."""
+    assistant, document = of
     options = _options(body, assistant.options())
     after = 0  # the steps its checkpoint kept before it: none for a new run
     if body.command is not None and "resume" in body.command:
@@ -250,7 +270,7 @@ async def _start(
             queue=body.multitask_strategy == "enqueue",  # a user's full quota queues it too
         )
     kept = (live.checkpoint_id, relay.run_id, after)  # its steps, for the thread's history
-    await note_run(who, thread_id, live.run_id, assistant.graph_id, kept)
+    await note_run(who, thread_id, live.run_id, assistant.graph_id, kept, document)
     return live
 
 
@@ -277,7 +297,7 @@ async def start_run(who: Caller, thread_id: str, body: RunCreate, run_id: str | 
 async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]:
     """Check a run with `after_seconds` and keep it, `pending`, until it is due
     (`delayed`); return its record."""
-    await _thread(who, thread_id, body)
+    await _thread(who, thread_id, body, thread_document(who, thread_id))
     assistant = await find_assistant(who, body.assistant_id)
     _options(body, assistant.options())
     await check_webhook(who, body.webhook)

@@ -26,7 +26,7 @@ from plait.core.checkpoint import Checkpoint
 from plait.core.history import USER
 from plait.errors import CheckpointNotFound
 from plait.messages import Message
-from plait.protocols.agent_protocol.documents import Snapshot, now
+from plait.protocols.agent_protocol.documents import Document, now
 from plait.protocols.agent_protocol.messages import from_sdk, message_id, to_sdk
 from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.shapes import (
@@ -103,33 +103,36 @@ class ThreadSearch(SortedPage):
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
-async def find_thread(who: Caller, thread_id: str) -> dict[str, Any]:
-    """Return the caller's thread record `thread_id`.
+async def find_thread(
+    who: Caller, thread_id: str, document: Document | None = None
+) -> dict[str, Any]:
+    """Return the caller's thread record `thread_id` (read with `document`, its document,
+    if given).
 
     Raises:
         ApiError: `404`, no such thread of this user.
     """
-    found = None if id_problem(thread_id) else await thread_document(who, thread_id).read()
+    found = None
+    if not id_problem(thread_id):
+        found = (await (document or thread_document(who, thread_id)).snapshot()).value()
     if not found:
         raise ApiError(404, f"no thread '{thread_id[:128]}'")
     return found
 
 
-async def find_or_make_thread(who: Caller, thread_id: str) -> dict[str, Any]:
+async def find_or_make_thread(who: Caller, thread_id: str, document: Document) -> dict[str, Any]:
     """Return the caller's thread record `thread_id`, made first if there is none (a run's
-    `if_not_exists="create"`): one read for a thread that exists, one change more for one
-    that does not.
+    `if_not_exists="create"`): one read of its `document` for a thread that exists, one
+    write more for one that does not.
 
     Raises:
         ApiError: `422`, `thread_id` cannot be a thread's id.
     """
-    seen = None
     if id_problem(thread_id) is None:
-        seen = await thread_document(who, thread_id).snapshot()
-        found = seen.value()
+        found = (await document.snapshot()).value()
         if found:
             return found
-    return await make_thread(who, thread_id, {}, "do_nothing", seen)
+    return await make_thread(who, thread_id, {}, "do_nothing", document)
 
 
 async def make_thread(
@@ -137,11 +140,11 @@ async def make_thread(
     thread_id: str | None,
     metadata: dict[str, Any],
     if_exists: str | None,
-    seen: Snapshot | None = None,
+    document: Document | None = None,
 ) -> dict[str, Any]:
     """Create the caller's thread `thread_id` (None: a new UUID4); return its record with
     its id, and `new` when it was made (`if_exists` "do_nothing": an existing one as it is,
-    else `409`; `seen`: its document as just read)."""
+    else `409`; `document`: its document, the change starting from what it last read)."""
     key = thread_id or str(uuid.uuid4())
     problem = id_problem(key)
     if problem is not None:
@@ -158,7 +161,8 @@ async def make_thread(
         return {**stored, "thread_id": key, "new": True}
 
     await list_thread(who, key, stamp)  # listed first: every thread there is is listed
-    return await thread_document(who, key).change(edit, seen)
+    document = document or thread_document(who, key)
+    return await document.change(edit, document.last)
 
 
 async def last_step(who: Caller, checkpoint: str) -> int:
@@ -168,12 +172,18 @@ async def last_step(who: Caller, checkpoint: str) -> int:
 
 
 async def note_run(
-    who: Caller, thread_id: str, run_id: str, graph_id: str, kept: tuple[str, str, int]
+    who: Caller,
+    thread_id: str,
+    run_id: str,
+    graph_id: str,
+    kept: tuple[str, str, int],
+    document: Document | None = None,
 ) -> None:
     """Record `run_id` (the server's run id) as the thread's latest run, of `graph_id`;
     `kept` is the server's checkpoint id its steps are kept under, the protocol's run id
     and the last step kept there before it (a resume keeps its steps where its run did),
-    for the thread's history."""
+    for the thread's history (`document`: the thread's, the change starting from what it
+    last read or wrote)."""
     checkpoint, protocol_run, after = kept
 
     def edit(found: dict[str, Any]) -> None:
@@ -195,7 +205,8 @@ async def note_run(
             head="loop",
         )
 
-    await thread_document(who, thread_id).change(edit)
+    document = document or thread_document(who, thread_id)
+    await document.change(edit, document.last)
 
 
 async def forget_run(who: Caller, thread_id: str, checkpoint: str | None) -> None:

@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from plait.errors import CheckpointNotFound
-from plait.protocols.agent_protocol.documents import SharedDocument
+from plait.protocols.agent_protocol.documents import Document, SharedDocument
 from plait.protocols.agent_protocol.multitask import (
     Stop,
     active,
@@ -114,20 +114,20 @@ async def reserve_run(
     record: dict[str, Any],
     strategy: str,
     request: Callable[[], dict[str, Any]],
+    document: Document,
 ) -> tuple[list[Stop] | None, dict[str, str]]:
     """Reserve run `run_id` (`record`) on the thread for this worker, or queue it (with
-    its `request()`) as `strategy` says (`multitask.reserve`); return the runs it stops
-    (None: it starts now)
-    and, when it starts now, the thread's runs whose turns it is to keep
-    (`multitask.stopped_turns`). The thread's runs are read once: the reservation is
-    written from that read unless a released run's record was ended in between.
+    its `request()`) as `strategy` says (`multitask.reserve`), in the thread's runs
+    `document`; return the runs it stops (None: it starts now) and, when it starts now, the
+    thread's runs whose turns it is to keep (`multitask.stopped_turns`). The thread's runs
+    are read once: the reservation is written from that read unless a released run's
+    record was ended in between.
 
     Raises:
         ApiError: `409`, the thread is busy and the strategy is `reject`.
     """
     leases = who.server.runs.leases
     await leases.hold()
-    document = runs_document(who, thread_id)
     seen = await document.snapshot()
     released = await released_runs(who, thread_id, seen.value())
     mine = {**record, "worker": leases.worker}
