@@ -171,3 +171,10 @@ def test_the_step_instructions_script_takes_the_steps_it_is_asked_for() -> None:
 def test_the_step_bytecodes_script_counts_a_step() -> None:
     figures = _quick("step_bytecodes.py")
     assert figures["bytecodes_per_step"] > 100  # a step runs the loop, the tool and the kernel
+
+
+def test_in_process_server_benchmark_measures_plait_and_the_bare_app() -> None:
+    figures = _quick("server_inproc.py", "--without", "ledger,kept")
+    assert figures["without"] == ["kept", "ledger"]
+    for key in ("plait_cpu_us_per_run", "bare_cpu_us_per_run", "ratio_cpu"):
+        assert _a_figure(figures[key]) and figures[key] > 0, key
