@@ -12,7 +12,7 @@ import pytest
 
 from plait.errors import UsageError
 from plait.server.ledger import Budgets, Ledger, Row
-from plait.server.shared_docs import change_document, read_document
+from plait.server.shared_docs import change_document, create_document, read_document
 from plait.stores import SqliteStore
 
 NOON = datetime(2026, 5, 1, 12, tzinfo=UTC)
@@ -59,6 +59,28 @@ async def test_many_changes_at_once_from_two_clients_are_all_kept(tmp_path: Path
     assert await read_document(two, "k") == {"n": 62}  # the broken edit left no trace
     await one.close()
     await two.close()
+
+
+async def test_a_document_is_created_once_and_a_second_create_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "docs.db")
+    assert await create_document(store, "k", {"n": 1})
+    assert not await create_document(store, "k", {"n": 2})
+    assert await read_document(store, "k") == {"n": 1}
+    await store.close()
+
+
+async def test_a_runs_rows_written_twice_keep_the_first_and_add_the_new(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "ledger.db")
+    ledger = Ledger(store)
+    row = ["2026-05-01T12:00:00+00:00", "helper", "FunctionModel", 10, 5, 0.0, False]
+    await ledger.add_rows("ann", "run-1", {"1:a": row})  # the run's document is made
+    again = [*row[:3], 99, *row[4:]]  # the same call, sent again on a resume, is kept as it was
+    await ledger.add_rows("ann", "run-1", {"1:a": again, "2:a": row})
+    found = await ledger.rows("ann", NOON.date(), NOON.date())
+    assert sorted(r.input_tokens for r in found) == [10, 10]
+    await store.close()
 
 
 async def test_a_call_recorded_twice_is_one_row_counted_once(tmp_path: Path) -> None:

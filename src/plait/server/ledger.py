@@ -50,7 +50,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from plait._util.joined import JoinedParts
-from plait.server.shared_docs import change_document, read_document
+from plait.server.shared_docs import change_document, create_document, read_document
 from plait.stores.base import GuardedStore, SessionRecord, Store
 from plait.stores.session_index import GroupIndex
 
@@ -373,9 +373,10 @@ class Ledger:
             kept.update(new)
             return bool(new)
 
-        await change_document(
-            self.store, self._run_key(user, run_id), edit, ttl=_KEEP_DAYS, write=bool
-        )
+        key = self._run_key(user, run_id)
+        # a run's first rows make its document (a run resumed adds to the one it has)
+        if not await create_document(self.store, key, {"rows": rows}, ttl=_KEEP_DAYS):
+            await change_document(self.store, key, edit, ttl=_KEEP_DAYS, write=bool)
 
     async def users(self) -> list[str]:
         """Return every user with a row in the ledger."""

@@ -26,7 +26,7 @@ from pydantic_core import to_json
 from plait.errors import SessionConflict
 from plait.stores.base import GuardedStore, Store
 
-__all__ = ["change_document", "read_document"]
+__all__ = ["change_document", "create_document", "read_document"]
 
 _T = TypeVar("_T")
 _ATTEMPTS = 200  # writes tried while other processes keep changing the document first
@@ -56,6 +56,23 @@ async def read_document(store: Store, key: str) -> dict[str, Any]:
     """Return the document `key` of `store` (`{}` when there is none)."""
     found = await GuardedStore(store).get_session(key)
     return {} if found is None else dict(json.loads(found))
+
+
+async def create_document(
+    store: Store, key: str, data: dict[str, Any], *, ttl: float | None = None
+) -> bool:
+    """Write `data` as the document `key` of `store` if there is none (kept `ttl` seconds;
+    None: for good), in one compare-and-set write that reads nothing; return False, having
+    written nothing, when the document exists (change it with `change_document`).
+
+    Raises:
+        StoreError: The store failed.
+    """
+    try:
+        await GuardedStore(store).put_session(key, to_json(data), ttl=ttl, expected_version=0)
+    except SessionConflict:
+        return False
+    return True
 
 
 async def change_document(
