@@ -96,6 +96,9 @@ class IdSource:
         return datetime.now(UTC)
 
 
+_IDS = IdSource()  # the default source of ids: it keeps nothing, so every run shares it
+
+
 class Budget:
     """A team's limits on model calls and tokens, counted across every level below it."""
 
@@ -185,7 +188,7 @@ class RunState:
         self.paused = Paused()
         self.resume_user_states: dict[str, Any] = {}
         self.resume_answers: dict[str, list[Any]] = {}
-        self.ids = IdSource()
+        self.ids = _IDS  # the runner gives its own (`Frame.configure`)
         self.hooks = NO_HOOKS  # the runner's hooks (`plait.hooks`)
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
