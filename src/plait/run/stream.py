@@ -206,9 +206,9 @@ class RunStream(RunSaves):
                     return event
         finally:
             self._busy = False
-            idle, self._idle = self._idle, None
-            if idle is not None:
-                idle.set()
+            if self._idle is not None:  # an `aclose` from another task waits for this step
+                self._idle.set()
+                self._idle = None
 
     async def _next_held(self) -> AgentEvent:
         """With a session, hold one event back so the session is written before the last.
