@@ -171,3 +171,9 @@ def test_the_step_instructions_script_takes_the_steps_it_is_asked_for() -> None:
 def test_the_step_bytecodes_script_counts_a_step() -> None:
     figures = _quick("step_bytecodes.py")
     assert figures["bytecodes_per_step"] > 100  # a step runs the loop, the tool and the kernel
+
+
+def test_the_run_bytecodes_script_counts_a_run() -> None:
+    figures = _quick("run_bytecodes.py")
+    assert figures["bytecodes_per_run"] > 100  # a run starts, calls the model once and ends
+    assert figures["calls_per_run"] > 10
