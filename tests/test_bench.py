@@ -178,3 +178,9 @@ def test_in_process_server_benchmark_measures_plait_and_the_bare_app() -> None:
     assert figures["without"] == ["kept", "ledger"]
     for key in ("plait_cpu_us_per_run", "bare_cpu_us_per_run", "ratio_cpu"):
         assert _a_figure(figures[key]) and figures[key] > 0, key
+
+
+def test_the_run_bytecodes_script_counts_a_run() -> None:
+    figures = _quick("run_bytecodes.py")
+    assert figures["bytecodes_per_run"] > 100  # a run starts, calls the model once and ends
+    assert figures["calls_per_run"] > 10

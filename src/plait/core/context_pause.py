@@ -154,7 +154,10 @@ class PauseAndSave(AgentEvents):
     def take_record(self, kind: str, tp: type[_T]) -> _T | None:
         """Return (once) the record of type `tp` this component saved when the run was saved,
         if this run resumes it; it stays this component's record until changed or dropped."""
-        return self.run.take_record(self.address, kind, tp)
+        run = self.run
+        if not run.restored:  # nothing (left) to resume: the common case
+            return None
+        return run.take_record(self.address, kind, tp)
 
     def save_state(self, key: str, value: Any) -> None:
         """Keep a JSON-able value (or a pydantic model) for this agent at this place of the

@@ -34,6 +34,7 @@ import hashlib
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
+from types import AsyncGeneratorType
 from typing import Any, TypeVar
 
 from plait.core.agent import Agent, AgentInput
@@ -134,18 +135,22 @@ async def _run(
     path, depth = ctx.run_path, ctx.depth
     history = ctx.lane_history if record else None
     events = agent.run(agent_input, ctx)
+    ended = False  # an async generator of events that ended (returned or raised): closed
     try:
         while True:
             token = CURRENT.set(ctx)
             try:
                 event = await anext(events)
             except StopAsyncIteration:
+                ended = True
                 return
             except InterruptSignal as signal:
+                ended = True
                 replay.pause(emitted)
                 yield ctx.pause_event(signal.contexts)
                 return
             except Exception as exc:
+                ended = True
                 yield ctx.event(error=AgentError.wrap(exc, ctx.agent_name))
                 return
             finally:
@@ -167,7 +172,8 @@ async def _run(
             yield event
     finally:
         replay.close()
-        aclose = getattr(events, "aclose", None)
+        ended = ended and type(events) is AsyncGeneratorType
+        aclose = None if ended else getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
 

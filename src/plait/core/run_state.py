@@ -96,6 +96,9 @@ class IdSource:
         return datetime.now(UTC)
 
 
+_IDS = IdSource()  # the default source of ids: it keeps nothing, so every run shares it
+
+
 class Budget:
     """A team's limits on model calls and tokens, counted across every level below it."""
 
@@ -158,6 +161,7 @@ class RunState:
         "state",
         "stop_error",
         "tool_calls",
+        "tool_guard",
         "transfers",
     )
 
@@ -185,11 +189,14 @@ class RunState:
         self.paused = Paused()
         self.resume_user_states: dict[str, Any] = {}
         self.resume_answers: dict[str, list[Any]] = {}
-        self.ids = IdSource()
+        self.ids = _IDS  # the runner gives its own (`Frame.configure`)
         self.hooks = NO_HOOKS  # the runner's hooks (`plait.hooks`)
         self.saver: Saver | None = None
         self.metadata: dict[str, Any] = {}
-        self.guards: set[Stoppable] = set()  # the tool and model calls in flight
+        # the tool and model calls in flight: the first tool call in its own slot, the
+        # others (calls running at the same time, model streams) in the set
+        self.tool_guard: CallGuard | None = None
+        self.guards: set[Stoppable] = set()
         # the tasks awaiting a model's reply now (the first in its own slot, any others
         # running at the same time in the set), and those of them a stop cancelled
         self.model_call: asyncio.Task[Any] | None = None
@@ -279,7 +286,9 @@ class RunState:
         if error is not None and not self.cancel_requested:
             self.stop_error = error
         self.cancel_requested = True
-        for guard in list(self.guards):
+        guards: list[Stoppable] = [] if self.tool_guard is None else [self.tool_guard]
+        guards += self.guards
+        for guard in guards:
             guard.stop_soon()
         for task in (self.model_call, *self.model_calls_in_flight):
             if task is not None and task not in self.model_calls_stopped:
@@ -409,7 +418,11 @@ class CallGuard:
         self._task, self._cancelling = task, task.cancelling()
         if self.limit is not None:
             self._handle = loop.call_later(self.limit, self._fire, "timeout")
-        self._run.guards.add(self)
+        run = self._run
+        if run.tool_guard is None:
+            run.tool_guard = self
+        else:
+            run.guards.add(self)
         return self
 
     def stop_soon(self) -> None:
@@ -433,7 +446,11 @@ class CallGuard:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
         task, self._task = self._task, None
-        self._run.guards.discard(self)
+        run = self._run
+        if run.tool_guard is self:
+            run.tool_guard = None
+        else:
+            run.guards.discard(self)
         if self._handle is not None:
             self._handle.cancel()
         if exc_type is None and self.reason is None:

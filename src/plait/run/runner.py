@@ -267,7 +267,7 @@ class Runner:
             options=options,
         )
         ctx.restore(snapshot, checkpoint.answers({}), ResumePoints((), snapshot.user_states, {}))
-        return Prepared(self.agent, ctx, None, checkpoint.handoffs)
+        return Prepared(self.agent, ctx, None, tuple(checkpoint.handoffs))
 
     def cancel(self, checkpoint_id: str) -> bool:
         """Ask the run with this checkpoint id to stop (callable from any task or thread).
@@ -301,10 +301,11 @@ class Runner:
         `ChatModelAgent`s use (see `plait.RunOption`).
         """
         messages = _check_messages(messages)
-        run_options = RunOptions.of(check_options(options))
-        for name, given in (("session_id", session_id), ("checkpoint_id", checkpoint_id)):
-            if given is not None:
-                check_id(given, name, max_length=MAX_RUN_ID_LENGTH)
+        run_options = None if options is None else RunOptions.of(check_options(options))
+        if session_id is not None:
+            check_id(session_id, "session_id", max_length=MAX_RUN_ID_LENGTH)
+        if checkpoint_id is not None:
+            check_id(checkpoint_id, "checkpoint_id", max_length=MAX_RUN_ID_LENGTH)
         if session_id == INDEX_ID and self._catalog.key == INDEX_ID:
             raise UsageError(f"session id '{INDEX_ID}' is where the runner lists its sessions")
         values = dict(session_values) if session_values is not None else None
@@ -500,7 +501,7 @@ class Runner:
         turn = None
         if checkpoint.session_id is not None:
             turn = SessionTurn(checkpoint.session_id, [], {}, [], checkpoint.session_turn)
-        return Prepared(self.agent, ctx, turn, checkpoint.handoffs, record.data)
+        return Prepared(self.agent, ctx, turn, tuple(checkpoint.handoffs), record.data)
 
     run_sync = _to_the_end(
         run, "Run to the end in a new event loop and return the `RunResult` (never raises)."

@@ -129,6 +129,26 @@ class RunSaves:
     `RunStream` sets these fields; the methods here write what the run keeps.
     """
 
+    __slots__ = (
+        "_checkpoint_id",
+        "_claimed",
+        "_ctx",
+        "_earlier_handoffs",
+        "_error",
+        "_forked",
+        "_handoffs",
+        "_last_event",
+        "_log",
+        "_owner",
+        "_pause_id",
+        "_paused",
+        "_resumed_from",
+        "_saved",
+        "_setup",
+        "_steps",
+        "_turn",
+    )
+
     _setup: RunSetup
     _ctx: Frame | None
     _turn: SessionTurn | None
@@ -141,7 +161,7 @@ class RunSaves:
     _log: StepLog | None  # the run's history, made at its first step save
     _last_event: AgentEvent | None
     _error: PlaitError | None
-    _earlier_handoffs: list[HandoffLog]
+    _earlier_handoffs: tuple[HandoffLog, ...]
     _handoffs: list[HandoffLog]
     _claimed: bytes | None  # a resumed checkpoint, as it was
     _owner: str  # who holds the lease of its step checkpoints

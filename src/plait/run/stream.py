@@ -40,7 +40,7 @@ class Prepared:
     agent: Agent
     ctx: Frame
     turn: SessionTurn | None = None
-    handoffs: list[HandoffLog] = dataclasses.field(default_factory=list)
+    handoffs: tuple[HandoffLog, ...] = ()
     claimed: bytes | None = None
 
 
@@ -57,6 +57,25 @@ class RunStream(RunSaves):
     consumer iterates, is the stop button: the run stops promptly, is saved, and its
     consumer sees a last event with a `RunCancelled` error.
     """
+
+    __slots__ = (
+        "__weakref__",
+        "_agent_events",
+        "_busy",
+        "_cancel",
+        "_consumer",
+        "_events",
+        "_filter",
+        "_finished",
+        "_held",
+        "_idle",
+        "_interrupts",
+        "_last_output",
+        "_loop",
+        "_prepare",
+        "_result",
+        "_upcoming",
+    )
 
     def __init__(
         self,
@@ -89,7 +108,7 @@ class RunStream(RunSaves):
         self._forked = forked  # a fork: a refused start raises, its history carries on
         self._log: StepLog | None = None  # the run's history, made at its first step save
         self._last_event: AgentEvent | None = None  # the last event the run emitted
-        self._earlier_handoffs: list[HandoffLog] = []
+        self._earlier_handoffs: tuple[HandoffLog, ...] = ()
         self._claimed: bytes | None = None  # a resumed checkpoint, as it was
         self._saved: tuple[str, bytes] | None = None  # its last step checkpoint
         self._handoffs: list[HandoffLog] = []
@@ -145,8 +164,10 @@ class RunStream(RunSaves):
         try:
             while True:
                 try:
+                    if self._prepare is not None and not self._finished:
+                        await self._start()
                     events = self._agent_events
-                    if self._turn is None and self._prepare is None and not self._finished:
+                    if self._turn is None and not self._finished:
                         # under way, no session: `_next_event` inline (one frame less)
                         assert events is not None
                         try:
@@ -185,9 +206,9 @@ class RunStream(RunSaves):
                     return event
         finally:
             self._busy = False
-            idle, self._idle = self._idle, None
-            if idle is not None:
-                idle.set()
+            if self._idle is not None:  # an `aclose` from another task waits for this step
+                self._idle.set()
+                self._idle = None
 
     async def _next_held(self) -> AgentEvent:
         """With a session, hold one event back so the session is written before the last.
@@ -228,7 +249,7 @@ class RunStream(RunSaves):
             self._finish()
             raise
         self._ctx, self._turn = prepared.ctx, prepared.turn
-        self._earlier_handoffs = list(prepared.handoffs)
+        self._earlier_handoffs = prepared.handoffs
         self._claimed = prepared.claimed
         self._loop = asyncio.get_running_loop()
         self._ctx.configure(
@@ -287,7 +308,8 @@ class RunStream(RunSaves):
 
     def _finish(self) -> None:
         self._finished = True
-        end_lease(self._owner)
+        if self._owner:
+            end_lease(self._owner)
         if self._checkpoint_id is not None:
             self._setup.active.pop(self._checkpoint_id, None)
 
@@ -340,6 +362,8 @@ class RunStream(RunSaves):
     async def _completed(self) -> PlaitError | None:
         """The run finished: write its session turn and retire its checkpoints."""
         self._finish()
+        if self._turn is None and self._resumed_from is None and not self._steps:
+            return None  # no session, nothing resumed, no step saved: nothing to keep
         try:
             await self._keep_records()
         except PlaitError as exc:
