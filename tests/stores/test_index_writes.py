@@ -145,3 +145,27 @@ async def test_a_failed_write_fails_every_change_it_held_and_the_next_write_is_t
     await index.update(store, "u/index", "s3", _entry(3))
     found = await store.get_session_record("u/index")
     assert found is not None and list(decode_index(found)) == ["s3"]
+
+
+def test_an_index_whose_loop_closed_mid_write_is_written_from_the_next_loop() -> None:
+    inner = _Counted()
+    store, index = GuardedStore(inner), SessionIndex()
+
+    async def closed_mid_write() -> None:
+        inner.go = asyncio.Event()  # never set: the first write is under way as the loop ends
+        callers = [asyncio.ensure_future(index.update(store, "u/index", "s0", _entry(0)))]
+        await inner.writing.wait()
+        callers.append(asyncio.ensure_future(index.update(store, "u/index", "s1", _entry(1))))
+        await asyncio.sleep(0)  # the second change waits for the first write
+        assert not any(caller.done() for caller in callers)
+
+    asyncio.run(closed_mid_write())  # ends by cancelling the writer and both callers
+    inner.go = None
+
+    async def next_loop() -> list[str]:
+        await asyncio.wait_for(index.update(store, "u/index", "s2", _entry(2)), 30)
+        found = await store.get_session_record("u/index")
+        assert found is not None
+        return list(decode_index(found))
+
+    assert asyncio.run(next_loop()) == ["s2"]

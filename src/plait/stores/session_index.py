@@ -81,6 +81,12 @@ class _Pending(Generic[V]):
     writer: asyncio.Future[None] | None = None
 
 
+def _settle(batch: _Batch[V]) -> None:
+    """Tell the callers waiting for `batch` that it was written (or failed: `error`)."""
+    if batch.done is not None and not batch.done.done():
+        batch.done.set_result(None)
+
+
 class GroupIndex(Generic[V]):
     """Indexes kept as session records of a store, written by group commit with
     compare-and-set (see the module's docstring); share one among the writers of the same
@@ -106,14 +112,15 @@ class GroupIndex(Generic[V]):
         Raises:
             StoreError: The store failed, or the index kept changing under this process.
         """
+        loop = asyncio.get_running_loop()
         index = self._pending.get(key)
-        if index is None:
-            index = self._pending[key] = _Pending()
+        if index is None or (index.writer is not None and index.writer.get_loop() is not loop):
+            index = self._pending[key] = _Pending()  # (one left by a loop that was closed)
         batch = index.batch
         batch.changes[item_id] = entry
         done = batch.done
         if done is None:
-            done = batch.done = asyncio.get_running_loop().create_future()
+            done = batch.done = loop.create_future()
         if index.writer is None:
             index.writer = asyncio.ensure_future(self._flush(store, key, index))
         await asyncio.shield(done)
@@ -121,7 +128,9 @@ class GroupIndex(Generic[V]):
             raise StoreError(batch.error.message, operation=batch.error.operation)
 
     async def _flush(self, store: SessionStore, key: str, index: _Pending[V]) -> None:
-        """Write the index's batches, one after the other, until none is waiting."""
+        """Write the index's batches, one after the other, until none is waiting; if the
+        writer is cancelled (its loop is closing), what it holds fails with a `StoreError`."""
+        batch: _Batch[V] | None = None
         try:
             while index.batch.changes:
                 batch, index.batch = index.batch, _Batch()
@@ -129,23 +138,24 @@ class GroupIndex(Generic[V]):
                     await self._write(store, key, batch.changes)
                 except StoreError as exc:
                     batch.error = exc
-                except BaseException as exc:  # the waiting callers hear of it as a StoreError
-                    batch.error = StoreError(
-                        f"writing the {self._what} index '{key}' failed: "
-                        f"{type(exc).__name__}: {exc}",
-                        operation=f"writing the {self._what} index",
-                    )
-                    raise
-                finally:
-                    assert batch.done is not None
-                    batch.done.set_result(None)
+                except Exception as exc:  # the waiting callers hear of it as a StoreError
+                    batch.error = self._failed(key, f"{type(exc).__name__}: {exc}")
+                _settle(batch)
+                batch = None
         finally:
+            for left in (batch, index.batch):  # none, unless the writer was cancelled
+                if left is not None and left.changes:
+                    left.error = left.error or self._failed(key, "its writer was cancelled")
+                    _settle(left)
             index.writer = None
             if self._pending.get(key) is index:
-                if index.batch.changes:  # left by a cancelled writer: the next one takes them
-                    index.writer = asyncio.ensure_future(self._flush(store, key, index))
-                else:
-                    del self._pending[key]
+                del self._pending[key]
+
+    def _failed(self, key: str, why: str) -> StoreError:
+        return StoreError(
+            f"writing the {self._what} index '{key}' failed: {why}",
+            operation=f"writing the {self._what} index",
+        )
 
     async def _write(self, store: SessionStore, key: str, changes: dict[str, V | None]) -> None:
         """Apply `changes` to the stored index: compare-and-set, retried on conflict."""
