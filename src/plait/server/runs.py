@@ -14,7 +14,7 @@ import enum
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -166,16 +166,20 @@ class LiveRun:
     async def record_running(self) -> None:
         """Write the "running" summary of this run (also under its run id), and list it."""
         data = self._encode(self.running_summary())
-        writes = [self.store.put_record("r", self.checkpoint_id, data), self._list("running")]
-        if self.run_id != self.checkpoint_id:
-            writes.append(self.store.put_record("r", self.run_id, data))
-        await asyncio.gather(*writes)
+        listed = self._list("running")  # written by the index's writer meanwhile
+        try:
+            await self.store.put_record("r", self.checkpoint_id, data)
+            if self.run_id != self.checkpoint_id:
+                await self.store.put_record("r", self.run_id, data)
+        finally:
+            await listed
 
-    async def _list(self, status: str) -> None:
-        """Set this run's status in the user's index of runs."""
+    def _list(self, status: str) -> Awaitable[None]:
+        """Set this run's status in the user's index of runs; return what to await for
+        its write."""
         started = int(self.started_at.timestamp() * 1_000_000)
         entry = (started, status, self.agent)
-        await self.runs.index.update(self.store.store, self.store.runs_key, self.run_id, entry)
+        return self.runs.index.change(self.store.store, self.store.runs_key, self.run_id, entry)
 
     async def _record_running_quietly(self) -> None:
         try:

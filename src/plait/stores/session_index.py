@@ -21,7 +21,7 @@ import asyncio
 import json
 import random
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any, Generic, Protocol, TypeVar
@@ -81,6 +81,13 @@ class _Pending(Generic[V]):
     writer: asyncio.Future[None] | None = None
 
 
+async def _written(batch: _Batch[V], done: asyncio.Future[None]) -> None:
+    """Wait until `batch` is written; raise the `StoreError` it failed with."""
+    await asyncio.shield(done)
+    if batch.error is not None:
+        raise StoreError(batch.error.message, operation=batch.error.operation)
+
+
 def _settle(batch: _Batch[V]) -> None:
     """Tell the callers waiting for `batch` that it was written (or failed: `error`)."""
     if batch.done is not None and not batch.done.done():
@@ -112,6 +119,13 @@ class GroupIndex(Generic[V]):
         Raises:
             StoreError: The store failed, or the index kept changing under this process.
         """
+        await self.change(store, key, item_id, entry)
+
+    def change(
+        self, store: SessionStore, key: str, item_id: str, entry: V | None
+    ) -> Awaitable[None]:
+        """Make the change `update` makes, now; return what to await for its write (see
+        `update`): the caller can do other work before it waits."""
         loop = asyncio.get_running_loop()
         index = self._pending.get(key)
         if index is None or (index.writer is not None and index.writer.get_loop() is not loop):
@@ -123,9 +137,7 @@ class GroupIndex(Generic[V]):
             done = batch.done = loop.create_future()
         if index.writer is None:
             index.writer = asyncio.ensure_future(self._flush(store, key, index))
-        await asyncio.shield(done)
-        if batch.error is not None:
-            raise StoreError(batch.error.message, operation=batch.error.operation)
+        return _written(batch, done)
 
     async def _flush(self, store: SessionStore, key: str, index: _Pending[V]) -> None:
         """Write the index's batches, one after the other, until none is waiting; if the
