@@ -16,6 +16,11 @@ run out, to see what each costs (the figures are then not a server's: it is a me
     python bench/server_inproc.py                      # plait, then the bare app, 3 rounds
     python bench/server_inproc.py --without ledger,durable
     python bench/server_inproc.py --quick
+    python bench/server_inproc.py --route ap           # the Agent Protocol's stream route
+
+`--route ap` drives the same app through the Agent Protocol instead: `POST
+/threads/{id}/runs/stream` on a new thread per run (`if_not_exists="create"`,
+`stream_mode="values"`, as `bench/server.py` asks for it).
 """
 
 from __future__ import annotations
@@ -36,6 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 PATH = "/v1/agents/assistant/runs"
+AP_BODY = {
+    "assistant_id": "assistant",
+    "input": {"messages": [{"role": "user", "content": "Please add some numbers."}]},
+    "stream_mode": "values",
+    "if_not_exists": "create",
+}
 PARTS = ("ledger", "durable", "session", "kept", "records")
 
 
@@ -54,9 +65,13 @@ async def _start(app: App) -> None:
 _LIFESPANS: set[asyncio.Future[None]] = set()
 
 
-async def _one(app: App) -> None:
-    """POST one streamed run and read its stream to the end."""
-    body = json.dumps({"input": "Please add some numbers.", "session_id": uuid.uuid4().hex})
+async def _one(app: App, route: str = "v1") -> None:
+    """POST one streamed run (`route`: "v1" or "ap") and read its stream to the end."""
+    if route == "ap":
+        path, body = f"/threads/{uuid.uuid4()}/runs/stream", json.dumps(AP_BODY)
+    else:
+        body = json.dumps({"input": "Please add some numbers.", "session_id": uuid.uuid4().hex})
+        path = PATH
     data = body.encode()
     headers = [
         (b"host", b"127.0.0.1:8000"),
@@ -69,8 +84,8 @@ async def _one(app: App) -> None:
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": PATH,
-        "raw_path": PATH.encode(),
+        "path": path,
+        "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
         "headers": headers,
@@ -98,8 +113,9 @@ async def _one(app: App) -> None:
                 ended.set()
 
     await app(scope, receive, send)
-    if b"run_end" not in b"".join(chunks):
-        raise SystemExit("a stream ended without its run_end")
+    last = b"".join(chunks).rstrip().rsplit(b"\n", 2)
+    if (b"event: end" if route == "ap" else b"event: run_end") not in b"\n".join(last):
+        raise SystemExit(f"a stream ended without its last event: {last!r}")
 
 
 def _take_out(parts: set[str]) -> None:
@@ -144,10 +160,10 @@ def _take_out(parts: set[str]) -> None:
         users.UserStore.put_record = nothing  # type: ignore[method-assign]
 
 
-async def _measure(app: App, runs: int, bursts: int) -> dict[str, float]:
+async def _measure(app: App, runs: int, bursts: int, route: str) -> dict[str, float]:
     """Return the CPU per run and the collector's share, over `bursts` of `runs` at once."""
     await _start(app)
-    await asyncio.gather(*(_one(app) for _ in range(runs)))  # warm-up
+    await asyncio.gather(*(_one(app, route) for _ in range(runs)))  # warm-up
     spent, began = [0.0], [0.0]
 
     def timed(phase: str, info: dict[str, Any]) -> None:
@@ -159,18 +175,18 @@ async def _measure(app: App, runs: int, bursts: int) -> dict[str, float]:
     gc.callbacks.append(timed)
     cpu = time.process_time()
     for _ in range(bursts):
-        await asyncio.gather(*(_one(app) for _ in range(runs)))
+        await asyncio.gather(*(_one(app, route) for _ in range(runs)))
     cpu = time.process_time() - cpu
     gc.callbacks.remove(timed)
     done = runs * bursts
     return {"cpu_us_per_run": cpu / done * 1e6, "gc_us_per_run": spent[0] / done * 1e6}
 
 
-def _round(which: str, runs: int, bursts: int, without: set[str]) -> dict[str, float]:
+def _round(which: str, runs: int, bursts: int, without: set[str], route: str) -> dict[str, float]:
     """Measure the app `which` ("plait" or "bare") in a process of its own."""
     import subprocess
 
-    args = [sys.executable, __file__, "--one", which, "--runs", str(runs)]
+    args = [sys.executable, __file__, "--one", which, "--runs", str(runs), "--route", route]
     args += ["--bursts", str(bursts), "--without", ",".join(sorted(without))]
     out = subprocess.run(args, capture_output=True, text=True, check=False, timeout=600)
     if out.returncode != 0:
@@ -179,17 +195,18 @@ def _round(which: str, runs: int, bursts: int, without: set[str]) -> dict[str, f
     return figures
 
 
-def _one_process(which: str, runs: int, bursts: int, without: set[str]) -> None:
+def _one_process(which: str, runs: int, bursts: int, without: set[str], route: str) -> None:
     if which == "bare":
         import server_bare
 
         app: Any = server_bare.build()
+        route = "v1"  # the floor streams the same events on its one route
     else:
         import server_app
 
         _take_out(without)
         app = server_app.build()
-    print(json.dumps(asyncio.run(_measure(app, runs, bursts))))
+    print(json.dumps(asyncio.run(_measure(app, runs, bursts, route))))
 
 
 def main() -> None:
@@ -199,6 +216,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each app, in turn")
     parser.add_argument("--without", default="", help=f"parts to take out: {', '.join(PARTS)}")
     parser.add_argument("--quick", action="store_true", help="20 runs, one burst, one round")
+    parser.add_argument("--route", choices=("v1", "ap"), default="v1", help="plait's route")
     parser.add_argument("--one", choices=("plait", "bare"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     without = {part for part in args.without.split(",") if part}
@@ -207,12 +225,12 @@ def main() -> None:
     if args.quick:
         args.runs, args.bursts, args.rounds = 20, 1, 1
     if args.one:
-        _one_process(args.one, args.runs, args.bursts, without)
+        _one_process(args.one, args.runs, args.bursts, without, args.route)
         return
     rounds: dict[str, list[dict[str, float]]] = {"plait": [], "bare": []}
     for _ in range(args.rounds):
         for which in rounds:
-            figures = _round(which, args.runs, args.bursts, without)
+            figures = _round(which, args.runs, args.bursts, without, args.route)
             rounds[which].append(figures)
             print(which, {key: round(value, 1) for key, value in figures.items()}, flush=True)
     medians = {
@@ -221,7 +239,8 @@ def main() -> None:
         for key in ("cpu_us_per_run", "gc_us_per_run")
     }
     medians["ratio_cpu"] = medians["plait_cpu_us_per_run"] / medians["bare_cpu_us_per_run"]
-    print(json.dumps({"runs": args.runs, "without": sorted(without), **medians}))
+    summary = {"runs": args.runs, "route": args.route, "without": sorted(without), **medians}
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -184,3 +184,9 @@ def test_the_run_bytecodes_script_counts_a_run() -> None:
     figures = _quick("run_bytecodes.py")
     assert figures["bytecodes_per_run"] > 100  # a run starts, calls the model once and ends
     assert figures["calls_per_run"] > 10
+
+
+def test_in_process_server_benchmark_drives_the_agent_protocol_route() -> None:
+    figures = _quick("server_inproc.py", "--route", "ap")
+    assert figures["route"] == "ap"
+    assert _a_figure(figures["plait_cpu_us_per_run"]) and figures["plait_cpu_us_per_run"] > 0
