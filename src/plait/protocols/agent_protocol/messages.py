@@ -43,7 +43,11 @@ def message_id(thread_id: str, position: int) -> str:
     namespace again."""
     digest = _NAMESPACE.copy()
     digest.update(f"plait:{thread_id}/{position}".encode())
-    return str(uuid.UUID(bytes=digest.digest()[:16], version=5))
+    raw = bytearray(digest.digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def to_sdk(message: Message, id: str, author: str | None = None) -> dict[str, Any]:
