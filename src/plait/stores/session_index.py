@@ -65,11 +65,11 @@ class IndexDocument(Protocol[V]):
 
 @dataclass(slots=True)
 class _Batch(Generic[V]):
-    """Index changes written together: id -> entry, or None to remove it; `done` is set
-    once they are written (or failed: `error`)."""
+    """Index changes written together: id -> entry, or None to remove it; each caller's
+    future in `waiting` is set once they are written (or failed: `error`)."""
 
     changes: dict[str, V | None] = field(default_factory=dict)
-    done: asyncio.Future[None] | None = None
+    waiting: list[asyncio.Future[None]] = field(default_factory=list)
     error: StoreError | None = None
 
 
@@ -81,17 +81,19 @@ class _Pending(Generic[V]):
     writer: asyncio.Future[None] | None = None
 
 
-async def _written(batch: _Batch[V], done: asyncio.Future[None]) -> None:
-    """Wait until `batch` is written; raise the `StoreError` it failed with."""
-    await asyncio.shield(done)
+async def _written(batch: _Batch[V], waiter: asyncio.Future[None]) -> None:
+    """Wait until `batch` is written (`waiter`: the caller's own future, which only its
+    caller's cancelling cancels); raise the `StoreError` it failed with."""
+    await waiter
     if batch.error is not None:
         raise StoreError(batch.error.message, operation=batch.error.operation)
 
 
 def _settle(batch: _Batch[V]) -> None:
     """Tell the callers waiting for `batch` that it was written (or failed: `error`)."""
-    if batch.done is not None and not batch.done.done():
-        batch.done.set_result(None)
+    for waiter in batch.waiting:
+        if not waiter.done():  # (cancelled: its caller left)
+            waiter.set_result(None)
 
 
 class GroupIndex(Generic[V]):
@@ -132,12 +134,11 @@ class GroupIndex(Generic[V]):
             index = self._pending[key] = _Pending()  # (one left by a loop that was closed)
         batch = index.batch
         batch.changes[item_id] = entry
-        done = batch.done
-        if done is None:
-            done = batch.done = loop.create_future()
+        waiter = loop.create_future()
+        batch.waiting.append(waiter)
         if index.writer is None:
             index.writer = asyncio.ensure_future(self._flush(store, key, index))
-        return _written(batch, done)
+        return _written(batch, waiter)
 
     async def _flush(self, store: SessionStore, key: str, index: _Pending[V]) -> None:
         """Write the index's batches, one after the other, until none is waiting; if the

@@ -53,7 +53,7 @@ class RunLog:
         self.events: list[tuple[str, bytes]] = []  # (event name, framed event)
         self.ended = False
         self._followers: set[Follower] = set()
-        self._done = asyncio.Event()
+        self._done: asyncio.Event | None = None  # made for the first who waits for the end
         self._on_end = on_end  # told once, when the run's last event was added
 
     def add(self, name: str, framed: bytes) -> None:
@@ -61,18 +61,21 @@ class RunLog:
         if self.ended:
             return
         self.events.append((name, framed))
-        for follower in list(self._followers):
-            follower.take(name, framed)
+        if self._followers:
+            for follower in list(self._followers):
+                follower.take(name, framed)
 
     def end(self) -> None:
         """The run's last event was added: its followers' streams end."""
         if not self.ended and self._on_end is not None:
             self._on_end(self)
         self.ended = True
-        self._done.set()
-        for follower in list(self._followers):
-            follower.finish()
-        self._followers.clear()
+        if self._done is not None:
+            self._done.set()
+        if self._followers:
+            for follower in list(self._followers):
+                follower.finish()
+            self._followers.clear()
 
     def follow(self, after: int | None, modes: frozenset[str]) -> Follower:
         """Return a follower of this log, holding what came after event id `after` (None:
@@ -89,6 +92,10 @@ class RunLog:
 
     async def wait_end(self) -> None:
         """Wait until the run's last event was added."""
+        if self.ended:
+            return
+        if self._done is None:
+            self._done = asyncio.Event()
         await self._done.wait()
 
     def leave(self, follower: Follower) -> None:
@@ -142,7 +149,8 @@ class RunLogs:
         log = RunLog(run_id, self._ended_log)
         self._logs[run_id] = log
         self._ended.pop(run_id, None)
-        for waiter in self._waiting.pop(run_id, set()):
+        waiting = self._waiting.pop(run_id, None) if self._waiting else None
+        for waiter in waiting or ():
             waiter.set()
         return log
 

@@ -78,9 +78,9 @@ class _Temporary:
             log = self.logs.get(run_id)
             if log is not None:
                 await log.wait_end()
+        await document.delete()  # the records first: a thread seen gone has none left
         with contextlib.suppress(ApiError):  # deleted already
             await delete_thread(who, thread_id)
-        await document.delete()
 
     async def failed(self, who: Caller, thread_id: str) -> None:
         """Delete the thread of a run that did not start."""
