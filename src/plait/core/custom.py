@@ -22,6 +22,8 @@ from plait.errors import CheckpointCorrupt, SerializationError, UsageError
 
 __all__ = ["CustomRecord", "custom_record", "load_custom", "save_custom"]
 
+_SCALARS = (str, int, bool)  # values that are plain JSON as they are
+
 
 def custom_record(run: RunState, address: str) -> CustomRecord:
     """Return the values kept at `address` (restored from the checkpoint on a resume, else
@@ -29,7 +31,10 @@ def custom_record(run: RunState, address: str) -> CustomRecord:
     record = run.frames.get((address, "custom"))
     if record is None:
         restored = run.restored.pop((address, "custom"), None)
-        record = restored if isinstance(restored, CustomRecord) else CustomRecord()
+        if isinstance(restored, CustomRecord):
+            record = restored
+        else:  # (given its empty dicts, the model copies no defaults)
+            record = CustomRecord(values={}, models={})
         run.frames[(address, "custom")] = record
     return record
 
@@ -44,6 +49,10 @@ def save_custom(record: CustomRecord, key: str, value: Any) -> None:
     """
     if not isinstance(key, str) or not key:
         raise UsageError(f"save_state takes a non-empty str key, got {key!r}")
+    if value is None or type(value) in _SCALARS:  # its own JSON: nothing to encode
+        record.models.pop(key, None)
+        record.values[key] = value
+        return
     root = f"state[{key!r}]"
     try:
         plain = dump_plain(value, type(value) if isinstance(value, BaseModel) else Any)

@@ -81,6 +81,10 @@ class _Ledgered(Hooks):
         """Give back what the run still holds: its place, a call it did not make."""
         for key in [k for k in ctx.extras if k.startswith(_CALL)]:
             await self._release(ctx.extras.pop(key)[1])
+        await self._give_back()
+
+    async def _give_back(self) -> None:
+        """Free the run's place, when this hook admitted it."""
         ticket, self._ticket = self._ticket, None
         if ticket is not None:
             await ticket.release()
@@ -205,8 +209,8 @@ class UsageHooks(_Ledgered):
         now = self.tenants.clock()
         usage = reply.usage or Usage()
         cost, priced = price(ctx.model, usage, at=now)  # a broken `price` fails the run
-        rows = dict(ctx.run_value(_ROWS) or {})
-        rows[f"{ctx.requests}:{ctx.address}"] = [
+        key = f"{ctx.requests}:{ctx.address}"
+        row = [
             now.isoformat(),
             self.agent,
             model_spec(ctx.model),
@@ -215,18 +219,25 @@ class UsageHooks(_Ledgered):
             cost,
             priced,
         ]
-        ctx.keep_run_value(_ROWS, rows)
+        rows = ctx.run_value(_ROWS)
+        if isinstance(rows, dict):
+            # the value kept itself, plain JSON as a row is: the run's next checkpoint saves
+            # it as it now is (nothing to encode again)
+            rows[key] = row
+        else:
+            ctx.keep_run_value(_ROWS, {key: row})
         return None
 
     async def after_run(self, ctx: HookContext, result: RunResult) -> None:
-        """Write the run's rows (those the ledger has already are left as they are)."""
+        """Write the run's rows (those the ledger has already are left as they are); give
+        back the run's place."""
         try:
             rows = ctx.run_value(_ROWS)
             if isinstance(rows, dict) and rows:
                 await self.tenants.ledger.add_rows(self.user, self.run_id or "", rows)
         except PlaitError as exc:  # the run's result stands; its rows are missing
             _log.warning("could not record the model calls of run %s: %s", self.run_id, exc)
-        await super().after_run(ctx, result)
+        await self._give_back()  # (no call of this hook ever reserves)
 
 
 def ledger_hooks(

@@ -260,6 +260,7 @@ class Ledger:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._guarded = GuardedStore(store)  # what the day's list of runs is written through
         self._days: GroupIndex[int] = GroupIndex(_DayRuns.read, "ledger day")
         self._users: set[str] = set()  # the users this process has seen in `#q/users`
 
@@ -303,7 +304,7 @@ class Ledger:
     async def list_run(self, user: str, run_id: str, now: datetime) -> None:
         """List run `run_id` of `user` among the day's runs (its rows are read from there)."""
         day = day_of(now)
-        await self._days.update(GuardedStore(self.store), self._list_key(user, day), run_id, 1)
+        await self._days.update(self._guarded, self._list_key(user, day), run_id, 1)
         if user not in self._users:
             await self._list_user(user, day)
             self._users.add(user)
