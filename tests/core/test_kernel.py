@@ -614,3 +614,26 @@ def plait_done_call(index: int) -> Any:
     from plait.core.checkpoint import DoneCall
 
     return DoneCall.model_construct(index=index, content="x", action=None)
+
+
+def test_a_checkpoint_encodes_its_records_as_its_schema_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from plait.core import checkpoint
+    from plait.core.checkpoint import Checkpoint, CustomRecord, ReactRecord
+    from plait.core.run_state import RunSnapshot
+    from plait.errors import SerializationError
+
+    react = ReactRecord(
+        messages=[Message.user("q"), Message.assistant("a")], calls_made=1, phase="model"
+    )
+    custom = CustomRecord(values={"n": [1, "é"]})
+    records = {("agent:A", "react"): react, ("run", "custom"): custom}
+    snapshot = RunSnapshot(records=records, root_input=(Message.user("q"),))
+    data = Checkpoint.encode(snapshot, (), agent_name="A", session_id=None)
+    assert Checkpoint.decode(data, "c")._doc.model_dump_json().encode() == data
+    monkeypatch.setattr(checkpoint, "VALIDATE_WRITES", False)
+    wrong = ReactRecord.model_construct(messages=[], calls_made="one", phase="model", done=[])
+    snapshot = RunSnapshot(records={("agent:A", "react"): wrong})
+    with pytest.warns(UserWarning, match="calls_made"), pytest.raises(SerializationError):
+        Checkpoint.encode(snapshot, (), agent_name="A", session_id=None)

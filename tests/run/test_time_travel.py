@@ -4,6 +4,7 @@ one of them, leaving the original as it was."""
 from __future__ import annotations
 
 import collections
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from plait import (
     tool,
 )
 from plait.errors import CheckpointNotFound, ResumeError, UsageError
+from plait.events import AgentOutput, MessageVariant
+from plait.run import time_travel
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, call, reply
 
@@ -353,6 +356,45 @@ async def test_an_event_that_is_not_json_is_kept_as_its_text() -> None:
     (kept,) = await runner.history("c")
     assert kept.agent == "custom" and kept.event is not None
     assert kept.event.output is not None and kept.event.output.custom == "<opaque>"
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        return "<opaque>"
+
+
+_WHOLE = MessageVariant(is_streaming=False, role="assistant", message=Message.user("é ü"))
+
+
+def _event(output: AgentOutput) -> AgentEvent:
+    return AgentEvent(agent_name="a", run_path=("a",), output=output)
+
+
+@pytest.mark.parametrize(
+    ("event", "values"),
+    [
+        (None, {}),
+        (_event(AgentOutput(message=_WHOLE)), {}),
+        (
+            _event(AgentOutput(custom={"x": [1.5, "🙂"]})),
+            {"n": float("nan"), "big": 10**17, "f": 1e-7, "t": ("a", 2), "bad": _Opaque()},
+        ),
+        (_event(AgentOutput(custom=_Opaque())), {"k": "v"}),
+    ],
+)
+def test_a_history_entry_holds_what_its_parts_encode_to(
+    event: AgentEvent | None, values: dict[str, Any]
+) -> None:
+    entry = time_travel._step_json(3, "agent é", event, values, {"s": values})
+    assert json.loads(entry) == {
+        "step": 3,
+        "agent": "agent é",
+        "event": time_travel.encode_event(event),
+        "session_values": time_travel.encode_values(values),
+        "state": time_travel.encode_values({"s": values}),
+    }
+    document = time_travel._History.model_validate_json(time_travel._join([entry, entry]))
+    assert [kept.step for kept in document.steps] == [3, 3]
 
 
 def _docs_example() -> str:

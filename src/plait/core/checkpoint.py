@@ -529,7 +529,9 @@ def _json_shape(model: type[BaseModel], name: str, **fields: Any) -> Any:
 @functools.cache
 def _document_shape() -> TypeAdapter[Any]:
     """Return the encoder of a checkpoint document given as a dict (see `Checkpoint.encode`)."""
-    records = list.__class_getitem__(_json_shape(_Located, "_LocatedJSON"))
+    # each record is one of `AnyRecord`'s models, made by plait: typed `Any`, it is encoded
+    # by its own model's serializer (the same JSON), without matching it against the union
+    records = list.__class_getitem__(_json_shape(_Located, "_LocatedJSON", record=Any))
     interrupts = list.__class_getitem__(_json_shape(_Interrupt, "_InterruptJSON"))
     shape = _json_shape(_Document, "_DocumentJSON", records=records, interrupts=interrupts)
     return TypeAdapter(shape)
@@ -545,7 +547,7 @@ def _budgets(snapshot: RunSnapshot) -> list[_Budget]:
 
 def _session_values(values: dict[str, Any]) -> dict[str, Any]:
     """The session values of a document, with the classes of the typed ones."""
-    return {"session_values": values, "session_value_types": value_types(values)}
+    return {"session_values": values, "session_value_types": value_types(values) if values else {}}
 
 
 def _short(value: object) -> str:

@@ -267,7 +267,8 @@ class RunSaves:
             await turn.settle()
         lease = None
         if running:
-            lease = Lease(owner=self._owner, until=setup.ids.now().timestamp() + setup.lease)
+            until = setup.ids.now().timestamp() + setup.lease
+            lease = Lease.model_construct(owner=self._owner, until=until)  # a str and a float
         return Checkpoint.encode(
             ctx.snapshot(),
             interrupts,

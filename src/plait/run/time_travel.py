@@ -17,11 +17,12 @@ only after the history stopped listing it, so a history never names a missing sn
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import to_json
 
 from plait._util.json import JSONMixin, dump_plain, first_problem, load_plain
 from plait._util.record import record
@@ -250,14 +251,7 @@ class StepLog:
         writes: list[CheckpointWrite] = [(step_id(checkpoint_id, step), data, "done")]
         if not self.keep:
             return writes, []
-        entry = {  # the fields of `_Entry`, in order
-            "step": step,
-            "agent": agent,
-            "event": encode_event(event),
-            "session_values": encode_values(values),
-            "state": encode_values(state or {}),
-        }
-        kept.append((step, _entry_json(entry)))
+        kept.append((step, _step_json(step, agent, event, values, state or {})))
         dropped = kept[: max(0, len(kept) - self.keep)]
         del kept[: len(dropped)]
         writes.append((history_id(checkpoint_id), _join([text for _, text in kept]), "done"))
@@ -266,14 +260,41 @@ class StepLog:
         return writes, [step_id(checkpoint_id, old) for old, _ in dropped]
 
 
-#: `json.dumps(..., separators=(",", ":"))`, made once (`dumps` with any setting makes a new
-#: encoder at each call).
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
-
-
 def _entry_json(entry: dict[str, Any]) -> bytes:
-    """Return one history entry (`_Entry`'s fields) as the history document holds it."""
-    return _COMPACT.encode(entry).encode()
+    """Return one history entry (`_Entry`'s fields, as JSON data) as the history document
+    holds it."""
+    return to_json(entry)
+
+
+def _step_json(
+    step: int,
+    agent: str,
+    event: AgentEvent | None,
+    values: Mapping[str, Any],
+    state: Mapping[str, Any],
+) -> bytes:
+    """Return the history entry of a step as `_entry_json` would, each part encoded to JSON
+    at once (the slower `encode_event`/`encode_values` only for a part that is not JSON)."""
+    if event is None:
+        event_json = b"null"
+    else:
+        try:
+            event_json = _adapters()[0].dump_json(event)
+        except Exception:
+            event_json = to_json(encode_event(event))
+    parts = [b'{"step":%d,"agent":' % step, to_json(agent), b',"event":', event_json]
+    for key, mapping in ((b',"session_values":', values), (b',"state":', state)):
+        try:
+            parts += (key, _adapters()[1].dump_json(dict(mapping)))
+        except Exception:
+            parts += (key, to_json(encode_values(mapping)))
+    return b"".join(parts) + b"}"
+
+
+@functools.cache
+def _adapters() -> tuple[TypeAdapter[AgentEvent], TypeAdapter[dict[str, Any]]]:
+    """Return the encoders of an event and of session values (made on first use)."""
+    return TypeAdapter(AgentEvent), TypeAdapter(dict[str, Any])
 
 
 def _join(texts: list[bytes]) -> bytes:
