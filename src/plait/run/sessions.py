@@ -30,10 +30,13 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import json
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from typing_extensions import TypedDict  # (pydantic reads it on Python < 3.12)
 
 from plait._util.json import dump_plain, load_plain, to_json
 from plait._util.record import record
@@ -68,17 +71,27 @@ class SessionDocument:
     """A decoded session: its messages with their authors, values, team state, each agent's
     own state, handoffs, and when it was last written (None: by a plait that did not say)."""
 
+    messages: list[tuple[str, Message]]
+    values: dict[str, Any]
+    state: dict[str, Any]
+    local: dict[str, Any]
+    handoffs: list[HandoffLog]
+    updated_at: datetime | None
+
     def __init__(self, data: dict[str, Any] | None = None) -> None:
-        data = data or {}
-        self.messages: list[tuple[str, Message]] = [
-            (a, load_plain(Message, m)) for a, m in data.get("messages", [])
-        ]
-        self.values: dict[str, Any] = restore_types(
-            dict(data.get("values") or {}), data.get("value_types") or {}
-        )
-        self.state: dict[str, Any] = dict(data.get("state") or {})
-        self.local: dict[str, Any] = dict(data.get("local") or {})
-        self.handoffs: list[HandoffLog] = load_plain(list[HandoffLog], data.get("handoffs", []))
+        if not data:  # a new session
+            self.messages = []
+            self.values = {}
+            self.state = {}
+            self.local = {}
+            self.handoffs = []
+            self.updated_at = None
+            return
+        self.messages = [(a, load_plain(Message, m)) for a, m in data.get("messages", [])]
+        self.values = restore_types(dict(data.get("values") or {}), data.get("value_types") or {})
+        self.state = dict(data.get("state") or {})
+        self.local = dict(data.get("local") or {})
+        self.handoffs = load_plain(list[HandoffLog], data.get("handoffs", []))
         stamp = data.get("updated_at")
         self.updated_at = None if stamp is None else datetime.fromisoformat(stamp)
 
@@ -234,6 +247,37 @@ class SessionTurn:
         local: dict[str, Any] | None,
         stamp: datetime,
     ) -> bytes:
+        """Return the stored bytes of `saved` with this turn appended, in one pass of the
+        document's schema (`_encode_checked` when some value is not JSON)."""
+        merged = {**saved.values, **values}
+        document: _Stored = {
+            "format": FORMAT,
+            "version": VERSION,
+            "messages": [*saved.messages, *self.turn],
+            "values": merged,
+            "value_types": value_types(merged) if merged else {},
+            "state": {**saved.state, **state} if state else saved.state,
+            "local": {**saved.local, **local} if local else saved.local,
+            "handoffs": [*saved.handoffs, *handoffs],
+            "updated_at": stamp.isoformat(),
+        }
+        dump, unencodable = _encoder()
+        try:
+            return dump(document)
+        except unencodable:  # the checked encoding names what is not JSON
+            return self._encode_checked(saved, values, handoffs, state, local, stamp)
+
+    def _encode_checked(
+        self,
+        saved: SessionDocument,
+        values: dict[str, Any],
+        handoffs: Sequence[HandoffLog],
+        state: dict[str, Any] | None,
+        local: dict[str, Any] | None,
+        stamp: datetime,
+    ) -> bytes:
+        """Return what `_encode` does, part by part: a value that is not JSON is a
+        `SerializationError` naming it (`session_values[...]` for a session value)."""
         messages = [[a, dump_plain(m, Message)] for a, m in [*saved.messages, *self.turn]]
         merged = {**saved.values, **values}
         to_json(merged, Any, root="session_values")  # names a value that is not JSON
@@ -249,6 +293,32 @@ class SessionTurn:
             "updated_at": stamp.isoformat(),
         }
         return to_json(document, Any, root="session").encode()
+
+
+class _Stored(TypedDict):
+    """A session as stored, its keys in their stored order (`values`, `state` and `local`
+    are encoded as `to_json(..., Any)` encodes them)."""
+
+    format: str
+    version: int
+    messages: list[tuple[str, Message]]
+    values: Any
+    value_types: dict[str, str]
+    state: Any
+    local: Any
+    handoffs: list[HandoffLog]
+    updated_at: str
+
+
+@functools.cache
+def _encoder() -> tuple[Callable[[_Stored], bytes], type[Exception]]:
+    """Return what encodes a whole session in one pass, and the error it raises for a
+    value that is not JSON (made on first use)."""
+    from pydantic import TypeAdapter
+    from pydantic_core import PydanticSerializationError
+
+    encode: Callable[[_Stored], bytes] = TypeAdapter(_Stored).serializer.to_json  # as dump_json
+    return encode, PydanticSerializationError
 
 
 #: The id under which a plain store holds the runner's index of sessions.
