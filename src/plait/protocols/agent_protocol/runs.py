@@ -108,10 +108,9 @@ def _modes(body: RunCreate) -> frozenset[str]:
 def _options(body: RunCreate, assistant_options: list[RunOption]) -> list[RunOption]:
     """Return the run's options: the assistant's, then the run's own."""
     fields = {**((body.config or {}).get("configurable") or {}), **(body.context or {})}
-    if not fields:  # (nothing to check: the run adds no option)
-        return assistant_options
-    check_fields(fields)
-    return [*assistant_options, RunOption(**fields)]
+    if fields:  # (none to check when the run adds no option)
+        check_fields(fields)
+    return [*assistant_options, RunOption(**fields)] if fields else assistant_options
 
 
 async def _thread(
