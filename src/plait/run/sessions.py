@@ -265,34 +265,20 @@ class SessionTurn:
         try:
             return dump(document)
         except unencodable:  # the checked encoding names what is not JSON
-            return self._encode_checked(saved, values, handoffs, state, local, stamp)
+            return self._encode_checked(document)
 
-    def _encode_checked(
-        self,
-        saved: SessionDocument,
-        values: dict[str, Any],
-        handoffs: Sequence[HandoffLog],
-        state: dict[str, Any] | None,
-        local: dict[str, Any] | None,
-        stamp: datetime,
-    ) -> bytes:
+    @staticmethod
+    def _encode_checked(document: _Stored) -> bytes:
         """Return what `_encode` does, part by part: a value that is not JSON is a
         `SerializationError` naming it (`session_values[...]` for a session value)."""
-        messages = [[a, dump_plain(m, Message)] for a, m in [*saved.messages, *self.turn]]
-        merged = {**saved.values, **values}
-        to_json(merged, Any, root="session_values")  # names a value that is not JSON
-        document = {
-            "format": FORMAT,
-            "version": VERSION,
-            "messages": messages,
-            "values": merged,
-            "value_types": value_types(merged),
-            "state": {**saved.state, **(state or {})},
-            "local": {**saved.local, **(local or {})},
-            "handoffs": [dump_plain(h, HandoffLog) for h in [*saved.handoffs, *handoffs]],
-            "updated_at": stamp.isoformat(),
+        to_json(document["values"], Any, root="session_values")  # names a value not JSON
+        plain = {  # the same keys, in the same order
+            **document,
+            "messages": [[a, dump_plain(m, Message)] for a, m in document["messages"]],
+            "value_types": value_types(document["values"]),
+            "handoffs": [dump_plain(h, HandoffLog) for h in document["handoffs"]],
         }
-        return to_json(document, Any, root="session").encode()
+        return to_json(plain, Any, root="session").encode()
 
 
 class _Stored(TypedDict):
