@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import AsyncExitStack, aclosing
 from typing import Any, Literal, Protocol
 
+from plait._util.fast import built
 from plait._util.merge import Done, merge
 from plait.agents.model_call import CallingAgent, ModelCalls, Reply
 from plait.agents.options import RunOptions
@@ -175,11 +176,18 @@ class _Loop(ModelCalls):
 
     def _save(self, phase: Literal["tools", "model"], outcomes: Sequence[Outcome] = ()) -> None:
         done = [
-            DoneCall.model_construct(index=o.index, content=o.message.content, action=o.action)
+            built(DoneCall, {"index": o.index, "content": o.message.content, "action": o.action})
             for o in outcomes
         ]
-        record = ReactRecord.model_construct(
-            messages=list(self.messages), calls_made=self.calls_made, phase=phase, done=done
+        record = built(
+            ReactRecord,
+            {
+                "kind": "react",
+                "messages": list(self.messages),
+                "calls_made": self.calls_made,
+                "phase": phase,
+                "done": done,
+            },
         )
         self.ctx.keep_record("react", record)
 

@@ -163,22 +163,21 @@ class HookChain:
     """The hooks of a run or an agent, per seam: the bound methods that override it, in the
     order they run (`after_*` reversed)."""
 
-    __slots__ = (*_SEAMS, "empty", "last")
-
-    before_run: tuple[Seam, ...]
-    after_run: tuple[Seam, ...]
-    before_agent: tuple[Seam, ...]
-    after_agent: tuple[Seam, ...]
-    before_model: tuple[Seam, ...]
-    during_model: tuple[Seam, ...]
-    wrap_model: tuple[Seam, ...]
-    after_model: tuple[Seam, ...]
-    before_tool: tuple[Seam, ...]
-    wrap_tool: tuple[Seam, ...]
-    after_tool: tuple[Seam, ...]
-    on_pause: tuple[Seam, ...]
-    on_resume: tuple[Seam, ...]
-    on_step_saved: tuple[Seam, ...]
+    # a seam no hook overrides reads the class's empty tuple: a chain sets only its own
+    before_run: tuple[Seam, ...] = ()
+    after_run: tuple[Seam, ...] = ()
+    before_agent: tuple[Seam, ...] = ()
+    after_agent: tuple[Seam, ...] = ()
+    before_model: tuple[Seam, ...] = ()
+    during_model: tuple[Seam, ...] = ()
+    wrap_model: tuple[Seam, ...] = ()
+    after_model: tuple[Seam, ...] = ()
+    before_tool: tuple[Seam, ...] = ()
+    wrap_tool: tuple[Seam, ...] = ()
+    after_tool: tuple[Seam, ...] = ()
+    on_pause: tuple[Seam, ...] = ()
+    on_resume: tuple[Seam, ...] = ()
+    on_step_saved: tuple[Seam, ...] = ()
 
     def __init__(self, hooks: Sequence[Hooks] = (), innermost: Sequence[Hooks] = ()) -> None:
         for hook in (*hooks, *innermost):
@@ -186,13 +185,13 @@ class HookChain:
                 raise UsageError(f"hooks must subclass plait.Hooks, got {hook!r}")
         self.last: dict[str, tuple[Seam, ...]] = {}  # per seam, the innermost hooks' methods
         outer, inner = _by_seam(hooks), _by_seam(innermost)
-        for seam in _SEAMS:
+        self.empty = not (outer or inner)
+        for seam in outer.keys() | inner.keys() if inner else outer:
             last = inner.get(seam, ())
             both = outer.get(seam, ()) + last
             setattr(self, seam, both[::-1] if seam.startswith("after") else both)
             if last:
                 self.last[seam] = last
-        self.empty = not (outer or inner)
 
     def around(self, inner: HookChain) -> HookChain:
         """Return this chain wrapped around `inner`: this one's `before_*` first, its

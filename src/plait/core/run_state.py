@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from plait._util.fast import random_hex
 from plait._util.tasks import current_task
 from plait.core.history import HistoryRecord
 from plait.core.hooks import NO_HOOKS
@@ -89,7 +89,7 @@ class IdSource:
 
     def new_id(self) -> str:
         """Return a fresh unique id."""
-        return uuid.uuid4().hex
+        return random_hex()
 
     def now(self) -> datetime:
         """Return the current time (timezone-aware UTC)."""
@@ -364,29 +364,49 @@ class RunSnapshot:
         "user_states",
     )
 
-    def __init__(self, **fields: Any) -> None:
-        self.root_input: tuple[Message, ...] = ()
-        self.root_authors: tuple[str, ...] | None = None
-        self.root_id: str | None = None
-        self.history: list[HistoryRecord] = []
-        self.session_values: dict[str, Any] = {}
-        self.state: dict[str, Any] = {}
-        self.local: dict[str, dict[str, Any]] = {}
-        self.enable_streaming = False
-        self.records: dict[tuple[str, str], Any] = {}  # (address, kind) -> record
-        self.user_states: dict[str, Any] = {}
-        self.answers: dict[str, list[Any]] = {}
+    def __init__(  # each field set once: a snapshot is taken at every step save
+        self,
+        *,
+        root_input: tuple[Message, ...] = (),
+        root_authors: tuple[str, ...] | None = None,
+        root_id: str | None = None,
+        history: list[HistoryRecord] | None = None,
+        session_values: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+        local: dict[str, dict[str, Any]] | None = None,
+        enable_streaming: bool = False,
+        records: dict[tuple[str, str], Any] | None = None,  # (address, kind) -> record
+        user_states: dict[str, Any] | None = None,
+        answers: dict[str, list[Any]] | None = None,
         # team key -> (team, max_steps, max_tokens, steps, tokens)
-        self.budgets: dict[str, tuple[str, int | None, int | None, int, int]] = {}
-        self.model_calls = 0
-        self.requests = 0
-        self.tool_calls = 0
-        self.tokens = (0, 0)  # (input, output)
-        self.transfers = 0
-        self.metadata: dict[str, Any] = {}
-        self.options: list[dict[str, Any]] = []  # the JSON-able fields of the run's options
-        for name, value in fields.items():
-            setattr(self, name, value)
+        budgets: dict[str, tuple[str, int | None, int | None, int, int]] | None = None,
+        model_calls: int = 0,
+        requests: int = 0,
+        tool_calls: int = 0,
+        tokens: tuple[int, int] = (0, 0),  # (input, output)
+        transfers: int = 0,
+        metadata: dict[str, Any] | None = None,
+        options: list[dict[str, Any]] | None = None,  # the JSON-able fields of the options
+    ) -> None:
+        self.root_input = root_input
+        self.root_authors = root_authors
+        self.root_id = root_id
+        self.history = [] if history is None else history
+        self.session_values = {} if session_values is None else session_values
+        self.state = {} if state is None else state
+        self.local = {} if local is None else local
+        self.enable_streaming = enable_streaming
+        self.records = {} if records is None else records
+        self.user_states = {} if user_states is None else user_states
+        self.answers = {} if answers is None else answers
+        self.budgets = {} if budgets is None else budgets
+        self.model_calls = model_calls
+        self.requests = requests
+        self.tool_calls = tool_calls
+        self.tokens = tokens
+        self.transfers = transfers
+        self.metadata = {} if metadata is None else metadata
+        self.options = [] if options is None else options
 
 
 class CallGuard:

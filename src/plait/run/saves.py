@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from plait._util.fast import built
 from plait.core.checkpoint import Checkpoint, Lease
 from plait.core.context import Frame
 from plait.core.hooks import HookChain, notify
@@ -268,7 +269,7 @@ class RunSaves:
         lease = None
         if running:
             until = setup.ids.now().timestamp() + setup.lease
-            lease = Lease.model_construct(owner=self._owner, until=until)  # a str and a float
+            lease = built(Lease, {"owner": self._owner, "until": until})  # a str and a float
         return Checkpoint.encode(
             ctx.snapshot(),
             interrupts,
