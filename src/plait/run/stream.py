@@ -326,7 +326,19 @@ class RunStream(RunSaves):
         except BaseException:
             self._finish()
             raise
-        return await self._after_event(event)
+        if event.action is not None or event.error is not None or self._paused:
+            return await self._after_event(event)
+        # `_after_event` of a plain event: noted (`_note_output`), and kept for the session
+        self._last_event = event
+        output = event.output
+        if output is not None and event.depth == 0:
+            if output.message or output.custom is not None:
+                self._last_output = event
+            if output.message is not None and self._turn is not None:
+                self._turn.note(event)
+        if event.handoff is not None:
+            self._handoffs.append(event.handoff)
+        return event
 
     async def _ended(self) -> AgentEvent:
         """The agent's events ended: raise StopAsyncIteration, or return the error event
