@@ -144,3 +144,33 @@ async def test_a_failed_index_write_fails_each_waiting_caller() -> None:
     assert all(isinstance(r, StoreError) for r in results)
     assert len({id(r) for r in results}) == 3  # one error each
     assert all("ConnectionError: refused" in str(r) for r in results)
+
+
+class _Both(MemoryStore):
+    """A memory store that changes `put_session` and `_put_session` alike, and reads through
+    its own `get_session_record`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    async def put_session(self, session_id: str, data: bytes, **kwargs: Any) -> int:
+        self.seen.append("put_session")
+        return await super().put_session(session_id, data, **kwargs)
+
+    async def _put_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
+    ) -> int:
+        self.seen.append("_put_session")
+        return await super()._put_session(session_id, data, ttl, expected_version)
+
+    async def get_session_record(self, session_id: str) -> SessionRecord | None:
+        self.seen.append("get_session_record")
+        return await super().get_session_record(session_id)
+
+
+async def test_a_subclass_reaches_its_backend_methods_through_super() -> None:
+    store = _Both()
+    assert await store.put_session("s", b"x", expected_version=0) == 1
+    assert await store.get_session("s") == b"x"
+    assert store.seen == ["put_session", "_put_session", "get_session_record"]

@@ -6,9 +6,10 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from plait.errors import SessionConflict
+from plait.stores._checks import good_store_id
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -40,17 +41,16 @@ class MemoryStore(ClosingStore):
 
     Its `put_checkpoints`, `put_session`, `get_session_record` and `get_session` do their
     work themselves, rather than through `_put_checkpoint`, `_put_session` and
-    `_get_session_record`: a subclass that changes one of those gets `ClosingStore`'s,
-    which call it.
+    `_get_session_record`, except in a subclass that changes one of those (or
+    `get_session_record`): there they call it, as `ClosingStore`'s do.
     """
+
+    #: Whether the class's public methods do their work themselves (see above).
+    _by_itself: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for public, inner in _THROUGH.items():
-            if getattr(cls, public) is getattr(MemoryStore, public) and any(
-                getattr(cls, name) is not getattr(MemoryStore, name) for name in inner
-            ):
-                setattr(cls, public, getattr(ClosingStore, public))
+        cls._by_itself = all(getattr(cls, name) is getattr(MemoryStore, name) for name in _THROUGH)
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -135,6 +135,8 @@ class MemoryStore(ClosingStore):
         self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
     ) -> list[int]:
         """Write several checkpoints in one atomic write; return their versions."""
+        if not self._by_itself:
+            return await ClosingStore.put_checkpoints(self, writes, ttl=ttl, flush=flush)
         check_writes(writes)  # the checks of `ClosingStore.put_checkpoints`
         if ttl is not None:
             check_ttl(ttl)
@@ -178,14 +180,22 @@ class MemoryStore(ClosingStore):
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        found = self._sessions.get(check_id(session_id, "session_id"))
+        if not self._by_itself:
+            return await ClosingStore.get_session_record(self, session_id)
+        if type(session_id) is not str or good_store_id(session_id) is None:
+            check_id(session_id, "session_id")
+        found = self._sessions.get(session_id)
         if found is None or (found[2] is not None and not self._clock() < found[2]):
             return None
         return SessionRecord(session_id=session_id, data=found[0], version=found[1])
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Return the session's bytes, or None."""
-        found = self._sessions.get(check_id(session_id, "session_id"))
+        if not self._by_itself:
+            return await ClosingStore.get_session(self, session_id)
+        if type(session_id) is not str or good_store_id(session_id) is None:
+            check_id(session_id, "session_id")
+        found = self._sessions.get(session_id)
         if found is None or (found[2] is not None and not self._clock() < found[2]):
             return None
         return found[0]
@@ -199,14 +209,24 @@ class MemoryStore(ClosingStore):
         expected_version: int | None = None,
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        check_id(session_id, "session_id")  # the checks of `ClosingStore.put_session`
+        if not self._by_itself:
+            return await ClosingStore.put_session(
+                self, session_id, data, ttl=ttl, expected_version=expected_version
+            )
+        # the checks of `ClosingStore.put_session`
+        if type(session_id) is not str or good_store_id(session_id) is None:
+            check_id(session_id, "session_id")
         if ttl is not None:
             check_ttl(ttl)
         if expected_version is not None and (
             type(expected_version) is not int or expected_version < 0
         ):
             check_expected_version(expected_version)
-        data = bytes(data)
+        return self._write_session(session_id, bytes(data), ttl, expected_version)
+
+    def _write_session(
+        self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
+    ) -> int:
         if self._due <= self._clock():
             self._drop_expired()
         # no await from the read to the write: nothing else runs in between
@@ -225,15 +245,16 @@ class MemoryStore(ClosingStore):
 
     async def _get_session_record(self, session_id: str) -> SessionRecord | None:
         """Return the session with its version, or None."""
-        return await MemoryStore.get_session_record(self, session_id)
+        found = self._sessions.get(session_id)
+        if found is None or (found[2] is not None and not self._clock() < found[2]):
+            return None
+        return SessionRecord(session_id=session_id, data=found[0], version=found[1])
 
     async def _put_session(
         self, session_id: str, data: bytes, ttl: float | None, expected_version: int | None
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
-        return await MemoryStore.put_session(
-            self, session_id, data, ttl=ttl, expected_version=expected_version
-        )
+        return self._write_session(session_id, data, ttl, expected_version)
 
     async def _delete_session(self, session_id: str) -> None:
         """Delete the session."""
@@ -245,10 +266,11 @@ class MemoryStore(ClosingStore):
 
 _note_checking(MemoryStore.put_checkpoints)
 
-#: The methods that do their work themselves, and those they would otherwise call.
-_THROUGH = {
-    "put_checkpoints": ("_put_checkpoints", "_put_checkpoint"),
-    "get_session_record": ("_get_session_record",),
-    "get_session": ("get_session_record", "_get_session_record"),
-    "put_session": ("_put_session",),
-}
+#: The methods that `MemoryStore`'s public ones would otherwise call.
+_THROUGH = (
+    "_put_checkpoint",
+    "_put_checkpoints",
+    "_get_session_record",
+    "get_session_record",
+    "_put_session",
+)
