@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from plait.errors import SessionConflict, StoreError, UsageError
-from plait.stores import MemoryStore, SessionRecord, base
+from plait.stores import MemoryStore, SessionRecord, base, memory
 from plait.stores.base import CheckpointWrite, GuardedStore, StoreView, check_id
 
 
@@ -67,6 +67,7 @@ async def test_a_batch_through_a_guarded_store_is_checked_once(
         check(writes)
 
     monkeypatch.setattr(base, "check_writes", counted)
+    monkeypatch.setattr(memory, "check_writes", counted)  # the memory store checks its own
     store = MemoryStore()
     writes: list[CheckpointWrite] = [("a", b"1", "pending"), ("a.step-1", b"1", "done")]
     assert await GuardedStore(StoreView(store)).put_checkpoints(writes) == [1, 1]

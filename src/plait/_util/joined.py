@@ -54,15 +54,19 @@ class JoinedParts:
     def set(self, key: str, text: str, *, last: bool = False) -> None:
         """Set the text of `key`: a new key goes last, a known one keeps its place (`last`:
         it moves last)."""
-        block = self._where.get(key)
-        if block is not None and last:
+        where = self._where
+        block = where.get(key)
+        if block is not None:
+            if not last:
+                block.parts[key] = text
+                block.text = None
+                return
             del block.parts[key]
             block.text = None
-            block = None
-        if block is None:
-            if not self._blocks or len(self._blocks[-1].parts) >= BLOCK:
-                self._blocks.append(_Block())
-            block = self._where[key] = self._blocks[-1]
+        blocks = self._blocks
+        if not blocks or len(blocks[-1].parts) >= BLOCK:
+            blocks.append(_Block())
+        block = where[key] = blocks[-1]
         block.parts[key] = text
         block.text = None
 

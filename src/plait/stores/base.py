@@ -37,13 +37,22 @@ Error messages quote at most 200 characters of a bad value, with its size.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Awaitable, Sequence, Sized
-from typing import Any, Literal, Protocol, TypeGuard, TypeVar, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, TypeVar, runtime_checkable
 
 from plait._util.closing import Closing
 from plait._util.record import record
-from plait.errors import PlaitError, SessionConflict, StoreError, UsageError
+from plait.errors import PlaitError, SessionConflict, StoreError
+from plait.stores._checks import (
+    MAX_BATCH,
+    MAX_ID_LENGTH,
+    MAX_RUN_ID_LENGTH,
+    MAX_TTL,
+    check_expected_version,
+    check_id,
+    check_ttl,
+    check_writes,
+)
 
 _T = TypeVar("_T")
 
@@ -104,115 +113,6 @@ class SessionRecord:
     session_id: str
     data: bytes
     version: int
-
-
-#: The longest id a store holds, in characters (code points).
-MAX_ID_LENGTH = 512
-#: The longest id the `Runner` takes for a new run or session: room is left for the ids it
-#: derives from it (`"<id>.step-<n>"` snapshots).
-MAX_RUN_ID_LENGTH = 256
-#: The most checkpoints one `put_checkpoints` writes.
-MAX_BATCH = 100
-#: The longest ttl, in seconds (100 years); None means no expiry.
-MAX_TTL = 100 * 365 * 24 * 3600
-
-_SHOWN = 200
-_ID_RULE = (
-    "ids are str of 1 to {limit} characters with no control characters (such as NUL, tab or"
-    " newline), line or paragraph separators (U+2028, U+2029) or lone surrogates"
-)
-_BAD_ID_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-
-
-def _shown(value: object) -> str:
-    """Return `value`'s repr, cut to 200 characters and followed by its size when longer."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too large to turn into digits
-        return f"<a {type(value).__name__} too large to show>"
-    if len(text) <= _SHOWN:
-        return text
-    if isinstance(value, str):
-        size = f"{len(value)} characters"
-    elif isinstance(value, Sized):
-        size = f"length {len(value)}"
-    else:
-        size = f"a repr of {len(text)} characters"
-    return f"{text[:_SHOWN]}... ({size})"
-
-
-def check_id(value: object, what: str = "id", *, max_length: int = MAX_ID_LENGTH) -> str:
-    """Return `value` if it is an id every store can hold (see the module's docstring).
-
-    `what` names the value in the error, e.g. "checkpoint_id".
-
-    Raises:
-        UsageError: It is not a str, is empty or longer than `max_length`, or holds a
-            control character, a line or paragraph separator or a lone surrogate.
-    """
-    if isinstance(value, str) and value and len(value) <= max_length:
-        bad = _BAD_ID_CHARACTER.search(value)
-        if bad is None:
-            return value
-    rule = _ID_RULE.format(limit=max_length)
-    if not isinstance(value, str):
-        raise UsageError(
-            f"{what} must be a str, got {type(value).__name__} {_shown(value)}; {rule}"
-        )
-    if not value:
-        raise UsageError(f"{what} is empty; {rule}")
-    if len(value) > max_length:
-        raise UsageError(f"{what} {_shown(value)} is longer than {max_length} characters; {rule}")
-    assert bad is not None
-    raise UsageError(
-        f"{what} {_shown(value)} has U+{ord(bad.group()):04X} at index {bad.start()}; {rule}"
-    )
-
-
-def check_ttl(ttl: object, what: str = "ttl") -> None:
-    """Refuse a `ttl` that is not None or a number of seconds with 0 < ttl <= `MAX_TTL`.
-
-    Raises:
-        UsageError: It is zero, negative, NaN, infinite, above `MAX_TTL`, a bool or not a
-            number.
-    """
-    if ttl is None:
-        return
-    rule = f"a number of seconds with 0 < {what} <= {MAX_TTL} (100 years), or None for no expiry"
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise UsageError(f"{what} must be {rule}; got {type(ttl).__name__} {_shown(ttl)}")
-    if not 0 < ttl <= MAX_TTL:  # NaN fails every comparison
-        raise UsageError(f"{what} must be {rule}; got {_shown(ttl)}")
-
-
-def check_expected_version(expected_version: int | None) -> None:
-    """Refuse an `expected_version` that is not None or a version >= 0.
-
-    Raises:
-        UsageError: It is negative or not an integer.
-    """
-    if expected_version is None:
-        return
-    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
-        raise UsageError(f"expected_version must be an int or None, got {expected_version!r}")
-    if expected_version < 0:
-        raise UsageError(
-            f"expected_version must be >= 0 (0: no session yet), got {expected_version}"
-        )
-
-
-def check_writes(writes: Sequence[CheckpointWrite]) -> None:
-    """Refuse a batch of checkpoint writes with a bad id, an id twice, or more than
-    `MAX_BATCH` writes."""
-    ids = [checkpoint_id for checkpoint_id, _, _ in writes]
-    try:  # all of them at once; one by one only to name a bad one, as `check_id` does
-        good = _BAD_ID_CHARACTER.search("".join(ids)) is None
-    except TypeError:  # not all of them are str
-        good = False
-    if not good or not all(0 < len(checkpoint_id) <= MAX_ID_LENGTH for checkpoint_id in ids):
-        ids = [check_id(checkpoint_id, "checkpoint_id") for checkpoint_id in ids]
-    if len(set(ids)) != len(writes) or len(writes) > MAX_BATCH:
-        raise UsageError(f"put_checkpoints writes at most {MAX_BATCH} distinct checkpoint ids")
 
 
 @runtime_checkable
@@ -323,7 +223,8 @@ class ClosingStore(Closing):
     ) -> int:
         """Write the checkpoint; return its new version."""
         check_id(checkpoint_id, "checkpoint_id")
-        check_ttl(ttl)
+        if ttl is not None:
+            check_ttl(ttl)
         return await self._put_checkpoint(checkpoint_id, bytes(data), status, ttl)
 
     async def put_checkpoints(
@@ -331,7 +232,8 @@ class ClosingStore(Closing):
     ) -> list[int]:
         """Write several checkpoints in one atomic write; return their versions."""
         check_writes(writes)
-        check_ttl(ttl)
+        if ttl is not None:
+            check_ttl(ttl)
         batch = [(checkpoint_id, bytes(data), status) for checkpoint_id, data, status in writes]
         return await self._put_checkpoints(batch, ttl, flush) if batch else []
 
@@ -365,8 +267,12 @@ class ClosingStore(Closing):
     ) -> int:
         """Write the session, if at `expected_version` when given; return its new version."""
         check_id(session_id, "session_id")
-        check_ttl(ttl)
-        check_expected_version(expected_version)
+        if ttl is not None:
+            check_ttl(ttl)
+        if expected_version is not None and (
+            type(expected_version) is not int or expected_version < 0
+        ):
+            check_expected_version(expected_version)
         return await self._put_session(session_id, bytes(data), ttl, expected_version)
 
     async def delete_session(self, session_id: str) -> None:
@@ -446,16 +352,27 @@ class Store(CheckpointStore, SessionStore, Protocol):
         ...
 
 
-_BATCH_WRITERS: dict[type, bool] = {}  # whether a store's class is a CheckpointBatchStore
+#: How a store's class takes a batch of checkpoint writes (`_batch_writer`).
+_BATCH_WRITERS: dict[type, int] = {}
+_ONE_BY_ONE, _AT_ONCE, _CHECKED = 1, 2, 3
 
 
-def _writes_batches(store: object) -> TypeGuard[CheckpointBatchStore]:
-    """Return whether `store` writes several checkpoints at once (known per class)."""
-    kind = type(store)
-    found = _BATCH_WRITERS.get(kind)
-    if found is None:
-        found = _BATCH_WRITERS[kind] = isinstance(store, CheckpointBatchStore)
-    return found
+def _batch_writer(store: object) -> int:
+    """Return how `store` takes a batch of checkpoint writes (known per class): one by one,
+    at once, or at once refusing a bad batch (`check_writes`) before writing any of it."""
+    if not isinstance(store, CheckpointBatchStore):
+        how = _ONE_BY_ONE
+    else:
+        how = _CHECKED if getattr(type(store), "put_checkpoints", None) in _CHECKING else _AT_ONCE
+    _BATCH_WRITERS[type(store)] = how
+    return how
+
+
+def _store_error(store: object, operation: str, exc: Exception) -> StoreError:
+    """Return the `StoreError` of a GuardedStore for the failure `exc` of `operation`."""
+    return StoreError(
+        f"{operation} failed in {store!r}: {type(exc).__name__}: {exc}", operation=operation
+    )
 
 
 @dataclasses.dataclass(eq=False, repr=False)
@@ -465,6 +382,21 @@ class StoreView:
     conflicts come back under the ids they were asked for."""
 
     store: Store
+    # whether the class keeps the ids as they are (its `_checkpoint_key` and `_session_key`
+    # are these), and runs each operation itself rather than through a `_call` of its own
+    # (a GuardedStore does, its failures made `StoreError`s: `_guards`)
+    _keeps_ids: ClassVar[bool] = True
+    _direct: ClassVar[bool] = True
+    _guards: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._keeps_ids = (
+            cls._checkpoint_key is StoreView._checkpoint_key
+            and cls._session_key is StoreView._session_key
+        )
+        if "_call" in vars(cls):
+            cls._direct = cls._guards = False
 
     def _checkpoint_key(self, checkpoint_id: str) -> str:
         return checkpoint_id
@@ -477,10 +409,21 @@ class StoreView:
         del operation
         return await coro
 
+    def _failed(self, operation: str, exc: Exception) -> NoReturn:
+        """Raise the failure `exc` of an operation run directly: a GuardedStore's as a
+        `StoreError` naming the operation (a `PlaitError` as it is), another view's as it is."""
+        if self._guards and not isinstance(exc, PlaitError):
+            raise _store_error(self.store, operation, exc) from exc
+        raise exc
+
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """Read a checkpoint."""
-        get = self.store.get_checkpoint(self._checkpoint_key(checkpoint_id))
-        found = await self._call(Operation.READ_CHECKPOINT, get)
+        key = checkpoint_id if self._keeps_ids else self._checkpoint_key(checkpoint_id)
+        get = self.store.get_checkpoint(key)
+        try:
+            found = await (get if self._direct else self._call(Operation.READ_CHECKPOINT, get))
+        except Exception as exc:
+            self._failed(Operation.READ_CHECKPOINT, exc)
         if found is None or found.checkpoint_id == checkpoint_id:
             return found
         return CheckpointRecord(
@@ -505,18 +448,30 @@ class StoreView:
         self, writes: Sequence[CheckpointWrite], *, ttl: float | None = None, flush: bool = True
     ) -> list[int]:
         """Write several checkpoints: at once when the store can, else one by one, in order."""
-        store, key = self.store, self._checkpoint_key
-        same = type(self)._checkpoint_key is StoreView._checkpoint_key
-        if not same or getattr(type(store), "put_checkpoints", None) not in _CHECKING:
-            check_writes(writes)  # else plait's store refuses the same ids before any write
-        keyed = writes if same else [(key(i), data, status) for i, data, status in writes]
-        if _writes_batches(store):
-            batch = store.put_checkpoints(keyed, ttl=ttl, flush=flush)
-            return await self._call(Operation.WRITE_CHECKPOINT, batch)
-        write = Operation.WRITE_CHECKPOINT
+        store: Any = self.store  # a CheckpointBatchStore unless `how` is one by one
+        how = _BATCH_WRITERS.get(type(store)) or _batch_writer(store)
+        if not self._keeps_ids:
+            check_writes(writes)
+            writes = self._keyed(writes)
+        elif how != _CHECKED:  # else plait's store refuses the same ids before any write
+            check_writes(writes)
+        if how == _ONE_BY_ONE:
+            return await self._one_by_one(writes, ttl)
+        batch: Awaitable[list[int]] = store.put_checkpoints(writes, ttl=ttl, flush=flush)
+        try:
+            return await (batch if self._direct else self._call(Operation.WRITE_CHECKPOINT, batch))
+        except Exception as exc:
+            self._failed(Operation.WRITE_CHECKPOINT, exc)
+
+    def _keyed(self, writes: Sequence[CheckpointWrite]) -> list[CheckpointWrite]:
+        key = self._checkpoint_key
+        return [(key(i), data, status) for i, data, status in writes]
+
+    async def _one_by_one(self, writes: Sequence[CheckpointWrite], ttl: float | None) -> list[int]:
+        store, write = self.store, Operation.WRITE_CHECKPOINT
         return [
-            await self._call(write, store.put_checkpoint(*w[:2], status=w[2], ttl=ttl))
-            for w in keyed
+            await self._call(write, store.put_checkpoint(i, data, status=status, ttl=ttl))
+            for i, data, status in writes
         ]
 
     async def claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
@@ -531,13 +486,21 @@ class StoreView:
 
     async def get_session(self, session_id: str) -> bytes | None:
         """Read a session."""
-        get = self.store.get_session(self._session_key(session_id))
-        return await self._call(Operation.READ_SESSION, get)
+        key = session_id if self._keeps_ids else self._session_key(session_id)
+        get = self.store.get_session(key)
+        try:
+            return await (get if self._direct else self._call(Operation.READ_SESSION, get))
+        except Exception as exc:
+            self._failed(Operation.READ_SESSION, exc)
 
     async def get_session_record(self, session_id: str) -> SessionRecord | None:
         """Read a session with its version."""
-        get = self.store.get_session_record(self._session_key(session_id))
-        found = await self._call(Operation.READ_SESSION, get)
+        key = session_id if self._keeps_ids else self._session_key(session_id)
+        get = self.store.get_session_record(key)
+        try:
+            found = await (get if self._direct else self._call(Operation.READ_SESSION, get))
+        except Exception as exc:
+            self._failed(Operation.READ_SESSION, exc)
         if found is None or found.session_id == session_id:
             return found
         return SessionRecord(session_id=session_id, data=found.data, version=found.version)
@@ -552,10 +515,10 @@ class StoreView:
     ) -> int:
         """Write a session (compare-and-set with `expected_version`); a `SessionConflict`
         passes through, under `session_id`."""
-        key = self._session_key(session_id)
+        key = session_id if self._keeps_ids else self._session_key(session_id)
         put = self.store.put_session(key, data, ttl=ttl, expected_version=expected_version)
         try:
-            return await self._call(Operation.WRITE_SESSION, put)
+            return await (put if self._direct else self._call(Operation.WRITE_SESSION, put))
         except SessionConflict as conflict:
             if key == session_id:
                 raise
@@ -564,6 +527,8 @@ class StoreView:
                 version=conflict.version,
                 expected_version=conflict.expected_version,
             ) from None
+        except Exception as exc:
+            self._failed(Operation.WRITE_SESSION, exc)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session."""
@@ -587,12 +552,17 @@ class GuardedStore(StoreView):
         except PlaitError:
             raise
         except Exception as exc:
-            err = StoreError(
-                f"{operation} failed in {self.store!r}: {type(exc).__name__}: {exc}",
-                operation=operation,
-            )
-            raise err from exc
+            raise _store_error(self.store, operation, exc) from exc
 
+
+# a GuardedStore runs its operations itself (so does a subclass, unless it has a `_call`)
+GuardedStore._direct = GuardedStore._guards = True
 
 #: The batch writes that refuse a bad batch (`check_writes`) before writing any of it.
-_CHECKING = (StoreView.put_checkpoints, ClosingStore.put_checkpoints)
+_CHECKING = {StoreView.put_checkpoints, ClosingStore.put_checkpoints}
+
+
+def _note_checking(put_checkpoints: Callable[..., Any]) -> None:
+    """Note that a store's `put_checkpoints` refuses a bad batch (`check_writes`) before
+    writing any of it, as `ClosingStore`'s does: a view over the store leaves it that."""
+    _CHECKING.add(put_checkpoints)

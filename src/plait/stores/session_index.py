@@ -75,25 +75,25 @@ class _Batch(Generic[V]):
 
 @dataclass(slots=True)
 class _Pending(Generic[V]):
-    """One index in this process: the batch that fills while its writer is busy."""
+    """One index in this process, written by a task of `loop`: the batch that fills while
+    its writer is busy."""
 
+    loop: asyncio.AbstractEventLoop
     batch: _Batch[V] = field(default_factory=_Batch)
     writer: asyncio.Future[None] | None = None
 
 
-async def _written(batch: _Batch[V], waiter: asyncio.Future[None]) -> None:
-    """Wait until `batch` is written (`waiter`: the caller's own future, which only its
-    caller's cancelling cancels); raise the `StoreError` it failed with."""
-    await waiter
-    if batch.error is not None:
-        raise StoreError(batch.error.message, operation=batch.error.operation)
-
-
 def _settle(batch: _Batch[V]) -> None:
-    """Tell the callers waiting for `batch` that it was written (or failed: `error`)."""
+    """Tell the callers waiting for `batch` that it was written, or raise in each the
+    `StoreError` it failed with (`error`)."""
+    error = batch.error
     for waiter in batch.waiting:
-        if not waiter.done():  # (cancelled: its caller left)
+        if waiter.done():  # (cancelled: its caller left)
+            continue
+        if error is None:
             waiter.set_result(None)
+        else:
+            waiter.set_exception(StoreError(error.message, operation=error.operation))
 
 
 class GroupIndex(Generic[V]):
@@ -130,15 +130,16 @@ class GroupIndex(Generic[V]):
         `update`): the caller can do other work before it waits."""
         loop = asyncio.get_running_loop()
         index = self._pending.get(key)
-        if index is None or (index.writer is not None and index.writer.get_loop() is not loop):
-            index = self._pending[key] = _Pending()  # (one left by a loop that was closed)
+        if index is None or index.loop is not loop:
+            index = self._pending[key] = _Pending(loop)  # (one left by a loop that was closed)
         batch = index.batch
         batch.changes[item_id] = entry
+        # the caller's own future, which only its caller's cancelling cancels
         waiter = loop.create_future()
         batch.waiting.append(waiter)
         if index.writer is None:
             index.writer = asyncio.ensure_future(self._flush(store, key, index))
-        return _written(batch, waiter)
+        return waiter
 
     async def _flush(self, store: SessionStore, key: str, index: _Pending[V]) -> None:
         """Write the index's batches, one after the other, until none is waiting; if the
