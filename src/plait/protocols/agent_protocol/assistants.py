@@ -26,7 +26,7 @@ from fastapi import APIRouter, Response
 
 from plait.agents.options import RunOption
 from plait.errors import UsageError
-from plait.protocols.agent_protocol.documents import Document, now
+from plait.protocols.agent_protocol.documents import Document, now, read_document
 from plait.protocols.agent_protocol.not_served import NOT_YET
 from plait.protocols.agent_protocol.shapes import Body, Page, SortedPage, errors, router_of
 from plait.server.caller import Caller
@@ -218,7 +218,7 @@ async def find_assistant(who: Caller, key: str) -> Assistant:
     Raises:
         ApiError: `404`, no such assistant of this user.
     """
-    stored = await Document(who, _DOC).read()
+    stored = await read_document(who, _DOC)
     served = {served_id(name): name for name in who.server.agents}
     if key not in stored and key not in served and key in who.server.agents:
         key = served_id(key)

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import pydantic_core
 
@@ -31,23 +30,16 @@ from plait.errors import SessionConflict
 from plait.server.caller import Caller
 from plait.stores.base import GuardedStore, Store
 
-__all__ = ["Document", "SharedDocument", "Snapshot", "now"]
+__all__ = ["Document", "SharedDocument", "Snapshot", "now", "read_document"]
 
 _T = TypeVar("_T")
 _ATTEMPTS = 20  # writes tried when other processes keep changing the same document first
 
 
-@dataclass(slots=True)
-class _Turns:
-    """The changes of one document under way in one event loop: the lock they take turns
-    with, and how many of them hold or wait for it."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    changes: int = 0
-
-
-#: The changes under way per event loop, store and document (kept while there are any).
-_TURNS: dict[tuple[int, int, str], _Turns] = {}
+#: The changes of one document under way per event loop, store and document (kept while
+#: there are any): the futures of those waiting for their turn, in order (the first change
+#: has its turn at once, without waiting).
+_TURNS: dict[tuple[asyncio.AbstractEventLoop, int, str], list[asyncio.Future[None]]] = {}
 
 
 def now() -> str:
@@ -55,8 +47,7 @@ def now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """A document as read: its stored bytes and version (`b"{}"` and 0: never written)."""
 
     stored: bytes
@@ -67,8 +58,17 @@ class Snapshot:
         return dict(pydantic_core.from_json(self.stored))
 
 
+async def read_document(who: Caller, kind: str) -> dict[str, Any]:
+    """Return the document `kind` of the caller's user as stored: `Document(who,
+    kind).read()` (of a kind that is not kept elsewhere first), without the object."""
+    found = await GuardedStore(who.server.store).get_session(f"{who.user}/ap/{kind}")
+    return {} if found is None else dict(pydantic_core.from_json(found))
+
+
 class Document:
     """The document `kind` of the caller's user (a JSON object; `{}` before any write)."""
+
+    _moved = True  # readable as it is (False: `_ready` may have something to do first)
 
     def __init__(self, who: Caller, kind: str) -> None:
         self._raw: Store = who.server.store
@@ -78,17 +78,20 @@ class Document:
         """The document as this object last read (`snapshot`) or wrote it (`change`)."""
 
     async def _ready(self) -> None:
-        """Make the document readable (a kind kept elsewhere before moves here first)."""
+        """Make the document readable (a kind kept elsewhere before moves here first), and
+        set `_moved` once it is: it then stays readable."""
 
     async def read(self) -> dict[str, Any]:
         """Return the document as stored."""
-        await self._ready()
+        if not self._moved:
+            await self._ready()
         found = await self._store.get_session(self._key)
         return {} if found is None else dict(pydantic_core.from_json(found))
 
     async def snapshot(self) -> Snapshot:
         """Return the document as stored, with its version (to start a `change` from)."""
-        await self._ready()
+        if not self._moved:
+            await self._ready()
         return await self._snapshot()
 
     async def _snapshot(self) -> Snapshot:
@@ -101,8 +104,23 @@ class Document:
 
     async def delete(self) -> None:
         """Delete the document (a read then finds `{}`)."""
-        await self._ready()
+        if not self._moved:
+            await self._ready()
         await self._store.delete_session(self._key)
+
+    async def create(self, value: dict[str, Any]) -> bool:
+        """Write `value` as the document if it was never written (or was deleted), as a
+        `change` of `{}` into `value` would; return whether it was (else nothing is
+        written)."""
+        if not self._moved:
+            await self._ready()
+        written = pydantic_core.to_json(value)
+        try:
+            version = await self._store.put_session(self._key, written, expected_version=0)
+        except SessionConflict:
+            return False
+        self.last = Snapshot(written, version)
+        return True
 
     async def change(
         self, edit: Callable[[dict[str, Any]], _T], seen: Snapshot | None = None
@@ -117,48 +135,80 @@ class Document:
         Raises:
             SessionConflict: Others kept changing the document first, every time.
         """
-        await self._ready()
-        at = (id(asyncio.get_running_loop()), id(self._raw), self._key)
-        turns = _TURNS.get(at)
-        if turns is None:
-            turns = _TURNS[at] = _Turns()
-        turns.changes += 1
+        if not self._moved:
+            await self._ready()
+        loop = asyncio.get_running_loop()
+        at = (loop, id(self._raw), self._key)
+        waiting = _TURNS.get(at)
+        if waiting is None:  # nobody else changes it: the turn is this change's at once
+            _TURNS[at] = waiting = []
+        else:
+            await _wait_turn(loop, at, waiting)
         try:
-            async with turns.lock:
-                return await self._change(edit, seen)
+            last: SessionConflict | None = None
+            for _ in range(_ATTEMPTS):
+                given, seen = seen, None
+                found = given if given is not None else await self._snapshot()
+                data = dict(pydantic_core.from_json(found.stored))  # (`found.value()`)
+                try:
+                    result = edit(data)
+                except Exception:
+                    if given is None:
+                        raise
+                    continue  # decided on the snapshot given: decide on the document as stored
+                written = pydantic_core.to_json(data)
+                if written == found.stored:  # nothing changed: as if edited just as it was read
+                    if given is None:
+                        return result
+                    continue  # likewise
+                try:
+                    version = await self._store.put_session(
+                        self._key, written, expected_version=found.version
+                    )
+                except SessionConflict as conflict:
+                    last = conflict
+                    continue
+                self.last = Snapshot(written, version)
+                return result
+            assert last is not None
+            raise last
         finally:
-            turns.changes -= 1
-            if not turns.changes:
+            if waiting:
+                _pass_turn(at, waiting)
+            else:  # nobody waits: the document's entry goes
                 del _TURNS[at]
 
-    async def _change(self, edit: Callable[[dict[str, Any]], _T], seen: Snapshot | None) -> _T:
-        last: SessionConflict | None = None
-        for _ in range(_ATTEMPTS):
-            given, seen = seen, None
-            found = given if given is not None else await self._snapshot()
-            data = found.value()
-            try:
-                result = edit(data)
-            except Exception:
-                if given is None:
-                    raise
-                continue  # decided on the snapshot given: decide on the document as stored
-            written = pydantic_core.to_json(data)
-            if written == found.stored:  # nothing changed: as if edited just as it was read
-                if given is None:
-                    return result
-                continue  # likewise
-            try:
-                version = await self._store.put_session(
-                    self._key, written, expected_version=found.version
-                )
-            except SessionConflict as conflict:
-                last = conflict
-                continue
-            self.last = Snapshot(written, version)
-            return result
-        assert last is not None
-        raise last
+
+async def _wait_turn(
+    loop: asyncio.AbstractEventLoop,
+    at: tuple[asyncio.AbstractEventLoop, int, str],
+    waiting: list[asyncio.Future[None]],
+) -> None:
+    """Wait until the changes of document `at` before this one are done (`waiting`: the
+    futures of those waiting; this one's is added last)."""
+    turn: asyncio.Future[None] = loop.create_future()
+    waiting.append(turn)
+    try:
+        await turn
+    except BaseException:
+        if turn.done() and not turn.cancelled():  # given the turn as it was cancelled
+            _pass_turn(at, waiting)
+        elif turn in waiting:
+            waiting.remove(turn)
+        raise
+
+
+def _pass_turn(
+    at: tuple[asyncio.AbstractEventLoop, int, str], waiting: list[asyncio.Future[None]]
+) -> None:
+    """End the turn of a change of document `at`: the first change still waiting has its
+    turn, or, with none, the document's entry goes."""
+    while waiting:
+        turn = waiting.pop(0)
+        if not turn.done():
+            turn.set_result(None)
+            return
+    del _TURNS[at]
 
 
 class SharedDocument(Document):

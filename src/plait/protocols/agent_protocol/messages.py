@@ -12,14 +12,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import struct
 import uuid
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
+import pydantic_core
+
 from plait.messages import Message, Role, ToolCall
+from plait.run.sessions import SessionDocument
 from plait.server.limits import ApiError
 
-__all__ = ["from_sdk", "input_messages", "message_id", "split_input", "to_sdk"]
+__all__ = [
+    "from_sdk",
+    "input_messages",
+    "message_id",
+    "new_id",
+    "split_input",
+    "state_at_start",
+    "to_sdk",
+]
 
 _TYPES: dict[str, str] = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system"}
 _ROLES: dict[str, Role] = {
@@ -35,6 +49,24 @@ _ROLES: dict[str, Role] = {
 
 #: The hash of the URL namespace, which `message_id` goes on from.
 _NAMESPACE = hashlib.sha1(uuid.NAMESPACE_URL.bytes, usedforsecurity=False)
+#: The bits of a UUID's version and variant, cleared then set (as `uuid.UUID` does).
+_KEPT_BITS = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_VERSION_5 = (0x5000 << 64) | (0x8000 << 48)
+_VERSION_4 = (0x4000 << 64) | (0x8000 << 48)
+#: A UUID's 16 bytes in the groups its text shows them in.
+_GROUPS = struct.Struct(">IHHHHI")
+_TEXT = "%08x-%04x-%04x-%04x-%04x%08x"
+
+
+def _uuid_text(raw: bytes, version: int) -> str:
+    """Return the UUID of the 16 bytes `raw` with the `version` bits (and the RFC 4122
+    variant) set, as `str(uuid.UUID(bytes=raw, version=...))` writes it."""
+    return _TEXT % _GROUPS.unpack((int.from_bytes(raw) & _KEPT_BITS | version).to_bytes(16))
+
+
+def new_id() -> str:
+    """Return a new random id: `str(uuid.uuid4())`, without building a `uuid.UUID`."""
+    return _uuid_text(os.urandom(16), _VERSION_4)
 
 
 def message_id(thread_id: str, position: int) -> str:
@@ -43,19 +75,20 @@ def message_id(thread_id: str, position: int) -> str:
     namespace again."""
     digest = _NAMESPACE.copy()
     digest.update(f"plait:{thread_id}/{position}".encode())
-    raw = bytearray(digest.digest()[:16])
-    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
-    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    raw = int.from_bytes(digest.digest()[:16]) & _KEPT_BITS | _VERSION_5  # (as `_uuid_text`)
+    return _TEXT % _GROUPS.unpack(raw.to_bytes(16))
 
 
 def to_sdk(message: Message, id: str, author: str | None = None) -> dict[str, Any]:
     """Return `message` in the SDK's shape, with id `id` (`author`: who wrote it)."""
-    calls = [
-        {"name": call.name, "args": _arguments(call.arguments), "id": call.id, "type": "tool_call"}
-        for call in message.tool_calls
-    ]
+    calls = (
+        [
+            {"name": c.name, "args": _arguments(c.arguments), "id": c.id, "type": "tool_call"}
+            for c in message.tool_calls
+        ]
+        if message.tool_calls
+        else []
+    )
     name = message.name if message.role == "tool" else author
     return {
         "type": _TYPES[message.role],
@@ -68,8 +101,16 @@ def to_sdk(message: Message, id: str, author: str | None = None) -> dict[str, An
 
 
 def _arguments(text: str) -> Any:
+    """Return the tool call arguments `text` as `json.loads` reads them (`pydantic_core`
+    reads the same object, faster; `json.loads` reads what it refuses)."""
+    if not text:
+        return {}
     try:
-        return json.loads(text) if text else {}
+        return pydantic_core.from_json(text)
+    except ValueError:
+        pass
+    try:
+        return json.loads(text)
     except ValueError:
         return {"__arguments__": text}
 
@@ -86,7 +127,8 @@ def from_sdk(data: object) -> Message:
     role = _ROLES.get(kind) if isinstance(kind, str) else None
     if role is None:
         raise ApiError(422, f"a message's type is one of {sorted(_TYPES.values())}, not {kind!r}")
-    calls = tuple(_tool_call(call) for call in data.get("tool_calls") or ())
+    listed = data.get("tool_calls")
+    calls = tuple(map(_tool_call, listed)) if listed else ()
     name = data.get("name") if role == "tool" else None
     call_id = data.get("tool_call_id") if role == "tool" else None
     return Message(
@@ -99,6 +141,8 @@ def from_sdk(data: object) -> Message:
 
 
 def _text(content: object) -> str:
+    if type(content) is str:  # (the usual case, at once)
+        return content
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -146,3 +190,12 @@ def split_input(value: object) -> tuple[list[Message], dict[str, Any]]:
         else {}
     )
     return input_messages(value), extra
+
+
+def state_at_start(
+    thread_id: str, session: SessionDocument, given: list[Message], extra: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Return the thread's messages (in the SDK's shape) and values as a run starts."""
+    kept = [*session.messages, *zip(repeat("user"), given)]
+    messages = [to_sdk(m, message_id(thread_id, i), a) for i, (a, m) in enumerate(kept)]
+    return messages, {**session.values, **extra}

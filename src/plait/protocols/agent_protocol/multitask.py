@@ -168,7 +168,8 @@ def finish_run(
 
 def has_queue(stored: dict[str, Any], thread_id: str) -> bool:
     """Whether the thread has queued runs in its runs document `stored`."""
-    return any(active(record, thread_id) and record.get("queued") for record in stored.values())
+    # (`queued` first: most runs are not)
+    return any(record.get("queued") and active(record, thread_id) for record in stored.values())
 
 
 async def rewind(who: Caller, thread_id: str, before: bytes | None) -> None:

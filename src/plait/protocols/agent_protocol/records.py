@@ -103,11 +103,12 @@ async def run_ended(who: Caller, thread_id: str, run_id: str, webhook: str | Non
 def new_record(thread_id: str, assistant_id: str, body: Any) -> dict[str, Any]:
     """Return the record of a new run, `pending` (a queued run's keeps its `request` too:
     `multitask.reserve`)."""
+    stamp = now()
     return {
         "thread_id": thread_id,
         "assistant_id": assistant_id,
-        "created_at": now(),
-        "updated_at": now(),
+        "created_at": stamp,
+        "updated_at": stamp,
         "metadata": body.metadata or {},
         "multitask_strategy": body.multitask_strategy or "reject",
         "status": "pending",

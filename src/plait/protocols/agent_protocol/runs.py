@@ -29,7 +29,6 @@ state now (`state`). Stateless runs (`/runs…`) run here on a temporary thread
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -44,7 +43,7 @@ from plait.messages import Message
 from plait.protocols.agent_protocol.assistants import Assistant, check_fields, find_assistant
 from plait.protocols.agent_protocol.delayed import clock_now, delay_run, drop_delayed
 from plait.protocols.agent_protocol.documents import Document, now
-from plait.protocols.agent_protocol.messages import message_id, split_input, to_sdk
+from plait.protocols.agent_protocol.messages import new_id, split_input, state_at_start
 from plait.protocols.agent_protocol.multitask import (
     finish,
     finish_run,
@@ -66,7 +65,7 @@ from plait.protocols.agent_protocol.records import (
 from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs, event_id
 from plait.protocols.agent_protocol.shapes import RunCreate, errors
 from plait.protocols.agent_protocol.state import check_checkpoint, resume_targets
-from plait.protocols.agent_protocol.stream import MODES, ProtocolRelay, final_log
+from plait.protocols.agent_protocol.stream import ProtocolRelay, final_log, stream_modes
 from plait.protocols.agent_protocol.thread_records import runs_document, thread_document
 from plait.protocols.agent_protocol.threads import (
     find_or_make_thread,
@@ -78,7 +77,7 @@ from plait.protocols.agent_protocol.threads import (
     thread_status,
 )
 from plait.protocols.agent_protocol.workers import reserve_run, start_next
-from plait.run.sessions import SessionDocument, decode_session
+from plait.run.sessions import decode_session
 from plait.server.bodies import RunSummary
 from plait.server.caller import CHECKPOINT_HEADER, Caller
 from plait.server.limits import ApiError
@@ -95,14 +94,6 @@ __all__ = [
     "stream_run",
     "wait_run",
 ]
-
-
-def _modes(body: RunCreate) -> frozenset[str]:
-    modes = frozenset([body.stream_mode] if isinstance(body.stream_mode, str) else body.stream_mode)
-    unknown = sorted(modes - MODES)
-    if unknown:
-        raise ApiError(422, f"stream_mode {unknown} is not one of {sorted(MODES)}")
-    return modes
 
 
 def _options(body: RunCreate, assistant_options: list[RunOption]) -> list[RunOption]:
@@ -133,10 +124,13 @@ class _Started:
 
 @dataclass(slots=True)
 class _Reserved:
-    """A run `_begin` reserved: its assistant, the stopped turns it is to keep, and its
-    thread's two documents as the reservation left them (its changes start from there)."""
+    """A run `_begin` reserved: its assistant, its options and stream modes (as checked),
+    the stopped turns it is to keep, and its thread's two documents as the reservation left
+    them (its changes start from there)."""
 
     assistant: Assistant
+    options: list[RunOption]
+    modes: frozenset[str]
     stopped: dict[str, str]
     thread: Document
     runs: Document
@@ -149,25 +143,33 @@ async def _begin(
     run's, or a new one) and return it once it has started, or queue it on a busy thread
     (`multitask_strategy`) and return its id."""
     refuse_options(body)
-    _modes(body)
+    modes = stream_modes(body.stream_mode)
     documents = thread_document(who, thread_id), runs_document(who, thread_id)
-    thread = await _thread(who, thread_id, body, documents[0])
-    await check_checkpoint(who, thread_id, body.checkpoint, body.checkpoint_id)
+    if body.if_not_exists == "create":  # (as `_thread` does)
+        thread = await find_or_make_thread(who, thread_id, documents[0])
+    else:
+        thread = await find_thread(who, thread_id, documents[0])
+    if body.checkpoint is not None or body.checkpoint_id is not None:
+        await check_checkpoint(who, thread_id, body.checkpoint, body.checkpoint_id)
     assistant = await find_assistant(who, body.assistant_id)
     if assistant.graph_id not in who.server.agents:
         raise ApiError(404, f"no graph '{assistant.graph_id[:128]}'")
-    _options(body, assistant.options())
-    await check_webhook(who, body.webhook)
+    options = _options(body, assistant.options())
+    if body.webhook is not None:
+        await check_webhook(who, body.webhook)
     strategy = body.multitask_strategy or "reject"
-    if strategy == "reject" and (await thread_status(who, thread))[0] == "busy":
+    ran = thread.get("run") is not None  # (a thread with no run yet is idle)
+    if strategy == "reject" and ran and (await thread_status(who, thread))[0] == "busy":
         raise ApiError(409, f"thread '{thread_id}' is busy; its run must end first")
-    run_id = run_id or str(uuid.uuid4())
+    run_id = run_id or new_id()
     record = new_record(thread_id, assistant.assistant_id, body)
     request = partial(body.model_dump, mode="json")  # kept with a queued run only
-    reserved = await reserve_run(who, thread_id, run_id, record, strategy, request, documents[1])
-    stop, stopped = reserved
+    fresh = bool(thread.get("new"))  # made by this request
+    stop, stopped = await reserve_run(
+        who, thread_id, run_id, record, strategy, request, documents[1], fresh
+    )
     if stop is None:
-        kept = _Reserved(assistant, stopped, *documents)
+        kept = _Reserved(assistant, options, modes, stopped, *documents)
         return await _launch(who, thread_id, run_id, body, logs, kept)
     await stop_runs(who, stop)
     await start_next(who, thread_id, _launcher(who, thread_id, logs))  # it may be free now
@@ -198,7 +200,8 @@ async def _launch(
     removed) and the thread's next queued run starts."""
     thread_doc = reserved.thread if reserved else thread_document(who, thread_id)
     document = reserved.runs if reserved else runs_document(who, thread_id)
-    await keep_stopped_turns(who, thread_id, reserved.stopped if reserved else None)
+    if reserved is None or reserved.stopped:
+        await keep_stopped_turns(who, thread_id, reserved.stopped if reserved else None)
     before = await who.store.get_session(thread_id)
 
     queued = [True]  # the thread had queued runs as this one ended: `then` starts one
@@ -210,23 +213,29 @@ async def _launch(
         if found is not None and found.get("stop") == "rollback":
             await rewind(who, thread_id, before)
             await forget_run(who, thread_id, found.get("checkpoint"))
-        await run_ended(who, thread_id, run_id, body.webhook)
+        if body.webhook is not None:
+            await run_ended(who, thread_id, run_id, body.webhook)
 
     async def then() -> None:
         if queued[0]:
             await start_next(who, thread_id, _launcher(who, thread_id, logs))
 
     resume = body.command is not None and "resume" in body.command
-    given, extra = ([], {}) if resume else split_input(body.input)
+    taken = ([], {}) if resume else split_input(body.input)  # its messages and values
     session = decode_session(thread_id, before)
     if resume:  # the thread as it waits: its paused run's turn is not in its session yet
         session = await thread_session(who, thread_id, await find_thread(who, thread_id))
-    state = _state_at_start(thread_id, session, given, extra)
+    state = state_at_start(thread_id, session, *taken)
     log = logs.open(run_id)
-    relay = ProtocolRelay(run_id, thread_id, _modes(body), state, ended, log, then)
+    modes = reserved.modes if reserved else stream_modes(body.stream_mode)
+    relay = ProtocolRelay(run_id, thread_id, modes, state, ended, log, then)
     try:
-        assistant = reserved.assistant if reserved else await find_assistant(who, body.assistant_id)
-        live = await _start(who, thread_id, body, (assistant, thread_doc), relay, (given, extra))
+        if reserved is None:
+            assistant = await find_assistant(who, body.assistant_id)
+            options = _options(body, assistant.options())
+        else:
+            assistant, options = reserved.assistant, reserved.options
+        live = await _start(who, thread_id, body, (assistant, options, thread_doc), relay, taken)
     except BaseException:
         await document.change(lambda stored: stored.pop(run_id, None), document.last)
         log.end()
@@ -244,14 +253,13 @@ async def _start(
     who: Caller,
     thread_id: str,
     body: RunCreate,
-    of: tuple[Assistant, Document],
+    of: tuple[Assistant, list[RunOption], Document],
     relay: ProtocolRelay,
     given: tuple[list[Message], dict[str, Any]],
 ) -> LiveRun:
     """Start the server's run of `body` on the thread (or resume its pause), `of` the
-    assistant; it is noted in the thread's document."""
-    assistant, document = of
-    options = _options(body, assistant.options())
+    assistant with the run's options and the thread's document; it is noted there."""
+    assistant, options, document = of
     after = 0  # the steps its checkpoint kept before it: none for a new run
     if body.command is not None and "resume" in body.command:
         thread = await find_thread(who, thread_id)
@@ -302,22 +310,13 @@ async def _delay(who: Caller, thread_id: str, body: RunCreate) -> dict[str, Any]
     assistant = await find_assistant(who, body.assistant_id)
     _options(body, assistant.options())
     await check_webhook(who, body.webhook)
-    run_id = str(uuid.uuid4())
+    run_id = new_id()
     record = new_record(thread_id, assistant.assistant_id, body)
     await runs_document(who, thread_id).change(lambda stored: stored.update({run_id: record}))
     at = clock_now(who.server) + timedelta(seconds=body.after_seconds or 0)
     given = body.model_dump(mode="json", exclude={"after_seconds"}, exclude_none=True)
     await delay_run(who.server.store, run_id, who.user, thread_id, given, at)
     return {"run_id": run_id, **record}
-
-
-def _state_at_start(
-    thread_id: str, session: SessionDocument, given: list[Message], extra: dict[str, Any]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Return the thread's messages (in the SDK's shape) and values as a run starts."""
-    kept = [*session.messages, *(("user", m) for m in given)]
-    messages = [to_sdk(m, message_id(thread_id, i), a) for i, (a, m) in enumerate(kept)]
-    return messages, {**session.values, **extra}
 
 
 def _set(
@@ -428,7 +427,7 @@ def _leaving(
 async def stream_run(who: Caller, thread_id: str, body: RunCreate, logs: RunLogs) -> Response:
     begun = await _begin(who, thread_id, body, logs)
     run_id = begun if isinstance(begun, str) else begun.run_id
-    leave = _leaving(who, thread_id, run_id, body.on_disconnect == "cancel")
+    leave = _leaving(who, thread_id, run_id, True) if body.on_disconnect == "cancel" else None
     if isinstance(begun, str):
         return await _follow(who, thread_id, begun, logs, None, frozenset(), leave)
     return ResumableStream(begun.live, _headers(begun), begun.log, leave)

@@ -28,22 +28,32 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 import pydantic_core
 
 from plait.core.agent import AgentInput
 from plait.core.agent_context import HookContext
-from plait.events import AgentEvent, RunResult
+from plait.events import AgentEvent, MessageVariant, RunResult
 from plait.messages import Message
 from plait.protocols.agent_protocol.messages import message_id, to_sdk
 from plait.protocols.agent_protocol.replay import RunLog
 from plait.server.bodies import RunSummary
+from plait.server.limits import ApiError
 from plait.server.runs import LiveRun, Relay
 from plait.server.sse import encode
 from plait.server.summary import summarize
 
-__all__ = ["MODES", "ProtocolRelay", "final_log", "node_update", "plain", "run_status"]
+__all__ = [
+    "MODES",
+    "ProtocolRelay",
+    "final_log",
+    "node_update",
+    "plain",
+    "run_status",
+    "stream_modes",
+]
 
 _log = logging.getLogger("plait.server")
 
@@ -57,6 +67,19 @@ _STATUS = {
     "cancelled": "interrupted",
     "failed": "error",
 }
+
+
+def stream_modes(stream_mode: str | list[str]) -> frozenset[str]:
+    """Return the stream modes a run asks for (`stream_mode`: one, or a list).
+
+    Raises:
+        ApiError: `422`, a mode not served.
+    """
+    modes = frozenset([stream_mode] if isinstance(stream_mode, str) else stream_mode)
+    unknown = sorted(modes - MODES)
+    if unknown:
+        raise ApiError(422, f"stream_mode {unknown} is not one of {sorted(MODES)}")
+    return modes
 
 
 def run_status(summary: RunSummary) -> str:
@@ -89,8 +112,16 @@ def _event(name: str, data: object, event_id: int) -> bytes:
     return _framed(name, _json(data), event_id)
 
 
+#: An event with an id whose data is one line of ASCII JSON text.
+_FRAME = "id: %d\r\nevent: %s\r\ndata: %s\r\n\r\n"
+
+
 def _framed(name: str, text: str, event_id: int) -> bytes:
-    """Return the event `name` with id `event_id` whose data is the JSON text `text`."""
+    """Return the event `name` with id `event_id` whose data is the compact JSON text
+    `text` (no line end: JSON writes those in strings as escapes), as
+    `plait.server.sse.encode` frames it."""
+    if text.isascii():  # (one `data:` line, without characters to escape)
+        return (_FRAME % (event_id, name, text)).encode()
     return encode(f"id: {event_id}\r\nevent: {name}\r\n".encode(), text)
 
 
@@ -102,16 +133,12 @@ def _json(data: object) -> str:
     return _ENCODER.encode(data)
 
 
-def _message_json(message: dict[str, Any]) -> str:
-    """Return the JSON text of a message in the SDK's shape (`to_sdk`: JSON values only)."""
-    return pydantic_core.to_json(message).decode()
-
-
-def _closing_event(summary: RunSummary) -> tuple[str, object]:
-    """Return the last event of a run that ended as `summary` says: `error` or `end`."""
+def _closing_event(summary: RunSummary) -> tuple[str, str]:
+    """Return the last event of a run that ended as `summary` says, `error` or `end`, with
+    its JSON text."""
     if summary.status == "failed" and summary.error is not None:
-        return "error", {"error": summary.error.type, "message": summary.error.message}
-    return "end", None
+        return "error", _json({"error": summary.error.type, "message": summary.error.message})
+    return "end", "null"
 
 
 def final_log(run_id: str, values: dict[str, Any]) -> RunLog:
@@ -120,7 +147,7 @@ def final_log(run_id: str, values: dict[str, Any]) -> RunLog:
     log = RunLog(run_id)
     for name, data in (("metadata", {"run_id": run_id, "attempt": 1}), ("values", values)):
         log.add(name, _event(name, data, len(log.events)))
-    log.add("end", _event("end", None, len(log.events)))
+    log.add("end", _framed("end", "null", len(log.events)))
     log.end()
     return log
 
@@ -143,6 +170,10 @@ class ProtocolRelay(Relay):
         self.modes = modes
         self.messages, self.values = state
         self._texts: list[str] = []  # the JSON text of each of `messages` encoded so far
+        self._tuples = not modes.isdisjoint(("messages-tuple", "messages"))
+        self._values_on = "values" in modes
+        self._debug_on = "debug" in modes
+        self._updates_on = "updates" in modes
         self.log = log
         self._ended = ended
         self._then = then
@@ -154,23 +185,28 @@ class ProtocolRelay(Relay):
 
     def _send_text(self, name: str, text: str) -> None:
         """`_send` the event `name` whose data is the JSON text `text`."""
-        framed = _framed(name, text, len(self.log.events))
-        self.log.add(name, framed)
+        log = self.log
+        if text.isascii():  # (as `_framed` frames it)
+            framed = (_FRAME % (len(log.events), name, text)).encode()
+        else:
+            framed = _framed(name, text, len(log.events))
+        log.add(name, framed)
         self.put(framed)
 
     def _keep_last(self, summary: RunSummary) -> None:
         """Keep the run's last event (`end` or `error`) in its log, once, and end the log."""
         if self.log.ended:
             return
-        name, data = _closing_event(summary)
-        self._last = _event(name, data, len(self.log.events))
+        name, text = _closing_event(summary)
+        self._last = _framed(name, text, len(self.log.events))
         self.log.add(name, self._last)
         self.log.end()
 
     def attach(self, run: LiveRun) -> None:
         """Serve `run`: queue the `metadata` event (and the thread's values) first."""
         super().attach(run)
-        self._send("metadata", {"run_id": self.run_id, "attempt": 1})
+        run_id = encode_basestring_ascii(self.run_id)
+        self._send_text("metadata", f'{{"run_id":{run_id},"attempt":1}}')  # (as `_json` would)
         self._send_values()
 
     async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
@@ -178,19 +214,33 @@ class ProtocolRelay(Relay):
         self.values = ctx.session_values
 
     def _send_values(self, extra: dict[str, Any] | None = None) -> None:
-        if "values" in self.modes:
-            self._send_text("values", self._values_json(plain(self.values), extra or {}))
+        if not self._values_on:
+            return
+        if extra is None and not self.values:  # (as `_values_json` writes it, at once)
+            texts, messages = self._texts, self.messages
+            texts.extend(map(bytes.decode, map(pydantic_core.to_json, messages[len(texts) :])))
+            self._send_text("values", '{"messages":[' + ",".join(texts) + "]}")
+        else:
+            values = plain(self.values) if self.values else None
+            self._send_text("values", self._values_json(values, extra))
 
-    def _values_json(self, values: dict[str, Any], extra: dict[str, Any]) -> str:
+    def _values_json(self, values: dict[str, Any] | None, extra: dict[str, Any] | None) -> str:
         """Return the JSON text of `{**values, "messages": messages, **extra}`, encoding
         each message once per run: a message in the thread does not change, so a step
-        encodes only its own."""
+        encodes only its own (`to_sdk`'s shape holds JSON values only)."""
+        texts = self._texts
+        if values is None and extra is None:
+            texts.extend(map(bytes.decode, map(pydantic_core.to_json, self.messages[len(texts) :])))
+            return '{"messages":[' + ",".join(texts) + "]}"
+        values, extra = values or {}, extra or {}
         if "messages" in values or "messages" in extra:
             return _json({**values, "messages": self.messages, **extra})
-        texts = self._texts
-        texts.extend(_message_json(message) for message in self.messages[len(texts) :])
+        texts.extend(map(bytes.decode, map(pydantic_core.to_json, self.messages[len(texts) :])))
+        listed = '"messages":[' + ",".join(texts) + "]"
+        if not values and not extra:
+            return "{" + listed + "}"
         parts = [_json(values)[1:-1]] if values else []
-        parts.append('"messages":[' + ",".join(texts) + "]")
+        parts.append(listed)
         if extra:
             parts.append(_json(extra)[1:-1])
         return "{" + ",".join(parts) + "}"
@@ -198,18 +248,22 @@ class ProtocolRelay(Relay):
     async def relay(self, event: AgentEvent) -> None:
         """Queue what each stream mode asked sends for `event` (`debug`: once a streamed
         message is whole, so its event can be encoded)."""
-        output = event.output
-        message = output.message if output is not None else None
-        streamed = message is not None and message.stream is not None
-        if "debug" in self.modes and not streamed:
-            self._debug(event)
-        if output is not None and output.custom is not None:
-            self._custom(output.custom)
-        if message is not None:
-            await self._message(event)
-            if "debug" in self.modes and streamed:
+        output, debug = event.output, self._debug_on
+        if output is not None:
+            message = output.message
+            streamed = message is not None and message.stream is not None
+            if debug and not streamed:
                 self._debug(event)
-        paused = event.action.interrupted if event.action is not None else None
+            if output.custom is not None:
+                self._custom(output.custom)
+            if message is not None:
+                await self._message(event, message)
+                if debug and streamed:
+                    self._debug(event)
+        elif debug:
+            self._debug(event)
+        action = event.action
+        paused = action.interrupted if action is not None else None
         if paused is not None:
             pending = {"__interrupt__": [{"value": c.info, "id": c.id} for c in paused.contexts]}
             if "updates" in self.modes:
@@ -228,12 +282,10 @@ class ProtocolRelay(Relay):
         elif "custom" in self.modes:
             self._send("custom", plain(custom))
 
-    async def _message(self, event: AgentEvent) -> None:
-        assert event.output is not None and event.output.message is not None
-        variant = event.output.message
-        position = len(self.messages)
-        key = message_id(self.thread_id, position)
-        tuples = bool({"messages-tuple", "messages"} & self.modes)
+    async def _message(self, event: AgentEvent, variant: MessageVariant) -> None:
+        """Send the message of `event` (`variant`) in the modes asked."""
+        key = message_id(self.thread_id, len(self.messages))
+        tuples = self._tuples
         if variant.stream is not None and tuples:
             meta = {"langgraph_node": event.agent_name, "run_path": list(event.run_path)}
             with contextlib.suppress(Exception):  # the stream's error is the run's to report
@@ -244,7 +296,7 @@ class ProtocolRelay(Relay):
         message = to_sdk(await variant.get_message(), key, event.agent_name)
         if tuples and variant.stream is None:
             self._send("messages", [message, {"langgraph_node": event.agent_name}])
-        if "updates" in self.modes:
+        if self._updates_on:
             self._send("updates", {event.agent_name: {"messages": [message]}})
         if event.depth == 0:
             self.messages.append(message)

@@ -4,15 +4,18 @@ Every streamed run of the Agent Protocol goes through this route, so, like `/v1`
 route (`plait.server.run_route`), it is taken from the door (`plait.server.door`) when the
 route would run it: a known caller, a JSON body that is a valid `RunCreate` without
 `after_seconds`. The body is parsed and validated as FastAPI does it (`json.loads`, then
-the model from the object); the route's own work (`runs.stream_run`) answers, without the
-framework's routing over the app's routes and its dependency solving. Any other request
-goes on to the route, which answers it as before (its 401, 422 or 501).
+the model from the object; `pydantic_core.from_json` parses it first, to the same object
+as `json.loads`, which parses only what it refuses); the route's own work
+(`runs.stream_run`) answers, without the framework's routing over the app's routes and
+its dependency solving. Any other request goes on to the route, which answers it as
+before (its 401, 422 or 501).
 """
 
 from __future__ import annotations
 
 import json
 
+import pydantic_core
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
@@ -26,6 +29,19 @@ __all__ = ["stream_shortcut"]
 
 _PREFIX = "/threads/"
 _SUFFIX = "/runs/stream"
+
+
+def _parsed(body: bytes) -> object:
+    """Return the JSON object of `body`, as `json.loads` reads it.
+
+    Raises:
+        ValueError: It is not JSON (`json.loads`'s error).
+        RecursionError: It nests too deep for `json.loads`.
+    """
+    try:
+        return pydantic_core.from_json(body)
+    except ValueError:  # (a lone surrogate, a BOM, UTF-16...: `json.loads` may read it)
+        return json.loads(body)
 
 
 def stream_shortcut(logs: RunLogs) -> Shortcut:
@@ -43,7 +59,7 @@ def stream_shortcut(logs: RunLogs) -> Shortcut:
         if caller is None:
             return False
         try:
-            request = RunCreate.model_validate(json.loads(body))
+            request = RunCreate.model_validate(_parsed(body))
         except (ValueError, RecursionError, ValidationError):
             return False
         if request.after_seconds:

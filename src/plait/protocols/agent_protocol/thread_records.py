@@ -114,10 +114,13 @@ class _ThreadDocument(Document):
     def __init__(self, who: Caller, kind: str) -> None:
         super().__init__(who, kind)
         self._user = who.user
+        # (a user's old documents, once moved, are never back)
+        self._moved = who.user in _kept(self._raw).moved
 
     async def _ready(self) -> None:
         if self._user not in _kept(self._raw).moved:
             await _move(self._raw, self._user)
+        self._moved = True
 
 
 def thread_document(who: Caller, thread_id: str) -> Document:

@@ -132,6 +132,7 @@ async def find_or_make_thread(who: Caller, thread_id: str, document: Document) -
         found = (await document.snapshot()).value()
         if found:
             return found
+        return await _make(who, thread_id, {}, "do_nothing", document)  # (its id checked)
     return await make_thread(who, thread_id, {}, "do_nothing", document)
 
 
@@ -149,7 +150,17 @@ async def make_thread(
     problem = id_problem(key)
     if problem is not None:
         raise ApiError(422, f"thread_id: {problem}")
+    return await _make(who, key, metadata, if_exists, document)
 
+
+async def _make(
+    who: Caller,
+    key: str,
+    metadata: dict[str, Any],
+    if_exists: str | None,
+    document: Document | None,
+) -> dict[str, Any]:
+    """`make_thread` the thread `key`, an id a thread can have."""
     stamp = now()
 
     def edit(stored: dict[str, Any]) -> dict[str, Any]:
@@ -189,9 +200,11 @@ async def note_run(
     def edit(found: dict[str, Any]) -> None:
         if not found:
             return
-        runs = [dict(run) for run in found.get("checkpoints") or ()]
-        run = {"run_id": protocol_run, "at": now(), "after": after}
-        same = [kept for kept in runs if kept["checkpoint"] == checkpoint]
+        listed = found.get("checkpoints")
+        runs = [dict(run) for run in listed] if listed else []
+        stamp = now()
+        run = {"run_id": protocol_run, "at": stamp, "after": after}
+        same = [kept for kept in runs if kept["checkpoint"] == checkpoint] if runs else []
         if same:  # its steps from `after` on are this run's
             same[0]["runs"] = [*same[0]["runs"], run]
         else:
@@ -200,7 +213,7 @@ async def note_run(
         found.update(
             run=run_id,
             metadata=metadata,
-            updated_at=now(),
+            updated_at=stamp,
             checkpoints=runs[-KEPT_RUNS:],
             head="loop",
         )

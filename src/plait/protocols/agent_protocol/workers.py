@@ -115,22 +115,27 @@ async def reserve_run(
     strategy: str,
     request: Callable[[], dict[str, Any]],
     document: Document,
+    fresh: bool = False,
 ) -> tuple[list[Stop] | None, dict[str, str]]:
     """Reserve run `run_id` (`record`) on the thread for this worker, or queue it (with
     its `request()`) as `strategy` says (`multitask.reserve`), in the thread's runs
     `document`; return the runs it stops (None: it starts now) and, when it starts now, the
     thread's runs whose turns it is to keep (`multitask.stopped_turns`). The thread's runs
     are read once: the reservation is written from that read unless a released run's
-    record was ended in between.
+    record was ended in between. `fresh`: the thread was just made, so its runs document
+    is most likely not written yet; the reservation is then first tried as its first
+    write, without reading it (a thread with no runs is free, and has no stopped turn).
 
     Raises:
         ApiError: `409`, the thread is busy and the strategy is `reject`.
     """
     leases = who.server.runs.leases
     await leases.hold()
+    mine = {**record, "worker": leases.worker}
+    if fresh and await document.create({run_id: mine}):
+        return None, {}
     seen = await document.snapshot()
     released = await released_runs(who, thread_id, seen.value())
-    mine = {**record, "worker": leases.worker}
 
     def edit(stored: dict[str, Any]) -> tuple[list[Stop] | None, dict[str, str]]:
         stop = reserve(stored, thread_id, run_id, mine, strategy, released, request)
