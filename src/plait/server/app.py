@@ -61,7 +61,7 @@ from plait.server.limits import ApiError, add_error_shape, install_error_handler
 from plait.server.memory_api import memory_router
 from plait.server.quotas import Quota, Tenants, check_admin_keys, check_quotas
 from plait.server.rejoin import kept_relay, rejoin_router
-from plait.server.run_route import first_of, run_shortcut
+from plait.server.run_route import run_shortcut
 from plait.server.run_turn import turn_router
 from plait.server.runs import Runs
 from plait.server.runs_api import runs_router
@@ -417,8 +417,8 @@ def _equip(
     add_error_shape(app, OPENAI_PATHS, openai_error)  # errors as the openai client reads them
     logs = RunLogs() if agent_protocol else None  # the Agent Protocol's runs' events
     _include_routes(app, ui, server if a2a else None, logs)
-    shortcut = run_shortcut if logs is None else first_of(run_shortcut, stream_shortcut(logs))
-    app.add_middleware(Door, rule=rule, max_bytes=max_request_bytes, shortcut=shortcut)
+    shortcuts = [run_shortcut] if logs is None else [run_shortcut, stream_shortcut(logs)]
+    app.add_middleware(Door, rule=rule, max_bytes=max_request_bytes, shortcuts=shortcuts)
     return app
 
 

@@ -54,6 +54,7 @@ _LISTED = "plait.ledger.listed"
 _ROWS = "plait.ledger.rows"  # a run's rows not written yet (a user without budgets)
 _WAIT = 0.25  # seconds between two looks at the day while calls in flight hold it
 _RELEASING: set[asyncio.Future[None]] = set()  # releases of failed calls under way
+_NO_USAGE = Usage()  # a reply's usage when it reports none
 
 
 @dataclasses.dataclass(eq=False)
@@ -190,7 +191,7 @@ class LedgerHooks(_Ledgered):
                 release.add_done_callback(_RELEASING.discard)
             raise
         if key is not None:
-            await self._record(ctx, key, hold, reply.usage or Usage())
+            await self._record(ctx, key, hold, reply.usage or _NO_USAGE)
         return reply
 
 
@@ -207,13 +208,14 @@ class UsageHooks(_Ledgered):
     ) -> Message | None:
         """Price the call and keep its row with the run; keep the reply."""
         now = self.tenants.clock()
-        usage = reply.usage or Usage()
-        cost, priced = price(ctx.model, usage, at=now)  # a broken `price` fails the run
+        usage = reply.usage or _NO_USAGE
+        model = ctx.model
+        cost, priced = price(model, usage, at=now)  # a broken `price` fails the run
         key = f"{ctx.requests}:{ctx.address}"
         row = [
             now.isoformat(),
             self.agent,
-            model_spec(ctx.model),
+            model_spec(model),
             usage.input_tokens,
             usage.output_tokens,
             cost,

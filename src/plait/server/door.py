@@ -23,7 +23,7 @@ Errors take the shape registered for the request's path (`limits.add_error_shape
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 
 from starlette.responses import JSONResponse
@@ -44,13 +44,18 @@ Shortcut = Callable[[Scope, bytes, Receive, Send], Awaitable[bool]]
 class Door:
     """Check every HTTP request of `app` (see the module's docstring): its host against
     `rule` (None: any host), its body against `max_bytes` (None: no limit, the body is left
-    to the app as it streams), then offer it to `shortcut`."""
+    to the app as it streams), then offer it to `shortcut`, then to each of `shortcuts`."""
 
     app: ASGIApp
     _: KW_ONLY
     rule: HostRule | None = None
     max_bytes: int | None = None
     shortcut: Shortcut | None = None
+    shortcuts: Sequence[Shortcut] = ()
+
+    def __post_init__(self) -> None:
+        first = () if self.shortcut is None else (self.shortcut,)
+        self._offered = (*first, *self.shortcuts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,12 +72,11 @@ class Door:
         body = await self._body(scope, receive, send)
         if body is None:
             return
-        replay = _replay(body, receive)
-        shortcut = self.shortcut
-        if shortcut is not None and scope.get("fastapi.telemetry") is None:
-            if await shortcut(scope, body, replay, send):
-                return
-        await self.app(scope, replay, send)
+        if self._offered and scope.get("fastapi.telemetry") is None:
+            for shortcut in self._offered:  # (`receive` now gives what follows the body)
+                if await shortcut(scope, body, receive, send):
+                    return
+        await self.app(scope, _replay(body, receive), send)
 
     async def _body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """Return the request's whole body; None when the door answered instead (too

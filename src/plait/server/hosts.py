@@ -27,6 +27,7 @@ __all__ = ["LOOPBACK_NAMES", "HostRule", "host_problem", "host_rule"]
 #: Names that always mean this machine.
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _MAX_HOST = 253
+_ANSWERED = 64  # the most requests' headers a rule remembers as answered
 
 
 class HostRule:
@@ -35,6 +36,8 @@ class HostRule:
     def __init__(self, names: Iterable[str], *, any_host: bool) -> None:
         self.names = frozenset(names) | LOOPBACK_NAMES
         self.any_host = any_host
+        #: The (`Host`, `Origin`, local IP) of requests answered lately (`host_problem`).
+        self.answered: set[tuple[bytes | None, bytes | None, str | None]] = set()
 
     def allows(self, host: str, local_ip: str | None) -> bool:
         """Whether a request addressed to `host` (no port, lower case) may be answered."""
@@ -119,6 +122,20 @@ def host_problem(rule: HostRule, scope: Scope) -> str | None:
             origin_header = value
     server = scope.get("server")
     local_ip = server[0] if server else None
+    seen = (host_header, origin_header, local_ip)
+    if seen in rule.answered:  # (the same headers again: the same answer)
+        return None
+    problem = _problem(rule, host_header, origin_header, local_ip)
+    if problem is None:
+        if len(rule.answered) >= _ANSWERED:
+            rule.answered.clear()
+        rule.answered.add(seen)
+    return problem
+
+
+def _problem(
+    rule: HostRule, host_header: bytes | None, origin_header: bytes | None, local_ip: str | None
+) -> str | None:
     raw_host = (host_header or b"").decode("latin-1")
     host = split_host(raw_host)
     if host is None or not rule.allows(host, local_ip):

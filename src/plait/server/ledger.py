@@ -76,6 +76,13 @@ def day_of(moment: datetime) -> str:
     return moment.astimezone(UTC).date().isoformat()
 
 
+def _row_day(at: str) -> str:
+    """Return the UTC day of a row's time (ISO text), as `day_of` gives it."""
+    if at[10:11] == "T" and at.endswith("+00:00"):  # a UTC time: its own date
+        return at[:10]
+    return day_of(datetime.fromisoformat(at))
+
+
 def seconds_to_next_day(moment: datetime) -> int:
     """Return the whole seconds from `moment` to the next UTC midnight (at least 1)."""
     utc = moment.astimezone(UTC)
@@ -303,8 +310,10 @@ class Ledger:
 
     async def list_run(self, user: str, run_id: str, now: datetime) -> None:
         """List run `run_id` of `user` among the day's runs (its rows are read from there)."""
-        day = day_of(now)
-        await self._days.update(self._guarded, self._list_key(user, day), run_id, 1)
+        await self._list_in_day(user, run_id, day_of(now))
+
+    async def _list_in_day(self, user: str, run_id: str, day: str) -> None:
+        await self._days.change(self._guarded, self._list_key(user, day), run_id, 1)
         if user not in self._users:
             await self._list_user(user, day)
             self._users.add(user)
@@ -362,11 +371,8 @@ class Ledger:
         (`rows`: key -> `[time, agent, model, input_tokens, output_tokens, cost, priced]`),
         its run listed in each of their days first; count none of them in a day (a user
         without daily budgets)."""
-        times = {
-            day_of(at): at for at in map(datetime.fromisoformat, (r[0] for r in rows.values()))
-        }
-        for at in times.values():
-            await self.list_run(user, run_id, at)
+        for day in dict.fromkeys([_row_day(row[0]) for row in rows.values()]):
+            await self._list_in_day(user, run_id, day)
 
         def edit(doc: dict[str, Any]) -> bool:
             kept: dict[str, list[Any]] = doc.setdefault("rows", {})

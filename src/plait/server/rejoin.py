@@ -31,6 +31,7 @@ from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLo
 from plait.server.bodies import RunSummary, error_responses
 from plait.server.caller import CHECKPOINT_HEADER
 from plait.server.limits import ApiError
+from plait.server.run_queue import RunQueue
 from plait.server.runs import Item, LiveRun, Nudge, Relay, Runs
 from plait.server.sse import DeltaRelay, encode
 from plait.server.users import is_safe_id
@@ -48,29 +49,57 @@ def _key(user: str, run_id: str) -> str:
     return f"{user}\n{run_id}"
 
 
+def _frame(item: str | bytes | tuple[str, bytes] | RunSummary) -> tuple[str, bytes]:
+    """Return the name of an item of a run's queue and the frame its stream sends."""
+    if isinstance(item, str):
+        return "agent_event", encode(_EVENT, item)
+    if isinstance(item, bytes):  # an `agent_delta`, framed by the run's relay
+        return "agent_delta", item
+    if isinstance(item, tuple):  # an event's text, framed already
+        return "agent_event", item[1]
+    return "run_end", encode(_END, item.model_dump_json())
+
+
 def _framed(item: str | bytes | RunSummary, event_id: int) -> tuple[str, bytes]:
     """Return an item of a run's queue as its stream sends it, with its `id:`."""
-    head = b"id: %d\r\n" % event_id
-    if isinstance(item, str):
-        return "agent_event", head + encode(_EVENT, item)
-    if isinstance(item, bytes):  # an `agent_delta`, framed by the run's relay
-        return "agent_delta", head + item
-    return "run_end", head + encode(_END, item.model_dump_json())
+    name, frame = _frame(item)
+    return name, b"id: %d\r\n" % event_id + frame
 
 
-class _Kept(asyncio.Queue[Item]):
-    """A run's queue that also keeps each item it carries (not the nudges) in `log`."""
+class _Kept(RunQueue[Item]):
+    """A run's queue that also keeps each item it carries (not the nudges) in `log`.
+
+    What it frames for the log goes on to the stream: an event's text with its frame (sent
+    as it is), and the frame of the `run_end` in `end` (for the relay's `closing`).
+    """
+
+    __slots__ = ("end", "log")
 
     def __init__(self, log: RunLog) -> None:
         super().__init__()
         self.log = log
+        self.end: tuple[RunSummary, bytes] | None = None
 
     def put_nowait(self, item: Item) -> None:
-        if not isinstance(item, Nudge) and not self.log.ended:
-            self.log.add(*_framed(item, len(self.log.events)))
+        """Keep `item` in the log (framed, with its id), then queue it."""
+        log = self.log
+        if isinstance(item, str):
+            if not log.ended:
+                frame = encode(_EVENT, item)
+                log.add("agent_event", b"id: %d\r\n" % len(log.events) + frame)
+                item = (item, frame)
+        elif log.ended or isinstance(item, Nudge):
+            pass
+        else:
+            name, frame = _frame(item)
+            log.add(name, b"id: %d\r\n" % len(log.events) + frame)
             if isinstance(item, RunSummary):
-                self.log.end()
-        super().put_nowait(item)
+                self.end = (item, frame)
+                log.end()
+        self._items.append(item)  # (`RunQueue.put_nowait`, inline)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 class _Keeping(Relay):
@@ -78,11 +107,17 @@ class _Keeping(Relay):
 
     def __init__(self, logs: RunLogs) -> None:
         self._logs = logs
+        self._kept: _Kept | None = None
 
     def attach(self, run: LiveRun) -> None:
         """Serve `run`, keeping what its queue carries in a new log of its run id."""
-        run.queue = _Kept(self._logs.open(_key(run.store.user, run.run_id)))
+        run.queue = self._kept = _Kept(self._logs.open(_key(run.store.user, run.run_id)))
         super().attach(run)
+
+    def closing(self, summary: RunSummary) -> bytes | None:
+        """Return the `run_end` of `summary` as the log keeps it (framed once)."""
+        end = None if self._kept is None else self._kept.end
+        return end[1] if end is not None and end[0] is summary else None
 
 
 class _KeepingDeltas(_Keeping, DeltaRelay):

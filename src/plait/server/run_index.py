@@ -21,6 +21,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _text
 from typing import Any
 
 from plait._util.joined import JoinedParts
@@ -102,7 +103,7 @@ class _Runs:
                 continue
             else:
                 found[2:] = [status, agent]
-            self.parts.set(run_id, _part(run_id, found))
+            self.parts.set(run_id, _entry_part(run_id, found))
             changed = True
         while len(self.runs) > MAX_LISTED_RUNS:
             oldest = next((r for r, e in self.runs.items() if e[2] in _FINISHED), None)
@@ -118,6 +119,14 @@ class _Runs:
 
 def _part(run_id: str, entry: list[Any]) -> str:
     return f"{json.dumps(run_id)}: {json.dumps(entry)}"
+
+
+def _entry_part(run_id: str, entry: list[Any]) -> str:
+    """Return `_part` of an entry this process set (its status and agent are text)."""
+    number, started, status, agent = entry
+    if type(number) is int and type(started) is int:  # (else as read back: any JSON)
+        return f"{_text(run_id)}: [{number}, {started}, {_text(status)}, {_text(agent)}]"
+    return _part(run_id, entry)
 
 
 class RunIndex(GroupIndex[RunEntry]):

@@ -32,6 +32,7 @@ __all__ = ["answer", "first_of", "is_json", "respond", "run_shortcut", "start"]
 
 _PREFIX = "/v1/agents/"
 _SUFFIX = "/runs"
+_NAME_AT, _NAME_END = len(_PREFIX), -len(_SUFFIX)
 
 
 async def start(caller: Caller, name: str, body: RunRequest) -> Response:
@@ -73,7 +74,7 @@ async def run_shortcut(scope: Scope, body: bytes, receive: Receive, send: Send) 
     path: str = scope["path"]
     if scope["method"] != "POST" or not path.startswith(_PREFIX) or not path.endswith(_SUFFIX):
         return False
-    name = path[len(_PREFIX) : -len(_SUFFIX)]
+    name = path[_NAME_AT:_NAME_END]
     server: Server = scope["app"].state.plait
     if name not in server.agents or scope.get("root_path") or not is_json(scope):
         return False
@@ -84,7 +85,14 @@ async def run_shortcut(scope: Scope, body: bytes, receive: Receive, send: Send) 
         request = RunRequest.model_validate_json(body)
     except ValidationError:
         return False
-    await answer(scope, receive, send, lambda: start(caller, name, request))
+    try:  # (as `answer` does)
+        response = await start(caller, name, request)
+    except Exception as exc:
+        handled = await handled_error(scope, exc)
+        if handled is None:
+            raise  # the app's last handler answers `500` and logs it
+        response = handled
+    await response(scope, receive, send)
     return True
 
 

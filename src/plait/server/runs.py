@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -32,11 +30,19 @@ from plait.errors import (
 from plait.events import AgentEvent, RunResult
 from plait.messages import Message
 from plait.run.runner import Runner, RunStream
-from plait.server.bodies import RunRecord, RunSummary, UsageOut
+from plait.server.bodies import RunRecord, RunSummary
 from plait.server.budget import ledger_hooks
 from plait.server.leases import WorkerLease, take_over
 from plait.server.quotas import Tenants, Ticket
 from plait.server.run_index import RunIndex
+from plait.server.run_queue import RunQueue
+from plait.server.run_records import (
+    NO_USAGE,
+    encode_record,
+    new_run_id,
+    record_head,
+    running_record,
+)
 from plait.server.summary import encode_event, summarize
 from plait.server.users import UserStore
 
@@ -44,7 +50,6 @@ __all__ = ["LiveRun", "Relay", "Runs"]
 
 _log = logging.getLogger("plait.server")
 _RECORD_ONLY = {"run_id", "started_at", "updated_at", "worker"}
-_NO_USAGE = UsageOut()  # a running run's usage (never changed in place)
 
 
 class Nudge(enum.Enum):
@@ -55,8 +60,9 @@ class Nudge(enum.Enum):
 
 
 #: What a run's queue carries: an event's JSON text (or bytes the response sends as they
-#: are), then the run summary last (and nudges to its reader at any time).
-Item = str | bytes | RunSummary | Nudge
+#: are, or an event's JSON text with the bytes the response sends for it), then the run
+#: summary last (and nudges to its reader at any time).
+Item = str | bytes | tuple[str, bytes] | RunSummary | Nudge
 
 
 class Relay(Hooks):
@@ -122,22 +128,24 @@ class LiveRun:
         # the run this is part of (a resume goes on with the run that paused), and its start
         self.run_id = (previous and previous.run_id) or checkpoint_id
         self.started_at = (previous and previous.started_at) or datetime.now(UTC)
-        self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        self.queue: RunQueue[Item] = RunQueue()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.runner: Runner | None = None
         self.result: RunResult | None = None  # the run's result, once it has ended
+        self.task: asyncio.Task[None] | None = None  # the task that runs it (`Runs`)
         self._cancel_seen: bytes | None = None
         self._resumed = resumed
         self.registered_at = 0.0
         self._running: asyncio.Future[None] | None = None
+        # what every record and index entry of the run says of its id and start
+        self._started = int(self.started_at.timestamp() * 1_000_000)
+        self._head = record_head(self.run_id, self.started_at)
+        self._index_key = store.runs_key
+        #: (user, checkpoint id): how the registry knows this run.
+        self.key = (store.user, checkpoint_id)
         self.relay = relay if relay is not None else Relay()
         self.relay.attach(self)
         self.ticket: Ticket | None = None  # its place under the user's max_concurrent_runs
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """Return (user, checkpoint id): how the registry knows this run."""
-        return (self.store.user, self.checkpoint_id)
 
     def running_summary(self) -> RunSummary:
         """Return the summary of this run while it runs (made from checked values)."""
@@ -147,7 +155,7 @@ class LiveRun:
             final_output=None,
             interrupts=[],
             error=None,
-            usage=_NO_USAGE,
+            usage=NO_USAGE,
             handoffs=[],
             agent=self.agent,
             session_id=self.session_id,
@@ -165,7 +173,7 @@ class LiveRun:
 
     async def record_running(self) -> None:
         """Write the "running" summary of this run (also under its run id), and list it."""
-        data = self._encode(self.running_summary())
+        data = self._running_record()
         listed = self._list("running")  # written by the index's writer meanwhile
         try:
             await self.store.put_record("r", self.checkpoint_id, data)
@@ -177,9 +185,8 @@ class LiveRun:
     def _list(self, status: str) -> Awaitable[None]:
         """Set this run's status in the user's index of runs; return what to await for
         its write."""
-        started = int(self.started_at.timestamp() * 1_000_000)
-        entry = (started, status, self.agent)
-        return self.runs.index.change(self.store.store, self.store.runs_key, self.run_id, entry)
+        entry = (self._started, status, self.agent)
+        return self.runs.index.change(self.store.store, self._index_key, self.run_id, entry)
 
     async def _record_running_quietly(self) -> None:
         try:
@@ -210,14 +217,18 @@ class LiveRun:
                 return item, events
             if isinstance(item, str):
                 events.append(item)
+            elif type(item) is tuple:  # an event's text with its frame
+                events.append(item[0])
 
     async def run(self, stream: RunStream) -> None:
         """Drive the run: queue its events, then write its summary."""
         try:
             try:
+                relay = self.relay.relay
                 async for event in stream:
-                    self.accept()
-                    await self.relay.relay(event)
+                    if not self.ready.done():
+                        self.accept()
+                    await relay(event)
                 result = await stream.collect()
             except asyncio.CancelledError:
                 self._stopped()
@@ -235,7 +246,11 @@ class LiveRun:
             await self._finish(result)
         finally:
             self.runs.unregister(self)
-            await self._free_place()
+            try:
+                await self._free_place()
+            finally:  # its last step: the runs no longer wait for it
+                if self.task is not None:
+                    self.runs._tasks.discard(self.task)
 
     async def _free_place(self) -> None:
         """Free the run's place under its user's `max_concurrent_runs` (once)."""
@@ -262,9 +277,11 @@ class LiveRun:
             if self._running is not None:
                 await self._running  # the "running" record must not land after this one
             await self.store.put_record("r", self.checkpoint_id, data)
-            for also in {summary.checkpoint_id, self.run_id} - {None, self.checkpoint_id}:
-                assert also is not None
-                await self.store.put_record("r", also, data)
+            paused = summary.checkpoint_id  # (a new pause's id, or this run's, or None)
+            if paused is not None and paused != self.checkpoint_id:
+                await self.store.put_record("r", paused, data)
+            if self.run_id not in (self.checkpoint_id, paused):
+                await self.store.put_record("r", self.run_id, data)
             await self._list(summary.status)
         except PlaitError as exc:  # the client still gets the summary
             _log.warning("could not save the summary of run %s: %s", self.checkpoint_id, exc)
@@ -288,15 +305,15 @@ class LiveRun:
             self._cancel_seen = found
             self.runner.cancel(self.checkpoint_id)
 
+    def _running_record(self) -> bytes:
+        """Return the stored record of this run's `running_summary`."""
+        worker = self.runs.leases.worker
+        return running_record(self.checkpoint_id, self.agent, self.session_id, self._head, worker)
+
     def _encode(self, summary: RunSummary) -> bytes:
         """Return the stored record of `summary` (a `RunRecord`): with the run's id, start
         and this time (and this worker, while it runs)."""
-        text = summary.model_dump_json()
-        started, now = self.started_at.isoformat(), datetime.now(UTC).isoformat()
-        extra = f'"run_id":{json.dumps(self.run_id)},"started_at":"{started}","updated_at":"{now}"'
-        if summary.status == "running":
-            extra += f',"worker":"{self.runs.leases.worker}"'
-        return f"{text[:-1]},{extra}}}".encode()
+        return encode_record(summary, self._head, self.runs.leases.worker)
 
 
 class Runs:
@@ -319,10 +336,11 @@ class Runs:
     def register(self, run: LiveRun) -> None:
         """Know `run` as live in this process (a cancel then reaches it at once, and the
         cancel watcher looks for requests made elsewhere)."""
-        run.registered_at = run.ready.get_loop().time()
+        loop = run.ready.get_loop()
+        run.registered_at = loop.time()
         self._live[run.key] = run
         watcher = self._watcher
-        if watcher is None or watcher.done() or watcher.get_loop() is not run.ready.get_loop():
+        if watcher is None or watcher.done() or watcher.get_loop() is not loop:
             self._watcher = asyncio.ensure_future(self._watch_cancels())
 
     async def _watch_cancels(self) -> None:
@@ -379,9 +397,8 @@ class Runs:
 
     def _launch(self, run: LiveRun, runner: Runner, stream: RunStream) -> None:
         run.runner = runner
-        task = asyncio.ensure_future(run.run(stream))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        run.task = task = asyncio.get_running_loop().create_task(run.run(stream))
+        self._tasks.add(task)  # the run takes it out as it ends (`LiveRun.run`)
 
     async def start(
         self,
@@ -405,7 +422,7 @@ class Runs:
         """
         await self.leases.hold()
         store = store.for_agent(name)
-        run = LiveRun(self, store, name, uuid.uuid4().hex, session_id, resumed=False, relay=relay)
+        run = LiveRun(self, store, name, new_run_id(), session_id, resumed=False, relay=relay)
         await self._admit(run, queue=queue)
         try:
             # a new id has no cancel request yet: none can be made before its summary exists
@@ -497,9 +514,7 @@ class Runs:
         previous = await self.summary(store, checkpoint_id)
         self._check_served(checkpoint_id, previous.agent)
         store = store.for_agent(previous.agent)
-        run = LiveRun(
-            self, store, previous.agent, uuid.uuid4().hex, None, resumed=True, relay=relay
-        )
+        run = LiveRun(self, store, previous.agent, new_run_id(), None, resumed=True, relay=relay)
         await self._admit(run)
         runner = self._runner(run, [_Accepted(run), run.relay])
         stream = runner.fork(checkpoint_id, step, run.checkpoint_id, session_values)
@@ -542,7 +557,7 @@ class Runs:
         summary = await self.summary(store, checkpoint_id)
         if summary.status == "running" and summary.checkpoint_id:
             checkpoint_id = summary.checkpoint_id  # a run id whose resume runs under another
-        await store.put_record("x", checkpoint_id, uuid.uuid4().hex.encode())
+        await store.put_record("x", checkpoint_id, new_run_id().encode())
         live = self._live.get((store.user, checkpoint_id))
         if live is not None and live.runner is not None:
             live.runner.cancel(checkpoint_id)

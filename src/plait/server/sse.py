@@ -7,9 +7,10 @@ of its text as the model writes it: `{"agent_name", "run_path", "depth", "delta"
 comment line (`: ping`) every `PING_INTERVAL` seconds keeps a quiet stream open through
 proxies. A client that leaves ends the stream, not the run.
 
-Each stream costs one small task (it listens for the client leaving) and one timer (the
-next ping); the run's queue wakes it for everything else (`plait.server.runs.Nudge`).
-Whatever the queue holds when the stream wakes is sent in one write.
+Each stream costs one small task (it listens for the client leaving) and a place in the
+loop's list of pings (one timer for all the loop's streams, `_Pings`); the run's queue
+wakes it for everything else (`plait.server.runs.Nudge`). Whatever the queue holds when
+the stream wakes is sent in one write.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import contextlib
 import json
 import re
 import signal
-from collections.abc import Mapping
-from typing import Protocol
+from collections import deque
+from collections.abc import Callable, Mapping
+from operator import itemgetter
+from typing import Any, Protocol
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -30,7 +33,15 @@ from plait.server.bodies import RunSummary
 from plait.server.runs import Item, Nudge, Relay
 from plait.server.summary import encode_event
 
-__all__ = ["PING_INTERVAL", "DeltaRelay", "EventStream", "Feed", "encode", "server_exiting"]
+__all__ = [
+    "PING_INTERVAL",
+    "DeltaRelay",
+    "EventStream",
+    "Feed",
+    "ItemQueue",
+    "encode",
+    "server_exiting",
+]
 
 #: Seconds between two comment lines of a stream.
 PING_INTERVAL = 15.0
@@ -39,6 +50,13 @@ _PING = b": ping\r\n\r\n"
 _AGENT_EVENT = b"event: agent_event\r\n"
 _RUN_END = b"event: run_end\r\n"
 _AGENT_DELTA = b"event: agent_delta\r\n"
+
+_MEDIA_TYPE = "text/event-stream"
+#: The headers of every stream, before those given (the given ones may not change these).
+_DEFAULTS = {"cache-control": "no-store", "connection": "keep-alive", "x-accel-buffering": "no"}
+_HEADERS = tuple((name.encode(), value.encode()) for name, value in _DEFAULTS.items())
+_CONTENT_TYPE = (b"content-type", f"{_MEDIA_TYPE}; charset=utf-8".encode())
+_SET_HERE = frozenset({*_DEFAULTS, "content-type", "content-length"})
 
 
 #: Characters that some clients take for line ends (`str.splitlines`, httpx's
@@ -83,11 +101,27 @@ class DeltaRelay(Relay):
         self.put(await encode_event(event))
 
 
+class ItemQueue(Protocol):
+    """The queue a stream reads (a `RunQueue`, or an `asyncio.Queue`)."""
+
+    def empty(self) -> bool:
+        """Whether no item is queued."""
+
+    def get_nowait(self) -> Item:
+        """Return the first item queued (`asyncio.QueueEmpty`: none)."""
+
+    async def get(self) -> Item:
+        """Return the first item queued, once there is one."""
+
+
 class Feed(Protocol):
     """What a stream reads: a live run (`LiveRun`), or another source of its queue's items
     (a client re-attached to a run's kept events)."""
 
-    queue: asyncio.Queue[Item]
+    @property
+    def queue(self) -> ItemQueue:
+        """The queue of what the stream sends."""
+
     relay: Relay
 
     def nudge(self, nudge: Nudge) -> None:
@@ -97,28 +131,43 @@ class Feed(Protocol):
 class EventStream(Response):
     """The `text/event-stream` answer of a live run (see the module's docstring)."""
 
-    media_type = "text/event-stream"
+    media_type = _MEDIA_TYPE
 
     def __init__(self, run: Feed, headers: Mapping[str, str]) -> None:
         self.run = run
         self.status_code = 200
         self.background = None
-        defaults = {"cache-control": "no-store", "connection": "keep-alive"}
-        self.init_headers({**defaults, "x-accel-buffering": "no", **headers})
+        raw = list(_HEADERS)  # what `init_headers` makes of them, made here for less
+        fixed = self.media_type == _MEDIA_TYPE and self.charset == "utf-8"
+        for name, value in headers.items():
+            key = name.lower()
+            if key in _SET_HERE or not fixed:  # (a header given in place of one of these)
+                self.init_headers({**_DEFAULTS, **headers})
+                return
+            raw.append((key.encode("latin-1"), value.encode("latin-1")))
+        if not fixed:
+            self.init_headers(_DEFAULTS)
+            return
+        raw.append(_CONTENT_TYPE)
+        self.raw_headers = raw
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Send the run's events as they come, then its summary; stop if the client leaves."""
         run = self.run
+        queue = run.queue
         loop = asyncio.get_running_loop()
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         listener = loop.create_task(_listen(receive, run))
-        ping = loop.call_later(PING_INTERVAL, run.nudge, Nudge.PING)
+        pings = _pings if _pings is not None and _pings.loop is loop else _Pings.start(loop)
+        ping = pings.add(run.nudge)
         try:
             while True:
                 chunks: list[bytes] = []
-                item = await run.queue.get()
+                item = await queue.get()
                 while True:  # what is queued already goes out in one write
-                    if isinstance(item, str):
+                    if isinstance(item, tuple):  # an event's text with its frame
+                        chunks.append(item[1])
+                    elif isinstance(item, str):
                         chunks.append(encode(_AGENT_EVENT, item))
                     elif isinstance(item, bytes):  # framed by the run's relay
                         chunks.append(item)
@@ -132,17 +181,83 @@ class EventStream(Response):
                         return
                     elif item is Nudge.PING:
                         chunks.append(_PING)
-                        ping = loop.call_later(PING_INTERVAL, run.nudge, Nudge.PING)
                     else:  # the client left: nobody reads any more
                         return
-                    if run.queue.empty():
+                    if queue.empty():
                         break
-                    item = run.queue.get_nowait()
+                    item = queue.get_nowait()
                 body = b"".join(chunks)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
         finally:
-            ping.cancel()
+            ping[1] = None  # no more pings
             listener.cancel()
+
+
+class _Pings:
+    """The pings of the streams of one loop, with one timer for them all.
+
+    Each stream has an entry, `[when, nudge]`, in the order of `when` (every stream waits
+    the same `PING_INTERVAL`); the timer wakes at the first, nudges each stream whose time
+    has come (a stream that ended has no `nudge` left, and is dropped) and puts it back
+    `PING_INTERVAL` later. The timer wakes at most every eighth of `PING_INTERVAL`: a ping
+    may come that much later.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.due: deque[list[Any]] = deque()
+        self.timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def start(cls, loop: asyncio.AbstractEventLoop) -> _Pings:
+        """Return the pings of the streams of `loop` (those of this loop from now on)."""
+        global _pings
+        _pings = cls(loop)
+        return _pings
+
+    def add(self, nudge: Callable[[Nudge], None]) -> list[Any]:
+        """Ping by `nudge` every `PING_INTERVAL` seconds, until the entry returned loses it."""
+        entry: list[Any] = [self.loop.time() + PING_INTERVAL, nudge]
+        due = self.due
+        if due and entry[0] < due[-1][0]:
+            self._put(entry)
+        else:  # (in order: what `_put` does)
+            due.append(entry)
+        timer = self.timer
+        if timer is None or entry[0] < timer.when():
+            if timer is not None:
+                timer.cancel()
+            self.timer = self.loop.call_at(entry[0], self._wake)
+        return entry
+
+    def _put(self, entry: list[Any]) -> None:
+        due = self.due
+        if due and entry[0] < due[-1][0]:  # (`PING_INTERVAL` was made shorter meanwhile)
+            self.due = deque(sorted([*due, entry], key=itemgetter(0)))
+        else:
+            due.append(entry)
+
+    def _wake(self) -> None:
+        now = self.loop.time()
+        due = self.due
+        for _ in range(len(due)):  # (each stream at most once a wake)
+            if due[0][0] > now:
+                break
+            entry = due.popleft()
+            nudge = entry[1]
+            if nudge is not None:  # (the stream still runs)
+                entry[0] = now + PING_INTERVAL
+                self._put(entry)
+                due = self.due
+                nudge(Nudge.PING)
+        self.timer = None
+        if due:
+            then = max(due[0][0], now + PING_INTERVAL / 8)
+            self.timer = self.loop.call_at(then, self._wake)
+
+
+#: The pings of the loop that started a stream last (each loop's, as streams start on it).
+_pings: _Pings | None = None
 
 
 async def _listen(receive: Receive, run: Feed) -> None:

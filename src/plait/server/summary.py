@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plait._util.json import dump_plain
 from plait.errors import PlaitError
-from plait.events import AgentEvent, HandoffLog, RunResult
+from plait.events import HandoffLog, RunResult
 from plait.messages import Message
 from plait.run.sessions import SessionDocument
 from plait.run.summary import event_json, run_summary
@@ -19,10 +19,9 @@ from plait.server.bodies import (
 __all__ = ["encode_event", "error_info", "session_detail", "summarize"]
 
 
-async def encode_event(event: AgentEvent) -> str:
-    """Return the event as JSON text (`AgentEvent.to_json()`), a streaming message read
-    whole first; an event that cannot be encoded becomes one that reports why."""
-    return await event_json(event)
+#: Return the event as JSON text (`AgentEvent.to_json()`), a streaming message read whole
+#: first; an event that cannot be encoded becomes one that reports why.
+encode_event = event_json
 
 
 def error_info(error: PlaitError) -> ErrorInfo:
