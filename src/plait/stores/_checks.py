@@ -53,6 +53,13 @@ def check_id(value: object, what: str = "id", *, max_length: int = MAX_ID_LENGTH
         UsageError: It is not a str, is empty or longer than `max_length`, or holds a
             control character, a line or paragraph separator or a lone surrogate.
     """
+    if (  # an ASCII id is good when printable: no control character is (nor DEL)
+        type(value) is str
+        and value.isascii()
+        and value.isprintable()
+        and 0 < len(value) <= max_length
+    ):
+        return value
     try:  # a good id in one match (of a length with a pattern): not a str raises TypeError
         good = _GOOD_IDS[max_length](value)  # type: ignore[arg-type]
         if good is not None:
@@ -139,10 +146,14 @@ def check_writes(writes: Sequence[tuple[str, object, object]]) -> None:
     `MAX_BATCH` writes."""
     ids = [checkpoint_id for checkpoint_id, _, _ in writes]
     count = len(ids)
-    try:  # all of them in one match, NUL between them (one in an id makes one NUL too many);
-        # one by one only to name a bad one, as `check_id` does
-        joined = "\x00".join(ids)
-        good = joined.count("\x00") < count and _GOOD_BATCH(joined) is not None
+    try:  # all of them at once (ASCII: printable; else one match, NUL between them: one in
+        # an id makes one NUL too many); one by one only to name a bad one, as `check_id` does
+        joined = "".join(ids)
+        if joined.isascii() and count and min(map(len, ids)) > 0:
+            good = joined.isprintable() and max(map(len, ids)) <= MAX_ID_LENGTH
+        else:
+            joined = "\x00".join(ids)
+            good = joined.count("\x00") < count and _GOOD_BATCH(joined) is not None
     except TypeError:  # not all of them are str
         good = False
     if not good:
