@@ -163,27 +163,33 @@ class HookChain:
     """The hooks of a run or an agent, per seam: the bound methods that override it, in the
     order they run (`after_*` reversed)."""
 
-    # a seam no hook overrides reads the class's empty tuple: a chain sets only its own
-    before_run: tuple[Seam, ...] = ()
-    after_run: tuple[Seam, ...] = ()
-    before_agent: tuple[Seam, ...] = ()
-    after_agent: tuple[Seam, ...] = ()
-    before_model: tuple[Seam, ...] = ()
-    during_model: tuple[Seam, ...] = ()
-    wrap_model: tuple[Seam, ...] = ()
-    after_model: tuple[Seam, ...] = ()
-    before_tool: tuple[Seam, ...] = ()
-    wrap_tool: tuple[Seam, ...] = ()
-    after_tool: tuple[Seam, ...] = ()
-    on_pause: tuple[Seam, ...] = ()
-    on_resume: tuple[Seam, ...] = ()
-    on_step_saved: tuple[Seam, ...] = ()
+    __slots__ = (*_SEAMS, "empty", "last")
+
+    before_run: tuple[Seam, ...]
+    after_run: tuple[Seam, ...]
+    before_agent: tuple[Seam, ...]
+    after_agent: tuple[Seam, ...]
+    before_model: tuple[Seam, ...]
+    during_model: tuple[Seam, ...]
+    wrap_model: tuple[Seam, ...]
+    after_model: tuple[Seam, ...]
+    before_tool: tuple[Seam, ...]
+    wrap_tool: tuple[Seam, ...]
+    after_tool: tuple[Seam, ...]
+    on_pause: tuple[Seam, ...]
+    on_resume: tuple[Seam, ...]
+    on_step_saved: tuple[Seam, ...]
 
     def __init__(self, hooks: Sequence[Hooks] = (), innermost: Sequence[Hooks] = ()) -> None:
         for hook in (*hooks, *innermost):
             if not isinstance(hook, Hooks):
                 raise UsageError(f"hooks must subclass plait.Hooks, got {hook!r}")
         self.last: dict[str, tuple[Seam, ...]] = {}  # per seam, the innermost hooks' methods
+        # every seam empty, then those some hook overrides (slots: the steps read them fast)
+        self.before_run = self.after_run = self.before_agent = self.after_agent = ()
+        self.before_model = self.during_model = self.wrap_model = self.after_model = ()
+        self.before_tool = self.wrap_tool = self.after_tool = ()
+        self.on_pause = self.on_resume = self.on_step_saved = ()
         outer, inner = _by_seam(hooks), _by_seam(innermost)
         self.empty = not (outer or inner)
         for seam in outer.keys() | inner.keys() if inner else outer:
