@@ -12,7 +12,7 @@ route, whose answer is then the API's (404, 401, 422 with their messages).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from email.message import Message as _ContentType
 
 from fastapi import Response
@@ -22,13 +22,12 @@ from starlette.types import Receive, Scope, Send
 
 from plait.server.bodies import RunRequest
 from plait.server.caller import CHECKPOINT_HEADER, Caller, Server, scope_caller
-from plait.server.door import Shortcut
 from plait.server.limits import ApiError, handled_error
 from plait.server.rejoin import kept_relay
 from plait.server.runs import LiveRun
 from plait.server.sse import EventStream
 
-__all__ = ["answer", "first_of", "is_json", "respond", "run_shortcut", "start"]
+__all__ = ["answer", "is_json", "respond", "run_shortcut", "start"]
 
 _PREFIX = "/v1/agents/"
 _SUFFIX = "/runs"
@@ -85,42 +84,21 @@ async def run_shortcut(scope: Scope, body: bytes, receive: Receive, send: Send) 
         request = RunRequest.model_validate_json(body)
     except ValidationError:
         return False
-    try:  # (as `answer` does)
-        response = await start(caller, name, request)
-    except Exception as exc:
-        handled = await handled_error(scope, exc)
-        if handled is None:
-            raise  # the app's last handler answers `500` and logs it
-        response = handled
-    await response(scope, receive, send)
+    await answer(scope, receive, send, start(caller, name, request))
     return True
 
 
-async def answer(
-    scope: Scope, receive: Receive, send: Send, respond: Callable[[], Awaitable[Response]]
-) -> None:
-    """Answer a request a shortcut took with what `respond` returns, or with the response
-    the app's handlers give the error it raises (as its route would)."""
+async def answer(scope: Scope, receive: Receive, send: Send, respond: Awaitable[Response]) -> None:
+    """Answer a request a shortcut took with the response `respond` gives, or with the
+    response the app's handlers give the error it raises (as its route would)."""
     try:
-        response = await respond()
+        response = await respond
     except Exception as exc:
         handled = await handled_error(scope, exc)
         if handled is None:
             raise  # the app's last handler answers `500` and logs it
         response = handled
     await response(scope, receive, send)
-
-
-def first_of(*shortcuts: Shortcut) -> Shortcut:
-    """Return a shortcut that offers a request to each of `shortcuts` in turn."""
-
-    async def shortcut(scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
-        for each in shortcuts:
-            if await each(scope, body, receive, send):
-                return True
-        return False
-
-    return shortcut
 
 
 def is_json(scope: Scope) -> bool:

@@ -64,7 +64,7 @@ def stream_shortcut(logs: RunLogs) -> Shortcut:
             return False
         if request.after_seconds:
             return False
-        await answer(scope, receive, send, lambda: stream_run(caller, thread_id, request, logs))
+        await answer(scope, receive, send, stream_run(caller, thread_id, request, logs))
         return True
 
     return shortcut
