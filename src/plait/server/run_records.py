@@ -8,16 +8,19 @@ reading it back.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from pydantic_core import to_json
 
+from plait._util.fast import random_hex
 from plait.server.bodies import RunSummary, UsageOut
 
 __all__ = ["NO_USAGE", "encode_record", "new_run_id", "record_head", "running_record"]
+
+#: A new run's id: 32 hex digits, as `uuid.uuid4().hex` (`plait._util.fast.random_hex`).
+new_run_id = random_hex
 
 NO_USAGE = UsageOut()  # a running run's usage (never changed in place)
 #: The fields of a running run's summary between its `checkpoint_id` and its `agent`.
@@ -28,17 +31,6 @@ _RUNNING: dict[str, Any] = {
     "usage": NO_USAGE,
     "handoffs": [],
 }
-
-
-def new_run_id() -> str:
-    """Return a new random id: the 32 hex digits of a version 4 UUID (as `uuid4().hex`)."""
-    return "%032x" % (int.from_bytes(os.urandom(16)) & _KEEP | _VERSION_4)
-
-
-#: The bits of a random 128-bit number a version 4 UUID keeps, and those it sets (its
-#: version, 4, and its variant, RFC 4122's), as `uuid.UUID(..., version=4)` does.
-_KEEP = ~(0xF000 << 64) & ~(0xC000 << 48) & ((1 << 128) - 1)
-_VERSION_4 = (4 << 76) | (0x8000 << 48)
 
 
 def record_head(run_id: str, started_at: datetime) -> str:
