@@ -11,11 +11,13 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from plait.errors import SessionConflict, UsageError
 from plait.stores import PostgresStore, SessionRecord
+from plait.stores.base import CheckpointWrite
 from plait.stores.conformance import CHECKS, Check, two_clients_save_one_of_two_turns
 from plait.stores.postgres import MIGRATIONS
 
@@ -179,3 +181,37 @@ async def test_sessions_written_before_versions_read_as_version_one(
 async def test_two_stores_save_one_of_two_turns(make_store: StoreFactory) -> None:
     async with make_store() as a, make_store() as b:
         await two_clients_save_one_of_two_turns(a, b)
+
+
+async def test_bytes_under_two_ids_in_one_batch_are_sent_once(
+    make_store: StoreFactory, table_prefix: str
+) -> None:
+    step = b'{"messages": ["' + b"x" * 20_000 + b'"]}'
+    async with make_store() as store:
+        assert await store.put_checkpoints([("run", b"first", "pending")]) == [1]
+        writes: list[CheckpointWrite] = [
+            ("run", step, "pending"),
+            ("run.step-1", step, "done"),
+            ("run.history", b"[1]", "done"),
+        ]
+        sent: list[object] = []
+        query = store._query
+
+        async def counted(operation: str, sql: str, params: Any, **kw: Any) -> Any:
+            sent.append(params)
+            return await query(operation, sql, params, **kw)
+
+        store._query = counted  # type: ignore[method-assign]
+        assert await store.put_checkpoints(writes, ttl=60) == [2, 1, 1]
+        (params,) = sent
+        assert sum(value is step for value in params.values()) == 1  # one parameter
+        for checkpoint_id, data, status in writes:
+            record = await store.get_checkpoint(checkpoint_id)
+            assert record is not None
+            assert (record.data, record.status) == (data, status)
+        ttl = await _scalar(
+            store,
+            f"SELECT COUNT(*) FROM {table_prefix}checkpoints"
+            " WHERE expires_at > now() + interval '50 seconds'",
+        )
+        assert ttl == 3

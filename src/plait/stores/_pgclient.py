@@ -42,6 +42,16 @@ def _require_psycopg(owner: str) -> ModuleType:
     return psycopg
 
 
+#: What a statement's answer holds when its time ran out first.
+_TIME_UP: list[tuple[Any, ...]] = []
+
+
+def _time_up(answer: asyncio.Future[list[tuple[Any, ...]]]) -> None:
+    """The time of the statement whose answer is `answer` is up."""
+    if not answer.done():
+        answer.set_result(_TIME_UP)
+
+
 class PostgresClient:
     """A user of PostgreSQL through a pool of psycopg connections in autocommit mode.
 
@@ -146,7 +156,12 @@ class PostgresClient:
                 await connection.execute(f"INSERT INTO {table} (version) VALUES (%s)", (version,))
 
     async def _query(
-        self, operation: str, sql: str, params: tuple[Any, ...], *, sweep: bool = False
+        self,
+        operation: str,
+        sql: str,
+        params: tuple[Any, ...] | dict[str, Any],
+        *,
+        sweep: bool = False,
     ) -> list[tuple[Any, ...]]:
         """Run one statement within `timeout` and return its rows; with `sweep`, first
         `_sweep` on the same connection.
@@ -158,31 +173,61 @@ class PostgresClient:
         Raises:
             StoreError: The time ran out, or the server or the connection failed.
         """
-        task = asyncio.ensure_future(self._run(sql, params, sweep))
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[list[tuple[Any, ...]]] = loop.create_future()
+        task = loop.create_task(self._answer(answer, sql, params, sweep))
+        timer = loop.call_later(self.timeout, _time_up, answer)
         write = operation not in self._reads
         try:
-            async with asyncio.timeout(self.timeout):
-                return await asyncio.shield(task)
-        except TimeoutError:
-            raise timed_out(
-                operation, "PostgreSQL", self.address, self.timeout, write=write
-            ) from None
+            rows = await answer
         except (self._psycopg.Error, OSError) as exc:
             raise failed(operation, "PostgreSQL", self.address, exc, write=write) from exc
         finally:
-            if not task.done():
+            timer.cancel()
+            if not task.done():  # the time is up, or the caller was cancelled
                 task.cancel()
                 self._leftovers.add(task)
                 task.add_done_callback(functools.partial(forget_task, leftovers=self._leftovers))
+        if rows is _TIME_UP:
+            raise timed_out(operation, "PostgreSQL", self.address, self.timeout, write=write)
+        return rows
 
-    async def _run(self, sql: str, params: tuple[Any, ...], sweep: bool) -> list[tuple[Any, ...]]:
+    async def _answer(
+        self,
+        answer: asyncio.Future[list[tuple[Any, ...]]],
+        sql: str,
+        params: tuple[Any, ...] | dict[str, Any],
+        sweep: bool,
+    ) -> None:
+        """Run the statement (`_run`) and put its rows, or its error, in `answer` (unless
+        the time is up already); the task ends with it, in the same step."""
+        try:
+            rows = await self._run(sql, params, sweep)
+        except Exception as exc:
+            if not answer.done():
+                answer.set_exception(exc)
+            return
+        if not answer.done():
+            answer.set_result(rows)
+
+    async def _run(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any], sweep: bool
+    ) -> list[tuple[Any, ...]]:
         """Run one statement on a pooled connection and return its rows."""
-        pool = await self._connect()
-        async with pool.connection() as connection:
+        pool = self._pool
+        if pool is None or self._loop is not asyncio.get_running_loop():
+            pool = await self._connect()
+        connection = await pool.lend()
+        try:
             if sweep:
                 await self._sweep(connection)
             cursor = await connection.execute(sql, params)
-            return await cursor.fetchall() if cursor.description is not None else []
+            rows = await cursor.fetchall() if cursor.description is not None else []
+        except BaseException:
+            await pool.drop(connection)
+            raise
+        await pool.give_back(connection)
+        return rows
 
     async def _sweep(self, connection: _Connection) -> None:
         """Delete expired rows (nothing expires here)."""

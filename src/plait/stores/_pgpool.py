@@ -78,17 +78,41 @@ class ConnectionPool:
         A connection whose block raised (an error, a cancellation) is closed, not kept: what
         state it was left in is not known.
         """
-        async with self._slots:
-            connection = await self._take()
-            try:
-                yield connection
-            except BaseException:
-                await connection.close()
-                raise
+        connection = await self.lend()
+        try:
+            yield connection
+        except BaseException:
+            await self.drop(connection)
+            raise
+        await self.give_back(connection)
+
+    async def lend(self) -> _Connection:
+        """Lend a connection, idle or new: one of the `max_size` places is held until it
+        is given back (`give_back`) or dropped (`drop`)."""
+        await self._slots.acquire()
+        try:
+            return await self._take()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    async def give_back(self, connection: _Connection) -> None:
+        """Take back a lent connection that is in a known state: kept for later use (closed
+        if it, or the pool, is)."""
+        try:
             if self.closed or connection.closed:
                 await connection.close()
             else:
                 self._idle.append(connection)
+        finally:
+            self._slots.release()
+
+    async def drop(self, connection: _Connection) -> None:
+        """Take back a lent connection whose use failed or was cancelled: it is closed."""
+        try:
+            await connection.close()
+        finally:
+            self._slots.release()
 
     async def _take(self) -> _Connection:
         """Return the most recently used idle connection that works, or a new one."""
