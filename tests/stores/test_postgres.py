@@ -194,7 +194,7 @@ async def test_bytes_under_two_ids_in_one_batch_are_sent_once(
             ("run.step-1", step, "done"),
             ("run.history", b"[1]", "done"),
         ]
-        sent: list[object] = []
+        sent: list[dict[str, object]] = []
         query = store._query
 
         async def counted(operation: str, sql: str, params: Any, **kw: Any) -> Any:
@@ -215,3 +215,36 @@ async def test_bytes_under_two_ids_in_one_batch_are_sent_once(
             " WHERE expires_at > now() + interval '50 seconds'",
         )
         assert ttl == 3
+
+
+async def test_documents_are_compressed_with_lz4_where_the_server_has_it(
+    make_store: StoreFactory, table_prefix: str
+) -> None:
+    import psycopg
+
+    async with make_store() as store:
+        await store.put_checkpoint("run", b"{}")
+        try:
+            # a server without lz4 (or before version 14) refuses it as the default
+            await _scalar(store, "SELECT set_config('default_toast_compression', 'lz4', true)")
+            lz4 = True
+        except psycopg.Error:
+            lz4 = False
+        methods = await _scalar(
+            store,
+            "SELECT string_agg(attcompression::text, ',' ORDER BY attrelid::regclass::text)"
+            f" FROM pg_attribute WHERE attname = 'data' AND attrelid IN"
+            f" ('{table_prefix}checkpoints'::regclass, '{table_prefix}sessions'::regclass)",
+        )
+        assert methods == ("l,l" if lz4 else ",")
+
+
+def test_a_migration_keeps_a_dollar_quoted_body_whole() -> None:
+    from plait.stores.postgres import _statements
+
+    script = "CREATE TABLE a (x int); DO $$ BEGIN PERFORM 1; PERFORM 2; END $$; SELECT 1;"
+    assert _statements(script) == (
+        "CREATE TABLE a (x int)",
+        "DO $$ BEGIN PERFORM 1; PERFORM 2; END $$",
+        "SELECT 1",
+    )
