@@ -241,3 +241,24 @@ async def test_the_events_of_a_step_equal_the_ones_the_constructors_build() -> N
     assert [m.role for m in messages] == ["assistant", "tool", "assistant"]
     assert list(events) == expected
     assert [e.to_json() for e in events] == [e.to_json() for e in expected]
+
+
+def test_an_event_encoded_again_at_once_is_not_encoded_twice() -> None:
+    import dataclasses
+
+    from plait.events import event_json_bytes
+
+    event = _sample_event()
+    first = event_json_bytes(event)
+    assert event_json_bytes(event) is first  # (the step save after the stream's encode)
+    assert first.decode() == event.to_json()
+    deeper = dataclasses.replace(event, depth=1)
+    assert event_json_bytes(deeper) == first.replace(b'"depth":0', b'"depth":1')
+    assert AgentEvent.from_json(event_json_bytes(event)) == event
+
+
+def test_an_unencodable_event_is_named_by_its_path() -> None:
+    event = AgentEvent(agent_name="a", run_path=("a",), output=AgentOutput(custom={"x": object()}))
+    with pytest.raises(SerializationError) as info:
+        event.to_json()
+    assert info.value.path == "AgentEvent.output.custom['x']"

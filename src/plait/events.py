@@ -8,7 +8,7 @@ from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from plait._util.json import JSONMixin
+from plait._util.json import JSONMixin, json_bytes
 from plait._util.record import record
 from plait._util.words import counted
 from plait.errors import PlaitError, RunCancelled, SerializationError
@@ -358,6 +358,32 @@ class AgentEvent(JSONMixin):
         """Return the event's message variant, if it carries one."""
         output = self.output
         return None if output is None else output.message
+
+    def to_json(self) -> str:
+        """Encode this event as JSON text (`SerializationError` names a value that can't
+        be)."""
+        return event_json_bytes(self).decode()
+
+
+#: The event encoded last, with its JSON: a run's step save encodes the event its stream
+#: sent just before (to the server's response, say) without encoding it again.
+_ENCODED: tuple[AgentEvent | None, bytes] = (None, b"")
+
+
+def event_json_bytes(event: AgentEvent) -> bytes:
+    """Return the JSON of `event` (`AgentEvent.to_json`, encoded), the same bytes when
+    asked again for the event encoded last.
+
+    Raises:
+        SerializationError: A value of the event is not JSON (named by its path).
+    """
+    global _ENCODED
+    last, data = _ENCODED
+    if last is event:
+        return data
+    data = json_bytes(event, AgentEvent, root="AgentEvent")
+    _ENCODED = (event, data)
+    return data
 
 
 @record

@@ -17,6 +17,7 @@ __all__ = [
     "check_plain_json",
     "first_problem",
     "from_json",
+    "json_bytes",
     "json_mapping",
     "to_json",
 ]
@@ -35,11 +36,16 @@ def to_json(value: Any, tp: Any | None = None, *, root: str = "value") -> str:
     A value that cannot be encoded is a `SerializationError` whose `path` names it, such as
     `value.events[2].output.custom['price']`.
     """
+    return json_bytes(value, tp, root=root).decode()
+
+
+def json_bytes(value: Any, tp: Any | None = None, *, root: str = "value") -> bytes:
+    """`to_json`, encoded as UTF-8."""
     from pydantic_core import PydanticSerializationError
 
     try:
         key: Any = tp if tp is not None else type(value)
-        return _adapter(key).dump_json(value).decode()
+        return _adapter(key).dump_json(value)
     except PydanticSerializationError as exc:
         path, bad = _find_unencodable(value, root)
         raise SerializationError(

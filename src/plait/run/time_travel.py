@@ -28,7 +28,7 @@ from plait._util.json import JSONMixin, dump_plain, first_problem, load_plain
 from plait._util.record import record
 from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointCorrupt, CheckpointNotFound, UsageError
-from plait.events import AgentEvent, AgentOutput
+from plait.events import AgentEvent, AgentOutput, event_json_bytes
 from plait.stores.base import CheckpointWrite, GuardedStore
 
 __all__ = [
@@ -279,7 +279,7 @@ def _step_json(
         event_json = b"null"
     else:
         try:
-            event_json = _adapters()[0].dump_json(event)
+            event_json = event_json_bytes(event)  # (often encoded already, for its stream)
         except Exception:
             event_json = to_json(encode_event(event))
     parts = [b'{"step":%d,"agent":' % step, to_json(agent), b',"event":', event_json]

@@ -11,7 +11,9 @@ Every operation ends within the store's `timeout` (10 s unless given), with its 
 `StoreError` naming the operation and the server's `host:port`.
 
 The schema is created on first use by `MIGRATIONS`, applied in order in one transaction that
-holds a `pg_advisory_xact_lock`, and recorded in `<prefix>schema_version`. Expiry times use
+holds a `pg_advisory_xact_lock`, and recorded in `<prefix>schema_version`. The documents'
+columns are compressed with lz4 where the server has it (PostgreSQL 14 and later, built with
+lz4, as the usual packages are), else with the server's default. Expiry times use
 the server's clock (`now()`); expired rows read as absent and are deleted now and then by
 writes.
 
