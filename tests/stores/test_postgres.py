@@ -248,3 +248,29 @@ def test_a_migration_keeps_a_dollar_quoted_body_whole() -> None:
         "DO $$ BEGIN PERFORM 1; PERFORM 2; END $$",
         "SELECT 1",
     )
+
+
+async def test_a_statement_whose_task_is_cancelled_cancels_its_caller(
+    make_store: StoreFactory,
+) -> None:
+    async with make_store() as store:
+        await store.put_checkpoint("run", b"x")
+        started = asyncio.Event()
+        run = store._run
+
+        async def held(*args: Any) -> Any:
+            started.set()
+            await asyncio.sleep(3600)
+            return await run(*args)
+
+        store._run = held  # type: ignore[method-assign,assignment]
+        caller = asyncio.ensure_future(store.get_checkpoint("run"))
+        await started.wait()
+        (statement,) = [
+            task
+            for task in asyncio.all_tasks()
+            if task is not caller and task.get_coro().__qualname__.endswith("_answer")  # type: ignore[union-attr]
+        ]
+        statement.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller

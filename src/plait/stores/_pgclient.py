@@ -207,6 +207,10 @@ class PostgresClient:
             if not answer.done():
                 answer.set_exception(exc)
             return
+        except asyncio.CancelledError:  # (not by `_query`): its caller is cancelled too
+            if not answer.done():
+                answer.cancel()
+            raise
         if not answer.done():
             answer.set_result(rows)
 
