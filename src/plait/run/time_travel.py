@@ -285,16 +285,16 @@ def _step_json(
     parts = [b'{"step":%d,"agent":' % step, to_json(agent), b',"event":', event_json]
     for key, mapping in ((b',"session_values":', values), (b',"state":', state)):
         try:
-            parts += (key, _adapters()[1].dump_json(dict(mapping)))
+            parts += (key, _values_adapter().dump_json(dict(mapping)))
         except Exception:
             parts += (key, to_json(encode_values(mapping)))
     return b"".join(parts) + b"}"
 
 
 @functools.cache
-def _adapters() -> tuple[TypeAdapter[AgentEvent], TypeAdapter[dict[str, Any]]]:
-    """Return the encoders of an event and of session values (made on first use)."""
-    return TypeAdapter(AgentEvent), TypeAdapter(dict[str, Any])
+def _values_adapter() -> TypeAdapter[dict[str, Any]]:
+    """Return the encoder of session values and team state (made on first use)."""
+    return TypeAdapter(dict[str, Any])
 
 
 def _join(texts: list[bytes]) -> bytes:
