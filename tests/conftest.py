@@ -6,12 +6,15 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import plait._util.json
 import plait.core.checkpoint
 from plait import AgentEvent, Message
 from plait.stores import CheckpointRecord, MemoryStore, SessionRecord, SqliteStore, Store
 
 # Every checkpoint the tests write is validated as it is written (see VALIDATE_WRITES).
 plait.core.checkpoint.VALIDATE_WRITES = True
+# Every JSON encoding orjson makes is compared with pydantic's (see CHECK_FAST).
+plait._util.json.CHECK_FAST = True
 
 
 async def messages_of(events: Sequence[AgentEvent]) -> list[Message]:

@@ -1,11 +1,21 @@
-"""JSON round-trip for plait's data types, one pydantic schema per type (never pickle)."""
+"""JSON round-trip for plait's data types, one pydantic schema per type (never pickle).
+
+Encoding goes through orjson first: it writes plait's dataclasses, plain data and dates
+itself, and asks pydantic (`_plain`) only for what it does not know (a plait error, a
+pydantic model, a set…). The bytes are pydantic's: whatever orjson refuses (an int past 64
+bits, a dict with int keys, a time with a zone…) is encoded by pydantic instead, which also
+names what cannot be encoded at all. `CHECK_FAST` (on in plait's tests) compares each
+encoding with pydantic's own.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from functools import cache
+from collections.abc import Callable, Mapping
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Self
+
+import orjson
 
 from plait.errors import SerializationError, UsageError
 
@@ -17,8 +27,11 @@ __all__ = [
     "check_plain_json",
     "first_problem",
     "from_json",
+    "encoded",
+    "fast_json",
     "json_bytes",
     "json_mapping",
+    "plain_json",
     "to_json",
 ]
 
@@ -28,6 +41,113 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     from pydantic import TypeAdapter
 
     return TypeAdapter(tp)
+
+
+#: Compare every encoding orjson makes with pydantic's, and fail on a difference (plait's
+#: tests turn it on; production trusts the comparison they made).
+CHECK_FAST = False
+_OPTIONS = orjson.OPT_UTC_Z  # a UTC time ends in "Z", as pydantic writes it
+
+
+def fast_json(value: Any) -> bytes | None:
+    """Return `value` as JSON bytes, the same as pydantic's for its own class, or None where
+    orjson cannot write it (the caller then asks pydantic)."""
+    try:
+        return orjson.dumps(value, default=_plain, option=_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError, raised for anything it or `_plain` refused
+        return None
+
+
+def encoded(value: Any, pydantic_json: Callable[[], bytes]) -> bytes:
+    """Return `value` as JSON bytes: orjson's, or `pydantic_json()` where orjson cannot
+    write it (with `CHECK_FAST`, both, which must agree)."""
+    data = fast_json(value)
+    if data is not None and not CHECK_FAST:
+        return data
+    expected = pydantic_json()
+    if data is not None and data != expected:
+        raise AssertionError(f"orjson wrote {data!r}, pydantic {expected!r}")
+    return expected
+
+
+def plain_json(value: Any) -> bytes:
+    """Return plain data (dicts, lists, strings, numbers…) as JSON bytes, the same as
+    `pydantic_core.to_json` writes them.
+
+    Raises:
+        pydantic_core.PydanticSerializationError: Some part of it is not JSON.
+    """
+    data = fast_json(value)
+    if data is not None and not CHECK_FAST:
+        return data
+    from pydantic_core import to_json as encode
+
+    return encoded(value, partial(encode, value))
+
+
+def _plain(value: Any) -> Any:
+    """Return what orjson should write for `value`, a value of a class it does not know."""
+    cls = type(value)
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = _plain_of(cls)
+    return plain(value)
+
+
+_PLAIN: dict[type, Callable[[Any], Any]] = {}
+
+
+def _plain_of(cls: type) -> Callable[[Any], Any]:
+    """Return how a value of `cls` becomes data orjson writes as pydantic would write it."""
+    from pydantic import BaseModel
+    from pydantic_core import to_jsonable_python
+
+    if issubclass(cls, BaseModel) and _fields_only(cls):
+        floats = [
+            name
+            for name, field in cls.model_fields.items()
+            if field.annotation is float or field.annotation == float | None
+        ]
+        if not floats:
+            return _fields
+        return partial(_fields_with_floats, floats)
+    try:
+        dump = _adapter(cls).dump_python
+    except Exception:  # no schema for it: pydantic's guess, which may refuse it
+        return to_jsonable_python
+    return partial(dump, mode="json")
+
+
+def _fields_only(cls: type[Any]) -> bool:
+    """Whether pydantic writes a model of `cls` as its fields, in order, with nothing added,
+    left out or converted (a model of plait's own: users' models go through pydantic)."""
+    config = cls.model_config
+    decorators = cls.__pydantic_decorators__
+    return (
+        cls.__module__.startswith("plait.")
+        and config.get("extra") != "allow"
+        and not any(key.startswith("ser_json") for key in config)
+        and not cls.model_computed_fields
+        and not decorators.field_serializers
+        and not decorators.model_serializers
+        and not any(field.exclude or field.metadata for field in cls.model_fields.values())
+    )
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = value.__dict__
+    return fields
+
+
+def _fields_with_floats(floats: list[str], value: Any) -> dict[str, Any]:
+    """A model's fields, an int given to a float field written as a float (as pydantic does)."""
+    fields: dict[str, Any] = value.__dict__
+    if any(type(fields[name]) is int for name in floats):
+        fields = dict(fields)
+        for name in floats:
+            if type(fields[name]) is int:
+                fields[name] = float(fields[name])
+    return fields
 
 
 def to_json(value: Any, tp: Any | None = None, *, root: str = "value") -> str:
@@ -41,6 +161,13 @@ def to_json(value: Any, tp: Any | None = None, *, root: str = "value") -> str:
 
 def json_bytes(value: Any, tp: Any | None = None, *, root: str = "value") -> bytes:
     """`to_json`, encoded as UTF-8."""
+    data = fast_json(value)
+    if data is not None and not CHECK_FAST:
+        return data
+    return encoded(value, partial(_pydantic_json, value, tp, root))
+
+
+def _pydantic_json(value: Any, tp: Any | None, root: str) -> bytes:
     from pydantic_core import PydanticSerializationError
 
     try:
@@ -102,7 +229,13 @@ class JSONMixin:
 
 def dump_plain(value: Any, tp: Any) -> Any:
     """Return `value` (of type `tp`) as plain JSON-able data (dicts, lists, strings…)."""
-    return _adapter(tp).dump_python(value, mode="json")
+    data = fast_json(value)
+    if data is not None and not CHECK_FAST:
+        return orjson.loads(data)
+    expected = _adapter(tp).dump_python(value, mode="json")
+    if data is not None and orjson.loads(data) != expected:
+        raise AssertionError(f"orjson wrote {data!r}, pydantic {expected!r}")
+    return expected
 
 
 def load_plain(tp: Any, data: Any) -> Any:

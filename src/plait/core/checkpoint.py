@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from typing_extensions import TypedDict
 
-from plait._util.json import first_problem, to_json
+from plait._util.json import encoded, first_problem, to_json
 from plait._util.typed import restore_types, value_types
 from plait.core.checkpoint_v1 import migrate_v1
 from plait.core.history import as_records, whole_messages
@@ -405,11 +405,15 @@ class Checkpoint:
             "root_id": snapshot.root_id,
             "run_options": [_RunOption.model_construct(**entry) for entry in snapshot.options],
         }
-        try:
-            data = _document_shape().dump_json(doc, warnings="error")
-        except Exception:
-            _name_unencodable(snapshot, interrupts)
-            raise
+
+        def by_pydantic() -> bytes:
+            try:
+                return _document_shape().dump_json(doc, warnings="error")
+            except Exception:
+                _name_unencodable(snapshot, interrupts)
+                raise
+
+        data = encoded(doc, by_pydantic)
         if VALIDATE_WRITES:
             Checkpoint.decode(data, "(being written)")
         return data

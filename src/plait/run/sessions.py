@@ -38,7 +38,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from typing_extensions import TypedDict  # (pydantic reads it on Python < 3.12)
 
-from plait._util.json import dump_plain, load_plain, to_json
+from plait._util.json import dump_plain, encoded, load_plain, to_json
 from plait._util.record import record
 from plait._util.sync import run_in_new_loop
 from plait._util.typed import restore_types, value_types
@@ -263,7 +263,7 @@ class SessionTurn:
         }
         dump, unencodable = _encoder()
         try:
-            return dump(document)
+            return encoded(document, functools.partial(dump, document))
         except unencodable:  # the checked encoding names what is not JSON
             return self._encode_checked(document)
 

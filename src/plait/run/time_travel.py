@@ -17,14 +17,13 @@ only after the history stopped listing it, so a history never names a missing sn
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import to_json
 
-from plait._util.json import JSONMixin, dump_plain, first_problem, load_plain
+from plait._util.json import JSONMixin, dump_plain, first_problem, json_bytes, load_plain
 from plait._util.record import record
 from plait.core.checkpoint import Checkpoint
 from plait.errors import CheckpointCorrupt, CheckpointNotFound, UsageError
@@ -285,16 +284,10 @@ def _step_json(
     parts = [b'{"step":%d,"agent":' % step, to_json(agent), b',"event":', event_json]
     for key, mapping in ((b',"session_values":', values), (b',"state":', state)):
         try:
-            parts += (key, _values_adapter().dump_json(dict(mapping)))
+            parts += (key, json_bytes(dict(mapping), dict[str, Any]))
         except Exception:
             parts += (key, to_json(encode_values(mapping)))
     return b"".join(parts) + b"}"
-
-
-@functools.cache
-def _values_adapter() -> TypeAdapter[dict[str, Any]]:
-    """Return the encoder of session values and team state (made on first use)."""
-    return TypeAdapter(dict[str, Any])
 
 
 def _join(texts: list[bytes]) -> bytes:

@@ -25,6 +25,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.types import Receive, Scope, Send
 
+from plait._util.json import to_json
 from plait._util.per_object import PerObject
 from plait.errors import CheckpointNotFound
 from plait.protocols.agent_protocol.replay import ResumableStream, RunLog, RunLogs
@@ -57,7 +58,7 @@ def _frame(item: str | bytes | tuple[str, bytes] | RunSummary) -> tuple[str, byt
         return "agent_delta", item
     if isinstance(item, tuple):  # an event's text, framed already
         return "agent_event", item[1]
-    return "run_end", encode(_END, item.model_dump_json())
+    return "run_end", encode(_END, to_json(item))
 
 
 def _framed(item: str | bytes | RunSummary, event_id: int) -> tuple[str, bytes]:

@@ -12,9 +12,8 @@ from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from pydantic_core import to_json
-
 from plait._util.fast import random_hex
+from plait._util.json import json_bytes
 from plait.server.bodies import RunSummary, UsageOut
 
 __all__ = ["NO_USAGE", "encode_record", "new_run_id", "record_head", "running_record"]
@@ -43,10 +42,10 @@ def record_head(run_id: str, started_at: datetime) -> str:
 def encode_record(summary: RunSummary, head: str, worker: str) -> bytes:
     """Return the record of `summary` (`head`: its `record_head`; `worker`: who runs it,
     written while it runs)."""
-    text = summary.model_dump_json()
+    data = json_bytes(summary)
     now = datetime.now(UTC).isoformat()
     tail = f'{now}","worker":"{worker}"}}' if summary.status == "running" else f'{now}"}}'
-    return (text[:-1] + head + tail).encode()
+    return data[:-1] + (head + tail).encode()
 
 
 def running_record(
@@ -54,7 +53,7 @@ def running_record(
 ) -> bytes:
     """Return the record of a running run's summary (its `checkpoint_id`, `agent` and
     `session_id`; the rest as every running run's), as `encode_record` writes it."""
-    text = to_json(
+    text = json_bytes(
         {
             "status": "running",
             "checkpoint_id": checkpoint_id,

@@ -21,8 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic_core import to_json
-
+from plait._util.json import plain_json
 from plait.errors import SessionConflict
 from plait.stores.base import GuardedStore, Store
 
@@ -69,7 +68,7 @@ async def create_document(
         StoreError: The store failed.
     """
     try:
-        await GuardedStore(store).put_session(key, to_json(data), ttl=ttl, expected_version=0)
+        await GuardedStore(store).put_session(key, plain_json(data), ttl=ttl, expected_version=0)
     except SessionConflict:
         return False
     return True
@@ -126,7 +125,7 @@ async def _apply(store: GuardedStore, key: str, batch: list[_Edit], ttl: float |
             try:
                 await store.put_session(
                     key,
-                    to_json(data),
+                    plain_json(data),
                     ttl=ttl,
                     expected_version=0 if record is None else record.version,
                 )

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from plait._util.json import to_json
 from plait.events import AgentEvent
 from plait.server.bodies import RunSummary
 from plait.server.runs import Item, Nudge, Relay
@@ -173,9 +174,7 @@ class EventStream(Response):
                         chunks.append(item)
                     elif isinstance(item, RunSummary):
                         end = run.relay.closing(item)
-                        chunks.append(
-                            encode(_RUN_END, item.model_dump_json()) if end is None else end
-                        )
+                        chunks.append(encode(_RUN_END, to_json(item)) if end is None else end)
                         body = b"".join(chunks)
                         await send({"type": "http.response.body", "body": body, "more_body": False})
                         return

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import pydantic_core
 
+from plait._util.json import plain_json
 from plait.errors import SessionConflict
 from plait.server.caller import Caller
 from plait.stores.base import GuardedStore, Store
@@ -114,7 +115,7 @@ class Document:
         written)."""
         if not self._moved:
             await self._ready()
-        written = pydantic_core.to_json(value)
+        written = plain_json(value)
         try:
             version = await self._store.put_session(self._key, written, expected_version=0)
         except SessionConflict:
@@ -156,7 +157,7 @@ class Document:
                     if given is None:
                         raise
                     continue  # decided on the snapshot given: decide on the document as stored
-                written = pydantic_core.to_json(data)
+                written = plain_json(data)
                 if written == found.stored:  # nothing changed: as if edited just as it was read
                     if given is None:
                         return result

@@ -31,8 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-import pydantic_core
-
+from plait._util.json import plain_json
 from plait.core.agent import AgentInput
 from plait.core.agent_context import HookContext
 from plait.events import AgentEvent, MessageVariant, RunResult
@@ -218,7 +217,7 @@ class ProtocolRelay(Relay):
             return
         if extra is None and not self.values:  # (as `_values_json` writes it, at once)
             texts, messages = self._texts, self.messages
-            texts.extend(map(bytes.decode, map(pydantic_core.to_json, messages[len(texts) :])))
+            texts.extend(map(bytes.decode, map(plain_json, messages[len(texts) :])))
             self._send_text("values", '{"messages":[' + ",".join(texts) + "]}")
         else:
             values = plain(self.values) if self.values else None
@@ -230,12 +229,12 @@ class ProtocolRelay(Relay):
         encodes only its own (`to_sdk`'s shape holds JSON values only)."""
         texts = self._texts
         if values is None and extra is None:
-            texts.extend(map(bytes.decode, map(pydantic_core.to_json, self.messages[len(texts) :])))
+            texts.extend(map(bytes.decode, map(plain_json, self.messages[len(texts) :])))
             return '{"messages":[' + ",".join(texts) + "]}"
         values, extra = values or {}, extra or {}
         if "messages" in values or "messages" in extra:
             return _json({**values, "messages": self.messages, **extra})
-        texts.extend(map(bytes.decode, map(pydantic_core.to_json, self.messages[len(texts) :])))
+        texts.extend(map(bytes.decode, map(plain_json, self.messages[len(texts) :])))
         listed = '"messages":[' + ",".join(texts) + "]"
         if not values and not extra:
             return "{" + listed + "}"
