@@ -41,7 +41,9 @@ def approve(item: str) -> str:
     return f"{item}: {plait.interrupt({'approve': item})}"
 
 
-def _runner(store: MemoryStore, tenants: Tenants, *, resumed: bool = False) -> Runner:
+def _runner(
+    store: MemoryStore, tenants: Tenants, *, resumed: bool = False, run_id: str | None = "run-1"
+) -> Runner:
     model = ScriptedModel(
         [reply("ok", usage=USAGE)]
         if resumed
@@ -51,7 +53,7 @@ def _runner(store: MemoryStore, tenants: Tenants, *, resumed: bool = False) -> R
         ]
     )
     agent = ChatModelAgent("calc", model, tools=[add, approve])
-    hook = ledger_hooks(tenants, "ann", "calc", run_id="run-1")
+    hook = ledger_hooks(tenants, "ann", "calc", run_id=run_id)
     assert isinstance(hook, UsageHooks)
     return Runner(agent, store=store, hooks=[hook], durability="step")
 
@@ -61,8 +63,26 @@ def _kept_rows(data: bytes) -> dict[str, list[object]]:
     records = json.loads(data)["records"]
     (values,) = [r["record"]["values"] for r in records if r["address"] == "run"]
     rows: dict[str, list[object]] = values["plait.ledger.rows"]
-    assert values["plait.ledger.run_id"] == "run-1"
     return rows
+
+
+async def test_a_run_given_no_id_keeps_the_one_it_took_for_its_next_legs() -> None:
+    """As the A2A routes run: the hook takes the run's checkpoint id as the rows' run id and
+    keeps it with the run, so a resume (given no id either) writes under the same run."""
+    store = MemoryStore()
+    tenants = Tenants(store, {}, lambda: NOW)
+    paused = await _runner(store, tenants, run_id=None).query("go", checkpoint_id="cp-1").collect()
+    record = await store.get_checkpoint("cp-1")
+    assert record is not None
+    (values,) = [
+        r["record"]["values"] for r in json.loads(record.data)["records"] if r["address"] == "run"
+    ]
+    assert values["plait.ledger.run_id"] == "cp-1"
+    runner = _runner(store, tenants, resumed=True, run_id=None)
+    done = await runner.resume(paused.checkpoint_id, value="yes").collect()
+    assert done.final_output == "ok"
+    rows = await tenants.ledger.rows("ann", DAY, DAY)
+    assert [r.run_id for r in rows] == ["cp-1"] * 3
 
 
 async def test_each_calls_row_is_saved_with_the_runs_checkpoints() -> None:

@@ -242,6 +242,15 @@ class UsageHooks(_Ledgered):
         await self._give_back()  # (no call of this hook ever reserves)
 
 
+@dataclasses.dataclass(eq=False)
+class _KnownRunUsageHooks(UsageHooks):
+    """`UsageHooks` for a run whose id its caller gives on every leg and that the caller
+    admits itself (the server's `Runs`): nothing to do before the run, so no `before_run`
+    (its id needs no keeping with the run)."""
+
+    before_run = Hooks.before_run
+
+
 def ledger_hooks(
     tenants: Tenants, user: str, agent: str, *, run_id: str | None = None, admit: bool = False
 ) -> LedgerHooks | UsageHooks:
@@ -250,4 +259,6 @@ def ledger_hooks(
     quota = tenants.quota(user)
     if quota is not None and quota.budgets.any:
         return LedgerHooks(tenants, user, agent, run_id=run_id, admit=admit)
+    if run_id is not None and not admit:
+        return _KnownRunUsageHooks(tenants, user, agent, run_id=run_id)
     return UsageHooks(tenants, user, agent, run_id=run_id, admit=admit)
