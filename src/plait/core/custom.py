@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
+from plait._util.fast import built
 from plait._util.json import dump_plain, to_json
 from plait.core.checkpoint import CustomRecord
 from plait.core.run_state import RunState
@@ -33,8 +34,8 @@ def custom_record(run: RunState, address: str) -> CustomRecord:
         restored = run.restored.pop((address, "custom"), None)
         if isinstance(restored, CustomRecord):
             record = restored
-        else:  # (given its empty dicts, the model copies no defaults)
-            record = CustomRecord(values={}, models={})
+        else:  # every field, valid as given: no validation to run
+            record = built(CustomRecord, {"kind": "custom", "values": {}, "models": {}})
         run.frames[(address, "custom")] = record
     return record
 
