@@ -222,6 +222,7 @@ class ChunkRelay(AnswerRelay):
         super().attach(run)
         self.run = run
         self.put(self._chunk({"role": "assistant", "content": ""}))
+        self.opening = run.queue.qsize()  # it may wait for the run's first event
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         return data(self._body([{"index": 0, "delta": delta, "finish_reason": finish}]))

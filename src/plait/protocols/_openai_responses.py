@@ -295,6 +295,7 @@ class EventRelay(AnswerRelay):
         body = self.head.model_dump(mode="json")
         self.put(self._event("response.created", response=body))
         self.put(self._event("response.in_progress", response=body))
+        self.opening = run.queue.qsize()  # these may wait for the run's first event
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         body = {"type": kind, "sequence_number": self.sequence, **fields}

@@ -329,6 +329,7 @@ class AguiRelay(Relay):
                 metadata={"checkpoint_id": run.checkpoint_id},
             )
         )
+        self.opening = run.queue.qsize()  # it may wait for the run's first event
 
     def _send(self, event: BaseEvent) -> None:
         self.put(self._encode(event))

@@ -53,10 +53,12 @@ _RECORD_ONLY = {"run_id", "started_at", "updated_at", "worker"}
 
 
 class Nudge(enum.Enum):
-    """What else wakes the reader of a run's queue: time to ping, or the client left."""
+    """What else wakes the reader of a run's queue: time to ping, the client left, or
+    the stream's head has waited long enough for the run's first event."""
 
     PING = "ping"
     STOP = "stop"
+    OPEN = "open"
 
 
 #: What a run's queue carries: an event's JSON text (or bytes the response sends as they
@@ -75,6 +77,10 @@ class Relay(Hooks):
 
     put: Callable[[Item], None]
     """Queue an item for the response (set by the `LiveRun` the relay serves)."""
+
+    opening = 0
+    """How many items `attach` queues before the run's events (they may wait for the run's
+    first event, to go out in one write with it and the response's head)."""
 
     def attach(self, run: LiveRun) -> None:
         """Serve `run`: queue into its queue."""

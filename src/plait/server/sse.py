@@ -11,6 +11,13 @@ Each stream costs one small task (it listens for the client leaving) and a place
 loop's list of pings (one timer for all the loop's streams, `_Pings`); the run's queue
 wakes it for everything else (`plait.server.runs.Nudge`). Whatever the queue holds when
 the stream wakes is sent in one write.
+
+The head of the answer (its status and headers) goes out with the run's first event, in
+the same write, as Go's and Node's HTTP servers send a head with the first bytes of its
+body: a client is woken once for both, not twice. A run slow to give its first event (a
+model that takes its time) does not keep the head: it goes out alone once `HEAD_HOLD`
+seconds have passed. What a protocol's relay queues before the run's events (the Agent
+Protocol's `metadata` event, `Relay.opening`) waits with the head.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from plait.server.runs import Item, Nudge, Relay
 from plait.server.summary import encode_event
 
 __all__ = [
+    "HEAD_HOLD",
     "PING_INTERVAL",
     "DeltaRelay",
     "EventStream",
@@ -46,6 +54,10 @@ __all__ = [
 
 #: Seconds between two comment lines of a stream.
 PING_INTERVAL = 15.0
+
+#: Seconds at most a stream's head (its status and headers) waits for the run's first
+#: event, to be written with it (see the module's docstring).
+HEAD_HOLD = 0.1
 
 _PING = b": ping\r\n\r\n"
 _AGENT_EVENT = b"event: agent_event\r\n"
@@ -108,6 +120,9 @@ class ItemQueue(Protocol):
     def empty(self) -> bool:
         """Whether no item is queued."""
 
+    def qsize(self) -> int:
+        """Return the number of items queued."""
+
     def get_nowait(self) -> Item:
         """Return the first item queued (`asyncio.QueueEmpty`: none)."""
 
@@ -157,39 +172,82 @@ class EventStream(Response):
         run = self.run
         queue = run.queue
         loop = asyncio.get_running_loop()
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        head: dict[str, Any] | None = {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": self.raw_headers,
+        }
         listener = loop.create_task(_listen(receive, run))
         pings = _pings if _pings is not None and _pings.loop is loop else _Pings.start(loop)
         ping = pings.add(run.nudge)
+        # the head waits for the run's first event, to go out in one write with it (or
+        # alone once `HEAD_HOLD` has passed): what the relay queued first may wait with it
+        opening = run.relay.opening
+        hold = None
+        if queue.qsize() <= opening:
+            hold = loop.call_later(HEAD_HOLD, run.nudge, Nudge.OPEN)
+        chunks: list[bytes] = []
         try:
             while True:
-                chunks: list[bytes] = []
-                item = await queue.get()
-                while True:  # what is queued already goes out in one write
-                    if isinstance(item, tuple):  # an event's text with its frame
-                        chunks.append(item[1])
-                    elif isinstance(item, str):
-                        chunks.append(encode(_AGENT_EVENT, item))
-                    elif isinstance(item, bytes):  # framed by the run's relay
-                        chunks.append(item)
-                    elif isinstance(item, RunSummary):
-                        end = run.relay.closing(item)
-                        chunks.append(encode(_RUN_END, to_json(item)) if end is None else end)
-                        body = b"".join(chunks)
-                        await send({"type": "http.response.body", "body": body, "more_body": False})
-                        return
-                    elif item is Nudge.PING:
-                        chunks.append(_PING)
-                    else:  # the client left: nobody reads any more
-                        return
-                    if queue.empty():
-                        break
-                    item = queue.get_nowait()
-                body = b"".join(chunks)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                taken, then = self._gather(await queue.get(), chunks)
+                if then is _LEFT:  # the client left: nobody reads any more
+                    if head is not None:  # (sent to nobody: the answer is whole)
+                        await send(head)
+                    return
+                if head is not None:
+                    opening = -1 if then is _OPEN else opening - taken
+                    if opening >= 0 and then is None:  # only what the relay queued first
+                        continue
+                    await send(head)
+                    head = None
+                    if hold is not None:
+                        hold.cancel()
+                if then is _END:
+                    body = b"".join(chunks)
+                    await send({"type": "http.response.body", "body": body, "more_body": False})
+                    return
+                if chunks:
+                    body = b"".join(chunks)
+                    chunks = []
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
         finally:
             ping[1] = None  # no more pings
             listener.cancel()
+            if hold is not None:
+                hold.cancel()
+
+    def _gather(self, item: Item, chunks: list[bytes]) -> tuple[int, object]:
+        """Add to `chunks` what `item` and the items queued after it send (what is queued
+        already goes out in one write); return how many items were taken, and `_END` (the
+        summary was added last), `_LEFT` (the client left), `_OPEN` (the head must go out)
+        or None."""
+        run = self.run
+        queue = run.queue
+        taken, then = 0, None
+        while True:
+            taken += 1
+            if isinstance(item, tuple):  # an event's text with its frame
+                chunks.append(item[1])
+            elif isinstance(item, str):
+                chunks.append(encode(_AGENT_EVENT, item))
+            elif isinstance(item, bytes):  # framed by the run's relay
+                chunks.append(item)
+            elif isinstance(item, RunSummary):
+                end = run.relay.closing(item)
+                chunks.append(encode(_RUN_END, to_json(item)) if end is None else end)
+                return taken, _END
+            elif item is Nudge.PING:
+                chunks.append(_PING)
+            elif item is Nudge.OPEN:
+                then = _OPEN
+            else:
+                return taken, _LEFT
+            if queue.empty():
+                return taken, then
+            item = queue.get_nowait()
+
+
+_END, _LEFT, _OPEN = object(), object(), object()  # what `EventStream._gather` found last
 
 
 class _Pings:

@@ -207,6 +207,7 @@ class ProtocolRelay(Relay):
         run_id = encode_basestring_ascii(self.run_id)
         self._send_text("metadata", f'{{"run_id":{run_id},"attempt":1}}')  # (as `_json` would)
         self._send_values()
+        self.opening = run.queue.qsize()  # these may wait for the run's first event
 
     async def before_run(self, ctx: HookContext, input: AgentInput) -> None:
         """The run starts: its session values, as its agents change them, are the thread's."""
