@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from plait import AgentEvent, ChatModelAgent, RunContext, Runner, tool
+from plait import AgentEvent, ChatModelAgent, Message, RunContext, Runner, tool
 from plait.errors import RunCancelled
-from plait.testing import ScriptedModel, call, calls, reply
+from plait.testing import FunctionModel, ScriptedModel, call, calls, reply
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -282,3 +282,42 @@ def test_a_sync_tool_that_ignores_the_stop_holds_up_neither_asyncio_run_nor_exit
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == printed
+
+
+# `RunStream.ended`: whether the event just returned was the run's last.
+
+
+def _adder() -> ChatModelAgent:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    model = ScriptedModel([call("add", {"a": 1, "b": 2}), reply("3")])
+    return ChatModelAgent(name="adder", description="adds", model=model, tools=[add])
+
+
+async def test_a_run_with_a_session_says_its_last_event_is_the_last_as_it_gives_it() -> None:
+    stream = Runner(_adder()).run([Message.user("add")], session_id="s1")
+    seen = [(event, stream.ended) async for event in stream]
+    assert [ended for _, ended in seen] == [False, False, True]
+    assert seen[-1][0].output is not None and seen[-1][0].output.message is not None
+    assert stream.ended
+
+
+async def test_a_run_without_a_session_has_ended_once_its_iteration_ends() -> None:
+    stream = Runner(_adder()).run([Message.user("add")])
+    assert not stream.ended
+    seen = [stream.ended async for _ in stream]
+    assert seen == [False, False, False]  # its last event is known to be once none follows
+    assert stream.ended
+
+
+async def test_an_error_that_ends_a_run_is_given_as_its_last_event() -> None:
+    def broken(messages: list[Message], tools: list[Any]) -> Message:
+        raise RuntimeError("the model is down")
+
+    agent = ChatModelAgent(name="a", description="d", model=FunctionModel(broken))
+    stream = Runner(agent).run([Message.user("hi")])
+    seen = [(event.error is not None, stream.ended) async for event in stream]
+    assert seen == [(True, True)]

@@ -86,6 +86,26 @@ async def test_a_run_queue_wakes_its_reader_and_keeps_the_order() -> None:
     assert await again == 3
 
 
+async def test_a_held_run_queue_wakes_its_reader_only_once_released() -> None:
+    queue: RunQueue[int] = RunQueue()
+    reader = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    queue.hold()
+    queue.put_nowait(1)
+    queue.put_nowait(2)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not reader.done()  # queued, not woken
+    queue.release()
+    assert await reader == 1
+    queue.put_nowait(3)  # released: as before
+    assert [queue.get_nowait(), await queue.get()] == [2, 3]
+    queue.release()  # (not held: nothing to do)
+    queue.hold()
+    queue.put_nowait(4)
+    assert await queue.get() == 4  # a reader that comes finds what is queued
+
+
 class _Feed:
     def __init__(self) -> None:
         self.queue: RunQueue[Any] = RunQueue()

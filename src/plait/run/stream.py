@@ -124,6 +124,17 @@ class RunStream(RunSaves):
             setup.active[checkpoint_id] = self
 
     @property
+    def ended(self) -> bool:
+        """Whether the run has given its last event: what follows is the stream's end.
+
+        True as a run's last event is returned when that event is known to be the last: a
+        run with a session (its last event waits for its turn to be written), an error or a
+        pause that ends the run; for the last event of a run without a session, once the
+        iteration has ended.
+        """
+        return self._finished and self._held is None and self._upcoming is None
+
+    @property
     def context(self) -> Frame:
         """Return the run's root context (session values, usage so far)."""
         if self._ctx is None:

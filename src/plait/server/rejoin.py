@@ -99,7 +99,7 @@ class _Kept(RunQueue[Item]):
                 log.end()
         self._items.append(item)  # (`RunQueue.put_nowait`, inline)
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
+        if waiter is not None and not self._held and not waiter.done():
             waiter.set_result(None)
 
 

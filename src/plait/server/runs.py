@@ -211,8 +211,11 @@ class LiveRun:
             await asyncio.shield(self._running)
 
     def nudge(self, nudge: Nudge) -> None:
-        """Wake the reader of this run's queue with `nudge`."""
+        """Wake the reader of this run's queue with `nudge` (a client that left, also while
+        the run's last event waits for its end)."""
         self.queue.put_nowait(nudge)
+        if nudge is Nudge.STOP:
+            self.queue.release()
 
     async def outcome(self) -> tuple[RunSummary, list[str]]:
         """Wait for the end of the run; return its summary and the JSON of its events."""
@@ -234,6 +237,8 @@ class LiveRun:
                 async for event in stream:
                     if not self.ready.done():
                         self.accept()
+                    if stream.ended:  # its last event goes out with its end, in one write
+                        self.queue.hold()
                     await relay(event)
                 result = await stream.collect()
             except asyncio.CancelledError:
@@ -251,6 +256,7 @@ class LiveRun:
             self.accept()
             await self._finish(result)
         finally:
+            self.queue.release()  # (the end is queued, or the run's task was cancelled)
             self.runs.unregister(self)
             try:
                 await self._free_place()
@@ -295,6 +301,7 @@ class LiveRun:
             _log.exception("could not save the summary of run %s", self.checkpoint_id)
         await self._free_place()  # before the client hears of the end
         self.queue.put_nowait(summary)
+        self.queue.release()
 
     async def note_cancel_baseline(self) -> None:
         """Remember the cancel request stored before this run started (it is not for it)."""

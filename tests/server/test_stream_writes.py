@@ -257,3 +257,95 @@ async def test_a_routes_head_goes_out_with_the_runs_first_event(
     opening = client.sent[1]["body"]
     assert all(part in opening for part in first), opening
     assert client.sent[-1]["more_body"] is False
+
+
+# The run's last event goes out with its end, in one write; the events before it as they come.
+
+
+def _gated_answer_app() -> tuple[Any, asyncio.Event, asyncio.Event]:
+    """Return an app whose agent's model, asked again after its tool answered, waits for
+    `go` (and sets `asked` as it is asked)."""
+    asked, go = asyncio.Event(), asyncio.Event()
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    async def answer(messages: list[Any], tools: list[Any]) -> Any:
+        if messages[-1].role == "tool":
+            asked.set()
+            await go.wait()
+            return reply("the sum is 3")
+        return call("add", {"a": 1, "b": 2})
+
+    agent = ChatModelAgent(
+        name="assistant", description="adds", model=FunctionModel(answer), tools=[add]
+    )
+    return create_app(agent, store=MemoryStore()), asked, go
+
+
+@pytest.mark.parametrize("session", [True, False])
+async def test_a_runs_last_event_goes_out_with_its_end(
+    monkeypatch: pytest.MonkeyPatch, session: bool
+) -> None:
+    monkeypatch.setattr("plait.server.sse.HEAD_HOLD", 3600.0)
+    app, asked, go = _gated_answer_app()
+    body: dict[str, Any] = {"input": "add 1 and 2"}
+    if session:
+        body["session_id"] = "s1"
+    async with app.router.lifespan_context(app):
+        client = _Client()
+        task = asyncio.ensure_future(_drive(app, "POST", "/v1/agents/assistant/runs", body, client))
+        await asyncio.wait_for(asked.wait(), WAIT)
+        # the tool call's event went out before the model answered (as it came; with a
+        # session, once the next event came: the run holds one back for its session)
+        await client.until(lambda: len(client.sent) >= 2)
+        assert b'"tool_calls"' in client.sent[1]["body"]
+        go.set()
+        await asyncio.wait_for(task, WAIT)
+    last = client.sent[-1]
+    assert last["more_body"] is False and b"event: run_end" in last["body"]
+    before = b"".join(m.get("body", b"") for m in client.sent[:-1])
+    answer = b'"content":"the sum is 3"'  # (the event's message; the end has final_output)
+    # with a session the run's last event is known as it comes: it waits for the end
+    assert (answer in last["body"]) is session
+    assert (answer in before) is not session
+
+
+class _SlowEnd(MemoryStore):
+    """A memory store whose writes of a run's final record wait for `done` (once `slow`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow = False
+        self.waiting = asyncio.Event()
+        self.done = asyncio.Event()
+
+    async def put_session(self, session_id: str, data: bytes, **kwargs: Any) -> int:
+        if self.slow and "/r/" in session_id and b'"completed"' in data:
+            self.waiting.set()
+            await self.done.wait()
+        return await super().put_session(session_id, data, **kwargs)
+
+
+async def test_a_client_that_leaves_while_the_last_event_waits_ends_its_answer_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("plait.server.sse.HEAD_HOLD", 3600.0)
+    store = _SlowEnd()
+    agent = ChatModelAgent(
+        name="assistant", description="answers", model=FunctionModel(lambda m, t: "hello")
+    )
+    app = create_app(agent, store=store)
+    body = {"input": "hi", "session_id": "s1"}
+    async with app.router.lifespan_context(app):
+        store.slow = True
+        client = _Client()
+        task = asyncio.ensure_future(_drive(app, "POST", "/v1/agents/assistant/runs", body, client))
+        await asyncio.wait_for(store.waiting.wait(), WAIT)  # its end is being written
+        assert client.sent == []  # its one event waits for the end (the head with it)
+        client.left.set()
+        await asyncio.wait_for(task, WAIT)  # the answer ended, though the end is not written
+        assert not store.done.is_set()
+        store.done.set()  # (the run ends as the app stops)
