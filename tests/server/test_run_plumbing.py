@@ -157,7 +157,7 @@ async def test_the_streams_of_a_loop_share_one_ping_timer(monkeypatch: pytest.Mo
     from plait.server import sse
 
     monkeypatch.setattr(sse, "PING_INTERVAL", 30.0)
-    pings = sse._Pings(asyncio.get_running_loop())
+    pings = sse._Timers(asyncio.get_running_loop())
     got: dict[str, asyncio.Queue[Any]] = {"slow": asyncio.Queue(), "a": asyncio.Queue()}
     slow = pings.add(got["slow"].put_nowait)
     monkeypatch.setattr(sse, "PING_INTERVAL", 0.01)  # a later stream waits less: first
@@ -174,3 +174,18 @@ async def test_the_streams_of_a_loop_share_one_ping_timer(monkeypatch: pytest.Mo
     assert pings.timer is None or not pings.due or all(e[1] is None for e in pings.due)
     if pings.timer is not None:
         pings.timer.cancel()
+
+
+async def test_a_streams_head_waits_once_on_the_loops_one_timer_for_heads() -> None:
+    from plait.server import sse
+
+    holds = sse._Timers(asyncio.get_running_loop(), sse.Nudge.OPEN, lambda: 0.01, repeat=False)
+    got: dict[str, asyncio.Queue[Any]] = {k: asyncio.Queue() for k in ("a", "b", "gone", "z")}
+    for key in ("a", "b"):
+        holds.add(got[key].put_nowait)
+    holds.add(got["gone"].put_nowait)[1] = None  # its head went out with its first event
+    holds.add(got["z"].put_nowait)  # nudged last: the others were looked at before it
+    for key in ("a", "b", "z"):
+        assert await asyncio.wait_for(got[key].get(), 10) is sse.Nudge.OPEN
+    assert not holds.due  # nobody is put back: each is nudged once
+    assert all(queue.empty() for queue in got.values())  # and none for the gone one

@@ -8,7 +8,7 @@ comment line (`: ping`) every `PING_INTERVAL` seconds keeps a quiet stream open 
 proxies. A client that leaves ends the stream, not the run.
 
 Each stream costs one small task (it listens for the client leaving) and a place in the
-loop's list of pings (one timer for all the loop's streams, `_Pings`); the run's queue
+loop's list of pings (one timer for all the loop's streams, `_Timers`); the run's queue
 wakes it for everything else (`plait.server.runs.Nudge`). Whatever the queue holds when
 the stream wakes is sent in one write.
 
@@ -178,14 +178,12 @@ class EventStream(Response):
             "headers": self.raw_headers,
         }
         listener = loop.create_task(_listen(receive, run))
-        pings = _pings if _pings is not None and _pings.loop is loop else _Pings.start(loop)
+        pings, holds = _timers(loop)
         ping = pings.add(run.nudge)
         # the head waits for the run's first event, to go out in one write with it (or
         # alone once `HEAD_HOLD` has passed): what the relay queued first may wait with it
         opening = run.relay.opening
-        hold = None
-        if queue.qsize() <= opening:
-            hold = loop.call_later(HEAD_HOLD, run.nudge, Nudge.OPEN)
+        hold = holds.add(run.nudge) if queue.qsize() <= opening else None
         chunks: list[bytes] = []
         try:
             while True:
@@ -201,7 +199,7 @@ class EventStream(Response):
                     await send(head)
                     head = None
                     if hold is not None:
-                        hold.cancel()
+                        hold[1] = None  # no more waiting
                 if then is _END:
                     body = b"".join(chunks)
                     await send({"type": "http.response.body", "body": body, "more_body": False})
@@ -214,7 +212,7 @@ class EventStream(Response):
             ping[1] = None  # no more pings
             listener.cancel()
             if hold is not None:
-                hold.cancel()
+                hold[1] = None
 
     def _gather(self, item: Item, chunks: list[bytes]) -> tuple[int, object]:
         """Add to `chunks` what `item` and the items queued after it send (what is queued
@@ -250,31 +248,35 @@ class EventStream(Response):
 _END, _LEFT, _OPEN = object(), object(), object()  # what `EventStream._gather` found last
 
 
-class _Pings:
-    """The pings of the streams of one loop, with one timer for them all.
+class _Timers:
+    """Nudges of the streams of one loop, with one timer for them all: each stream's comes
+    `interval()` seconds after it was added (and again every `interval()` when `repeat`).
 
     Each stream has an entry, `[when, nudge]`, in the order of `when` (every stream waits
-    the same `PING_INTERVAL`); the timer wakes at the first, nudges each stream whose time
-    has come (a stream that ended has no `nudge` left, and is dropped) and puts it back
-    `PING_INTERVAL` later. The timer wakes at most every eighth of `PING_INTERVAL`: a ping
-    may come that much later.
+    the same interval); the timer wakes at the first, nudges each stream whose time has
+    come (a stream that no longer waits has no `nudge` left, and is dropped) and, when
+    `repeat`, puts it back an interval later. The timer wakes at most every eighth of the
+    interval: a nudge may come that much later.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        nudge: Nudge = Nudge.PING,
+        interval: Callable[[], float] = lambda: PING_INTERVAL,
+        *,
+        repeat: bool = True,
+    ) -> None:
         self.loop = loop
+        self.nudge = nudge
+        self.interval = interval
+        self.repeat = repeat
         self.due: deque[list[Any]] = deque()
         self.timer: asyncio.TimerHandle | None = None
 
-    @classmethod
-    def start(cls, loop: asyncio.AbstractEventLoop) -> _Pings:
-        """Return the pings of the streams of `loop` (those of this loop from now on)."""
-        global _pings
-        _pings = cls(loop)
-        return _pings
-
     def add(self, nudge: Callable[[Nudge], None]) -> list[Any]:
-        """Ping by `nudge` every `PING_INTERVAL` seconds, until the entry returned loses it."""
-        entry: list[Any] = [self.loop.time() + PING_INTERVAL, nudge]
+        """Nudge by `nudge` after the interval, until the entry returned loses it."""
+        entry: list[Any] = [self.loop.time() + self.interval(), nudge]
         due = self.due
         if due and entry[0] < due[-1][0]:
             self._put(entry)
@@ -289,7 +291,7 @@ class _Pings:
 
     def _put(self, entry: list[Any]) -> None:
         due = self.due
-        if due and entry[0] < due[-1][0]:  # (`PING_INTERVAL` was made shorter meanwhile)
+        if due and entry[0] < due[-1][0]:  # (the interval was made shorter meanwhile)
             self.due = deque(sorted([*due, entry], key=itemgetter(0)))
         else:
             due.append(entry)
@@ -297,24 +299,37 @@ class _Pings:
     def _wake(self) -> None:
         now = self.loop.time()
         due = self.due
+        interval = self.interval()
         for _ in range(len(due)):  # (each stream at most once a wake)
             if due[0][0] > now:
                 break
             entry = due.popleft()
             nudge = entry[1]
-            if nudge is not None:  # (the stream still runs)
-                entry[0] = now + PING_INTERVAL
-                self._put(entry)
-                due = self.due
-                nudge(Nudge.PING)
+            if nudge is not None:  # (the stream still waits)
+                if self.repeat:
+                    entry[0] = now + interval
+                    self._put(entry)
+                    due = self.due
+                nudge(self.nudge)
         self.timer = None
         if due:
-            then = max(due[0][0], now + PING_INTERVAL / 8)
+            then = max(due[0][0], now + interval / 8)
             self.timer = self.loop.call_at(then, self._wake)
 
 
-#: The pings of the loop that started a stream last (each loop's, as streams start on it).
-_pings: _Pings | None = None
+#: The pings of the streams of the loop that started a stream last, and their heads'
+#: waits (each loop's, as streams start on it).
+_pings: _Timers | None = None
+_holds: _Timers | None = None
+
+
+def _timers(loop: asyncio.AbstractEventLoop) -> tuple[_Timers, _Timers]:
+    """Return the pings and the heads' waits of the streams of `loop`."""
+    global _pings, _holds
+    if _pings is None or _holds is None or _pings.loop is not loop:
+        _pings = _Timers(loop)
+        _holds = _Timers(loop, Nudge.OPEN, lambda: HEAD_HOLD, repeat=False)
+    return _pings, _holds
 
 
 async def _listen(receive: Receive, run: Feed) -> None:
