@@ -190,3 +190,12 @@ def test_in_process_server_benchmark_drives_the_agent_protocol_route() -> None:
     figures = _quick("server_inproc.py", "--route", "ap")
     assert figures["route"] == "ap"
     assert _a_figure(figures["plait_cpu_us_per_run"]) and figures["plait_cpu_us_per_run"] > 0
+
+
+@pytest.mark.parametrize(("app", "route"), [("plait", "v1"), ("plait", "ap"), ("bare", "v1")])
+def test_the_server_writes_benchmark_counts_cpu_and_socket_writes(app: str, route: str) -> None:
+    figures = _quick("server_writes.py", "--app", app, "--route", route)
+    assert (figures["app"], figures["route"], figures["runs"]) == (app, route, 20)
+    assert _a_figure(figures["cpu_us_per_run"]) and figures["cpu_us_per_run"] > 0
+    # every run's answer is written: its head and body at least, and its end
+    assert figures["writes_per_run"] >= 2
