@@ -15,7 +15,7 @@ from plait import ChatModelAgent, tool
 from plait.server import create_app
 from plait.server.bodies import RunSummary
 from plait.server.run_queue import RunQueue
-from plait.server.runs import Nudge, Relay
+from plait.server.runs import LiveRun, Nudge, Relay, Runs
 from plait.server.sse import EventStream
 from plait.stores import MemoryStore
 from plait.testing import FunctionModel, call, reply
@@ -349,3 +349,39 @@ async def test_a_client_that_leaves_while_the_last_event_waits_ends_its_answer_a
         await asyncio.wait_for(task, WAIT)  # the answer ended, though the end is not written
         assert not store.done.is_set()
         store.done.set()  # (the run ends as the app stops)
+
+
+async def test_a_nudge_sends_a_last_event_that_waits_for_its_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("plait.server.sse.HEAD_HOLD", 3600.0)
+    live: list[LiveRun] = []
+    register = Runs.register
+
+    def seen(runs: Runs, run: LiveRun) -> None:
+        live.append(run)
+        register(runs, run)
+
+    monkeypatch.setattr(Runs, "register", seen)
+    store = _SlowEnd()
+    agent = ChatModelAgent(
+        name="assistant", description="answers", model=FunctionModel(lambda m, t: "hello")
+    )
+    app = create_app(agent, store=store)
+    body = {"input": "hi", "session_id": "s1"}
+    async with app.router.lifespan_context(app):
+        store.slow = True
+        client = _Client()
+        task = asyncio.ensure_future(_drive(app, "POST", "/v1/agents/assistant/runs", body, client))
+        await asyncio.wait_for(store.waiting.wait(), WAIT)  # its end is being written
+        assert client.sent == []  # its one event is its last: it waits for the end
+        live[0].nudge(Nudge.PING)  # as the loop's pings (or the head's wait) nudge it
+        await client.until(lambda: len(client.sent) == 2)
+        assert client.kinds() == ["start", "body"]
+        assert b'"content":"hello"' in client.sent[1]["body"]
+        assert b": ping" in client.sent[1]["body"]
+        assert not store.done.is_set()
+        store.done.set()
+        await asyncio.wait_for(task, WAIT)
+    assert client.kinds() == ["start", "body", "body"]
+    assert b"event: run_end" in client.sent[-1]["body"]

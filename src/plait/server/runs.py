@@ -211,11 +211,11 @@ class LiveRun:
             await asyncio.shield(self._running)
 
     def nudge(self, nudge: Nudge) -> None:
-        """Wake the reader of this run's queue with `nudge` (a client that left, also while
-        the run's last event waits for its end)."""
+        """Wake the reader of this run's queue with `nudge`, also while the run's last event
+        waits for its end (the client left, the head has waited `HEAD_HOLD`, a ping is due:
+        what is queued goes out, or is dropped, now)."""
         self.queue.put_nowait(nudge)
-        if nudge is Nudge.STOP:
-            self.queue.release()
+        self.queue.release()
 
     async def outcome(self) -> tuple[RunSummary, list[str]]:
         """Wait for the end of the run; return its summary and the JSON of its events."""
