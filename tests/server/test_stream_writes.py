@@ -329,21 +329,34 @@ class _SlowEnd(MemoryStore):
         return await super().put_session(session_id, data, **kwargs)
 
 
+def _hello_app(store: _SlowEnd) -> Any:
+    """Return an app whose agent answers "hello" at once (one event), on `store`."""
+    agent = ChatModelAgent(
+        name="assistant", description="answers", model=FunctionModel(lambda m, t: "hello")
+    )
+    return create_app(agent, store=store)
+
+
+async def _until_its_end_is_written(
+    app: Any, store: _SlowEnd
+) -> tuple[_Client, asyncio.Future[None]]:
+    """Start a streamed run with a session; return once its end is being written."""
+    store.slow = True
+    client = _Client()
+    body = {"input": "hi", "session_id": "s1"}
+    task = asyncio.ensure_future(_drive(app, "POST", "/v1/agents/assistant/runs", body, client))
+    await asyncio.wait_for(store.waiting.wait(), WAIT)
+    return client, task
+
+
 async def test_a_client_that_leaves_while_the_last_event_waits_ends_its_answer_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("plait.server.sse.HEAD_HOLD", 3600.0)
     store = _SlowEnd()
-    agent = ChatModelAgent(
-        name="assistant", description="answers", model=FunctionModel(lambda m, t: "hello")
-    )
-    app = create_app(agent, store=store)
-    body = {"input": "hi", "session_id": "s1"}
+    app = _hello_app(store)
     async with app.router.lifespan_context(app):
-        store.slow = True
-        client = _Client()
-        task = asyncio.ensure_future(_drive(app, "POST", "/v1/agents/assistant/runs", body, client))
-        await asyncio.wait_for(store.waiting.wait(), WAIT)  # its end is being written
+        client, task = await _until_its_end_is_written(app, store)
         assert client.sent == []  # its one event waits for the end (the head with it)
         client.left.set()
         await asyncio.wait_for(task, WAIT)  # the answer ended, though the end is not written
@@ -364,16 +377,9 @@ async def test_a_nudge_sends_a_last_event_that_waits_for_its_end(
 
     monkeypatch.setattr(Runs, "register", seen)
     store = _SlowEnd()
-    agent = ChatModelAgent(
-        name="assistant", description="answers", model=FunctionModel(lambda m, t: "hello")
-    )
-    app = create_app(agent, store=store)
-    body = {"input": "hi", "session_id": "s1"}
+    app = _hello_app(store)
     async with app.router.lifespan_context(app):
-        store.slow = True
-        client = _Client()
-        task = asyncio.ensure_future(_drive(app, "POST", "/v1/agents/assistant/runs", body, client))
-        await asyncio.wait_for(store.waiting.wait(), WAIT)  # its end is being written
+        client, task = await _until_its_end_is_written(app, store)
         assert client.sent == []  # its one event is its last: it waits for the end
         live[0].nudge(Nudge.PING)  # as the loop's pings (or the head's wait) nudge it
         await client.until(lambda: len(client.sent) == 2)
