@@ -263,3 +263,25 @@ async def test_nan_and_infinity_in_a_result_are_encoded_as_strings() -> None:
     out = await measure.call("{}", Ctx.root("a", []))
     assert out == '{"mean":"NaN","max":"Infinity","min":"-Infinity","rows":[1.5,"NaN"]}'
     assert json.loads(out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (42, "42"),
+        (-(10**18) + 1, "-999999999999999999"),
+        (10**30, "1" + "0" * 30),
+        (10**5000, "1" + "0" * 5000),  # past Python's limit for `str` of an int
+        (True, "true"),
+        (2.5, "2.5"),
+    ],
+    ids=["small", "short negative", "long", "longer than str allows", "bool", "float"],
+)
+async def test_a_number_result_is_its_json_text(value: object, text: str) -> None:
+    @tool
+    async def give() -> object:
+        """Give the value."""
+        return value
+
+    out = await give.call("{}", Ctx.root("a", []))
+    assert out == text

@@ -259,17 +259,18 @@ class ModelCalls:
             self.calls_made += 1  # `_before_call`, inline
         run = self.run
         run.requests += 1
-        # the task awaiting the reply is what a stop request cancels: it takes the run's
-        # slot for the model call in flight, or joins the others when calls run at once
+        # a stop cancels the task awaiting the reply: in the run's slot, or with the others
         task = current_task(self.event_loop)
         if run.model_call is None:
             run.model_call = task
         else:
             run.model_calls_in_flight.add(task)  # type: ignore[arg-type]
         try:
-            reply = await agent.model.generate(
-                self.messages, tools=agent._tool_infos, **self.options
-            )
+            generate, options = agent.model.generate, self.options  # (with none, no `**{}`)
+            if options:
+                reply = await generate(self.messages, tools=agent._tool_infos, **options)
+            else:
+                reply = await generate(self.messages, tools=agent._tool_infos)
         except asyncio.CancelledError:
             if not _stopped_by_request(run, task):
                 raise
@@ -284,9 +285,8 @@ class ModelCalls:
             else:
                 run.model_calls_in_flight.discard(task)
         if not isinstance(reply, Message):
-            box.error = wrong_output(
-                agent.model, agent.name, "generate() returned", reply, "a Message"
-            )
+            what = "generate() returned"
+            box.error = wrong_output(agent.model, agent.name, what, reply, "a Message")
             return []
         calls = reply.tool_calls
         if calls and (len(calls) > 1 or not calls[0].id):  # else the ids are unique

@@ -19,6 +19,7 @@ from plait.capabilities.structured import FINAL_RESULT, OutputCheck, StructuredO
 from plait.core.agent import AgentInput
 from plait.core.checkpoint import DoneCall, ReactRecord
 from plait.core.context import Emit, Frame
+from plait.core.context_events import message_event
 from plait.core.hooks import HookChain
 from plait.core.steps import CALL_MODEL, CallModel, Fail, Final, Pause, RunTools, Step, Transfer
 from plait.errors import ModelError, PlaitError, ResumeError, RunCancelled
@@ -91,9 +92,8 @@ async def react_loop(agent: ReactAgent, input: AgentInput, ctx: Frame) -> Events
                         return
                     # one call of a tool that passes no events up, none done before
                     if len(calls) == 1 and not loop.done and calls[0].name not in emitting:
-                        rnd = loop.round = Round()
                         outcome = await agent._calls.run(calls[0], ctx, 0, loop.hooks)
-                        shown = agent._calls.accept(outcome, ctx, rnd)
+                        shown = loop.accept_lone(outcome)
                         if shown is not None:
                             yield shown
                     else:
@@ -117,7 +117,7 @@ async def react_loop(agent: ReactAgent, input: AgentInput, ctx: Frame) -> Events
 class _Loop(ModelCalls):
     """One run of a ChatModelAgent's ReAct loop: its model input and where it stands."""
 
-    __slots__ = ("answer", "check", "done", "input", "plain", "resumed_tools", "round")
+    __slots__ = ("answer", "check", "done", "input", "lone", "plain", "resumed_tools", "round")
 
     agent: ReactAgent
 
@@ -130,6 +130,7 @@ class _Loop(ModelCalls):
         self.done: dict[int, Outcome] = {}  # results from before a pause
         self.reply = Reply()  # the model's last reply, until it is taken
         self.round = Round()  # the last round of tool calls, until it is decided
+        self.lone: Outcome | None = None  # or the plain result of a round of one call
         self.hooks = hooks = ctx.run.hooks.around(agent.agent_hooks)  # the runner's, then its own
         self.hooked = bool(hooks.before_model or hooks.during_model or hooks.wrap_model)
         self.options = agent._call_options()
@@ -327,11 +328,39 @@ class _Loop(ModelCalls):
                 yield event
         self.round = rnd
 
+    def accept_lone(self, outcome: Outcome) -> AgentEvent | None:
+        """`ToolCalls.accept` for a round of one call (none done before a pause): a plain
+        result (no action, failure, pause or stop, not returned directly) is shown and kept
+        as `lone` without a `Round`; any other starts the round."""
+        if (
+            outcome.action is None
+            and outcome.fatal is None
+            and not outcome.interrupts
+            and not outcome.stopped
+            and outcome.call.name not in self.agent._calls.return_directly
+        ):
+            self.lone = outcome
+            ctx = self.ctx
+            return message_event(
+                ctx.agent_name, ctx.run_path, ctx.depth, "tool", outcome.message, None
+            )
+        rnd = self.round = Round()
+        return self.agent._calls.accept(outcome, self.ctx, rnd)
+
     def decide_round(self) -> tuple[Sequence[AgentEvent], Step] | None:
         """`after_round` in the common case, without awaiting: one result, shown, of an
         agent with no structured output, with no stop asked for and no step saves (the
         model is called again); None in any other case (await `after_round`)."""
-        rnd, run = self.round, self.run
+        run, lone = self.run, self.lone
+        if lone is not None:  # a round of one plain result (`accept_lone`)
+            self.lone = None
+            if self.check is None and not run.cancel_requested and run.durability != "step":
+                self.messages.append(lone.message)
+                return (), CALL_MODEL
+            rnd = self.round = Round()
+            rnd.outcomes.append(lone)
+            return None
+        rnd = self.round
         outcomes = rnd.outcomes
         if (
             len(outcomes) != 1

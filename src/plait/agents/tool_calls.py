@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
@@ -37,6 +37,9 @@ from plait.tools.base import Gated, HasTimeout, Tool, ToolResult
 from plait.tools.effects import Gate
 
 __all__ = ["Outcome", "Round", "ToolCalls"]
+
+# (role, content, tool_calls, tool_call_id, name, usage): `Message.tool` without its frame
+_make_message: Callable[..., Message] = Message._make  # type: ignore[attr-defined]
 
 
 @dataclass(slots=True)
@@ -242,7 +245,7 @@ class ToolCalls:
                 action = sent if action is None else sent.merge(action)
         if action is not None and action.transfer_to_agent is not None and not self.transfers:
             content, action, fatal = self._stray_transfer(call, action.transfer_to_agent)
-        message = Message.tool(content, call.id, name=call.name)
+        message = _make_message("tool", content, (), call.id, call.name, None)  # `Message.tool`
         return Outcome(index, call, message, action, fatal)
 
     def _unknown_tool(self, call: ToolCall) -> tuple[str, PlaitError | None]:

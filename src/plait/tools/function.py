@@ -150,6 +150,8 @@ class FunctionTool:
             result = await run_in_thread(self.fn, **kwargs)
         if isinstance(result, _TEXT_OR_RESULT):
             return result
+        if type(result) is int and -_SHORT < result < _SHORT:  # its JSON: its decimal text
+            return str(result)
         return self._to_json(result, inf_nan_mode="strings").decode()  # JSON, NaN as "NaN"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -161,6 +163,7 @@ class FunctionTool:
 
 
 _TEXT_OR_RESULT = (str, ToolResult)  # what a tool's function returns as it is
+_SHORT = 10**18  # an int within this is written by `str` (a longer one by the JSON encoder)
 
 
 _MAX_PROBLEMS = 10  # the most schema mismatches one error message lists
