@@ -38,6 +38,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from typing_extensions import TypedDict  # (pydantic reads it on Python < 3.12)
 
+from plait._util.clock import iso
 from plait._util.json import dump_plain, encoded, load_plain, to_json
 from plait._util.record import record
 from plait._util.sync import run_in_new_loop
@@ -259,7 +260,7 @@ class SessionTurn:
             "state": {**saved.state, **state} if state else saved.state,
             "local": {**saved.local, **local} if local else saved.local,
             "handoffs": [*saved.handoffs, *handoffs],
-            "updated_at": stamp.isoformat(),
+            "updated_at": iso(stamp),
         }
         dump, unencodable = _encoder()
         try:
@@ -353,7 +354,7 @@ class SessionCatalog:
     async def touch(self, session_id: str, stamp: datetime, agent: str | None = None) -> None:
         """List `session_id` as written at `stamp` by `agent` (it moves to the end of the
         write order)."""
-        entry = (stamp.isoformat(), self.agent if self.agent is not None else agent)
+        entry = (iso(stamp), self.agent if self.agent is not None else agent)
         await self.index.update(self.store, self.key, session_id, entry)
 
     async def remove(self, session_id: str) -> None:

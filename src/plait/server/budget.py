@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from plait._util.clock import iso
 from plait.capabilities.limits import estimate_tokens
 from plait.core.agent import AgentInput
 from plait.core.agent_context import HookContext
@@ -213,7 +214,7 @@ class UsageHooks(_Ledgered):
         cost, priced = price(model, usage, at=now)  # a broken `price` fails the run
         key = f"{ctx.requests}:{ctx.address}"
         row = [
-            now.isoformat(),
+            iso(now),
             self.agent,
             model_spec(model),
             usage.input_tokens,

@@ -8,10 +8,11 @@ reading it back.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from plait._util.clock import iso, iso_now
 from plait._util.fast import random_hex
 from plait._util.json import json_bytes
 from plait.server.bodies import RunSummary, UsageOut
@@ -35,7 +36,7 @@ _RUNNING: dict[str, Any] = {
 def record_head(run_id: str, started_at: datetime) -> str:
     """Return what every record of run `run_id` adds after its summary's fields, up to the
     time it was written."""
-    started = started_at.isoformat()
+    started = iso(started_at)
     return f',"run_id":{encode_basestring_ascii(run_id)},"started_at":"{started}","updated_at":"'
 
 
@@ -43,7 +44,7 @@ def encode_record(summary: RunSummary, head: str, worker: str) -> bytes:
     """Return the record of `summary` (`head`: its `record_head`; `worker`: who runs it,
     written while it runs)."""
     data = json_bytes(summary)
-    now = datetime.now(UTC).isoformat()
+    now = iso_now()
     tail = f'{now}","worker":"{worker}"}}' if summary.status == "running" else f'{now}"}}'
     return data[:-1] + (head + tail).encode()
 
@@ -63,5 +64,5 @@ def running_record(
             "metadata": {},
         }
     )
-    now = datetime.now(UTC).isoformat()
+    now = iso_now()
     return text[:-1] + f'{head}{now}","worker":"{worker}"}}'.encode()

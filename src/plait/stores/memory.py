@@ -182,7 +182,7 @@ class MemoryStore(ClosingStore):
         """Return the session with its version, or None."""
         if not self._by_itself:
             return await ClosingStore.get_session_record(self, session_id)
-        if type(session_id) is not str or good_store_id(session_id) is None:
+        if type(session_id) is not str or not good_store_id(session_id):
             check_id(session_id, "session_id")
         found = self._sessions.get(session_id)
         if found is None or (found[2] is not None and not self._clock() < found[2]):
@@ -193,7 +193,7 @@ class MemoryStore(ClosingStore):
         """Return the session's bytes, or None."""
         if not self._by_itself:
             return await ClosingStore.get_session(self, session_id)
-        if type(session_id) is not str or good_store_id(session_id) is None:
+        if type(session_id) is not str or not good_store_id(session_id):
             check_id(session_id, "session_id")
         found = self._sessions.get(session_id)
         if found is None or (found[2] is not None and not self._clock() < found[2]):
@@ -214,7 +214,7 @@ class MemoryStore(ClosingStore):
                 self, session_id, data, ttl=ttl, expected_version=expected_version
             )
         # the checks of `ClosingStore.put_session`
-        if type(session_id) is not str or good_store_id(session_id) is None:
+        if type(session_id) is not str or not good_store_id(session_id):
             check_id(session_id, "session_id")
         if ttl is not None:
             check_ttl(ttl)

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
 
 import pydantic_core
 
+from plait._util.clock import iso_now
 from plait._util.json import plain_json
 from plait.errors import SessionConflict
 from plait.server.caller import Caller
@@ -45,7 +45,7 @@ _TURNS: dict[tuple[asyncio.AbstractEventLoop, int, str], list[asyncio.Future[Non
 
 def now() -> str:
     """Return this moment as the protocol writes times: ISO 8601, UTC."""
-    return datetime.now(UTC).isoformat()
+    return iso_now()
 
 
 class Snapshot(NamedTuple):
