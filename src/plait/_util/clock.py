@@ -1,10 +1,10 @@
 """Times written as ISO 8601 text, exactly as `datetime.isoformat` writes them, for the paths
 that write several a run (records, documents, ledger rows).
 
-`isoformat` of an aware time writes each field with the C library's `sprintf`: about 12,000
-instructions a call, more than a ReAct step's whole tool call. Here the text up to the
-second is written once per second and kept (a few dozen seconds at most), and the
-microseconds come from a table of three-digit texts: about a quarter of the cost.
+`isoformat` of an aware time writes each field with the C library's `sprintf`: about 12,500
+instructions a call, 15,300 with `datetime.now(UTC)`. Here the text up to the second is
+written once per second and kept (64 seconds at most), and the microseconds come from a
+table of three-digit texts: about 6,100 instructions for `iso` and 4,400 for `iso_now`.
 """
 
 from __future__ import annotations
