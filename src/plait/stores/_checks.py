@@ -76,17 +76,6 @@ def _good_ids(max_length: int) -> Callable[[str], re.Match[str] | None]:
 
 #: The match of a good id, by `max_length` (the lengths `check_id` was asked for).
 _GOOD_IDS = {n: _good_ids(n) for n in (MAX_ID_LENGTH, MAX_RUN_ID_LENGTH)}
-_good_store_match = _GOOD_IDS[MAX_ID_LENGTH]
-
-
-def good_store_id(value: str) -> bool:
-    """Whether the `str` `value` is a good id of a store (`check_id` says what is wrong with
-    another): an ASCII one is when printable (no match to run), any other when it matches."""
-    if value.isascii():
-        return value.isprintable() and 0 < len(value) <= MAX_ID_LENGTH
-    return _good_store_match(value) is not None
-
-
 #: The match of the ids of a batch (`check_writes`), joined with NUL.
 _GOOD_BATCH = re.compile(
     f"(?:{_GOOD_CHARACTER}{{1,{MAX_ID_LENGTH}}}+\\x00)*+{_GOOD_CHARACTER}{{1,{MAX_ID_LENGTH}}}+"

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
 from plait.errors import SessionConflict
-from plait.stores._checks import good_store_id
 from plait.stores.base import (
     CheckpointRecord,
     CheckpointStatus,
@@ -182,8 +181,7 @@ class MemoryStore(ClosingStore):
         """Return the session with its version, or None."""
         if not self._by_itself:
             return await ClosingStore.get_session_record(self, session_id)
-        if type(session_id) is not str or not good_store_id(session_id):
-            check_id(session_id, "session_id")
+        check_id(session_id, "session_id")
         found = self._sessions.get(session_id)
         if found is None or (found[2] is not None and not self._clock() < found[2]):
             return None
@@ -193,8 +191,7 @@ class MemoryStore(ClosingStore):
         """Return the session's bytes, or None."""
         if not self._by_itself:
             return await ClosingStore.get_session(self, session_id)
-        if type(session_id) is not str or not good_store_id(session_id):
-            check_id(session_id, "session_id")
+        check_id(session_id, "session_id")
         found = self._sessions.get(session_id)
         if found is None or (found[2] is not None and not self._clock() < found[2]):
             return None
@@ -214,8 +211,7 @@ class MemoryStore(ClosingStore):
                 self, session_id, data, ttl=ttl, expected_version=expected_version
             )
         # the checks of `ClosingStore.put_session`
-        if type(session_id) is not str or not good_store_id(session_id):
-            check_id(session_id, "session_id")
+        check_id(session_id, "session_id")
         if ttl is not None:
             check_ttl(ttl)
         if expected_version is not None and (
