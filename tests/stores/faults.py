@@ -65,6 +65,8 @@ class FaultProxy:
         self._links: set[_Link] = set()
         self._handlers: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+        #: Set when bytes are dropped ("blackhole", "lose_replies"); cleared by `set_mode`.
+        self.swallowed = asyncio.Event()
 
     @property
     def address(self) -> str:
@@ -79,6 +81,7 @@ class FaultProxy:
     def set_mode(self, mode: Mode) -> None:
         """Switch to `mode`; see the module's docstring."""
         self._mode = mode
+        self.swallowed.clear()
         if mode == "drop":
             for link in list(self._links):
                 link.reset()
@@ -127,7 +130,7 @@ class FaultProxy:
         if self._mode == "blackhole":  # never connected to the server: swallow everything
             link.lost_bytes = True
             while await reader.read(65536):
-                pass
+                self.swallowed.set()
             return
         server_reader, link.server = await asyncio.open_connection(*self.target)
         pumps = [
@@ -155,6 +158,7 @@ class FaultProxy:
                 mode = self._mode
                 if mode == "blackhole" or (mode == "lose_replies" and replies):
                     link.lost_bytes = True
+                    self.swallowed.set()
                     continue
                 if mode == "delay":
                     await asyncio.sleep(self.delay)

@@ -225,6 +225,22 @@ async def test_a_slow_server_gives_store_errors_then_serves_again(
     assert await store.get_session("s") == b"before"
 
 
+async def test_a_caller_cancelled_while_the_server_is_silent_ends_within_the_timeout(
+    store: Store, proxy: FaultProxy
+) -> None:
+    await store.put_session("s", b"before")  # a connection is kept: the next statement runs at once
+    proxy.set_mode("blackhole")
+    started = time.monotonic()
+    caller = asyncio.ensure_future(store.get_session("s"))
+    await asyncio.wait_for(proxy.swallowed.wait(), BOUND)  # the statement is on its way
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(caller, BOUND)
+    assert time.monotonic() - started < TIMEOUT + 3  # not psycopg's own 5 s for a cancel
+    proxy.set_mode("pass")
+    assert await store.get_session("s") == b"before"
+
+
 @tool
 def approve(item: str) -> str:
     """Ask a person.

@@ -11,18 +11,18 @@ import math
 import re
 from collections.abc import AsyncGenerator, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from plait.errors import UsageError
 from plait.stores._network import check_timeout, failed, timed_out
 from plait.stores._pgpool import ConnectionPool, close_when_done, dsn_address, forget_task
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from plait.stores._pgconnection import StoreConnection
 
 __all__ = ["PostgresClient"]
 
-_Connection: TypeAlias = "AsyncConnection[tuple[Any, ...]]"
+_Connection: TypeAlias = "StoreConnection"
 
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 #: Seconds `close` waits for operations that ran out of time to let go of their connections.
@@ -82,6 +82,9 @@ class PostgresClient:
             UsageError: psycopg is not installed, or the prefix or the timeout are invalid.
         """
         self._psycopg = _require_psycopg(owner)
+        from plait.stores._pgconnection import StoreConnection
+
+        self._connection_type = StoreConnection
         if not _PREFIX.fullmatch(table_prefix):
             raise UsageError(
                 f"table_prefix {table_prefix!r} must be letters, digits and underscores"
@@ -132,8 +135,8 @@ class PostgresClient:
     async def _new_connection(self) -> _Connection:
         """Open a connection in autocommit mode."""
         limit = max(2, math.ceil(self.timeout))  # libpq counts whole seconds, at least 2
-        connect = self._psycopg.AsyncConnection.connect
-        return cast("_Connection", await connect(self.dsn, autocommit=True, connect_timeout=limit))
+        connect = self._connection_type.connect
+        return await connect(self.dsn, autocommit=True, connect_timeout=limit)
 
     async def _migrate(self, connection: _Connection) -> None:
         """Apply the migrations the database lacks, one process at a time."""
@@ -166,12 +169,71 @@ class PostgresClient:
         """Run one statement within `timeout` and return its rows; with `sweep`, first
         `_sweep` on the same connection.
 
-        The statement runs in a task of its own. When the time is up that task is cancelled
-        but not waited for: psycopg then asks the server to cancel the statement, which a
-        server that does not answer would drag past the timeout.
+        With an idle connection at hand the statement runs in the caller's task
+        (`_query_here`); else, to wait for a place or a connection, in a task of its own
+        (`_query_apart`).
 
         Raises:
             StoreError: The time ran out, or the server or the connection failed.
+        """
+        pool = self._pool
+        if pool is not None and self._loop is asyncio.get_running_loop():
+            connection = await pool.lend_idle()
+            if connection is not None:
+                return await self._query_here(operation, sql, params, sweep, connection)
+        return await self._query_apart(operation, sql, params, sweep)
+
+    async def _query_here(
+        self,
+        operation: str,
+        sql: str,
+        params: tuple[Any, ...] | dict[str, Any],
+        sweep: bool,
+        connection: StoreConnection,
+    ) -> list[tuple[Any, ...]]:
+        """Run the statement on a lent `connection`, in the caller's task.
+
+        The connection keeps the time bound (`StoreConnection`): when the time is up it is
+        cut, the statement fails at once, and its error is reported as the time running
+        out. A connection that failed, or was cut, is closed.
+        """
+        pool = self._pool
+        assert pool is not None
+        connection.start(self.timeout)
+        try:
+            if sweep:
+                await self._sweep(connection)
+            cursor = await connection.execute(sql, params)
+            rows = await cursor.fetchall() if cursor.description is not None else []
+        except BaseException as exc:
+            await pool.drop(connection)
+            if not isinstance(exc, (self._psycopg.Error, OSError)):
+                raise
+            write = operation not in self._reads
+            if connection.timed_out:  # the error is the cut's
+                raise timed_out(
+                    operation, "PostgreSQL", self.address, self.timeout, write=write
+                ) from None
+            raise failed(operation, "PostgreSQL", self.address, exc, write=write) from exc
+        connection.end()
+        if connection.timed_out:  # the answer came, but the connection is cut
+            await pool.drop(connection)
+        else:
+            await pool.give_back(connection)
+        return rows
+
+    async def _query_apart(
+        self,
+        operation: str,
+        sql: str,
+        params: tuple[Any, ...] | dict[str, Any],
+        sweep: bool,
+    ) -> list[tuple[Any, ...]]:
+        """Run the statement (`_run`) in a task of its own, within `timeout`.
+
+        When the time is up that task is cancelled but not waited for: psycopg then asks the
+        server to cancel the statement, which a server that does not answer would drag past
+        the timeout.
         """
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[list[tuple[Any, ...]]] = loop.create_future()

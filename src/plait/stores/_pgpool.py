@@ -17,11 +17,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from plait.stores._pgconnection import StoreConnection
 
 __all__ = ["ConnectionPool", "close_when_done", "dsn_address", "forget_task"]
 
-_Connection: TypeAlias = "AsyncConnection[tuple[Any, ...]]"
+_Connection: TypeAlias = "StoreConnection"
 
 
 def _readable(fd: int) -> bool:
@@ -95,6 +95,20 @@ class ConnectionPool:
         except BaseException:
             self._slots.release()
             raise
+
+    async def lend_idle(self) -> _Connection | None:
+        """Lend the most recently used idle connection at once, if one of the places is
+        free and the connection shows no sign of trouble (`lend` checks one that does);
+        else None."""
+        idle = self._idle
+        if not idle or self._slots.locked():
+            return None
+        connection = idle[-1]
+        if connection.closed or _readable(connection.fileno()):
+            return None
+        idle.pop()
+        await self._slots.acquire()  # a free place: taken at once
+        return connection
 
     async def give_back(self, connection: _Connection) -> None:
         """Take back a lent connection that is in a known state: kept for later use (closed
