@@ -17,6 +17,11 @@ measured when `langgraph`, `langgraph-checkpoint-sqlite` and `langgraph-checkpoi
 are installed (see `bench/README.md`); its scripted model comes from the comparison harness
 (`PEERS`, default `../shared/bench/peers`).
 
+The configurations take turns, in blocks of five timed turns after an untimed one, until
+each has run `--runs` timed turns: a busy stretch of the machine falls on all of them alike,
+and each block runs with the caches as its own turns leave them. Each figure is a median of
+its turns.
+
 Run: `python bench/checkpoints.py [--runs N | --quick]`; the last line is JSON with every
 figure.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -49,15 +55,29 @@ PEERS = Path(
 )
 
 
-async def _median_us(run: Callable[[], Awaitable[object]], runs: int) -> float:
-    for _ in range(3):
-        await run()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        await run()
-        times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times)
+Turn = Callable[[], Awaitable[object]]
+
+
+#: Timed turns a configuration runs in a row, after one untimed turn.
+BLOCK = 5
+
+
+async def _medians_us(turns: dict[str, Turn], runs: int) -> dict[str, float]:
+    """Time `runs` turns of every configuration, in blocks of `BLOCK` taken in turn (so that
+    a busy stretch of the machine falls on all of them alike, while a block runs with the
+    caches as its own turns left them); return the median of each, in µs."""
+    for turn in turns.values():
+        for _ in range(2):
+            await turn()
+    times: dict[str, list[float]] = {name: [] for name in turns}
+    while any(len(values) < runs for values in times.values()):
+        for name, turn in turns.items():
+            await turn()  # after another configuration's turns: not timed
+            for _ in range(min(BLOCK, runs - len(times[name]))):
+                start = time.perf_counter()
+                await turn()
+                times[name].append((time.perf_counter() - start) * 1e6)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _plait_runner(store: Store | None, durability: str) -> Runner:
@@ -72,12 +92,8 @@ async def _plait_turn(runner: Runner) -> None:
     assert result.final_output == TEXT_50, result.error
 
 
-async def plait_figures(runs: int, tmp: Path) -> dict[str, float]:
-    """Per-step checkpoint cost of plait on SQLite and PostgreSQL."""
-    out: dict[str, float] = {}
-    plain = _plait_runner(None, "exit")
-    base = await _median_us(lambda: _plait_turn(plain), runs)
-    out["plait_no_checkpoint_us"] = base
+async def plait_turns(tmp: Path, stack: contextlib.AsyncExitStack) -> dict[str, Turn]:
+    """plait's turns: without checkpoints, and with one after every step on each store."""
     stores: dict[str, Store] = {"sqlite": SqliteStore(tmp / "plait.db")}
     try:
         for name, flush in (("postgres", False), ("postgres_flushed", True)):
@@ -87,16 +103,19 @@ async def plait_figures(runs: int, tmp: Path) -> dict[str, float]:
             stores[name] = pg
     except Exception as exc:
         print(f"postgres skipped: {exc}", file=sys.stderr)
+    turns: dict[str, Turn] = {}
+    plain = _plait_runner(None, "exit")
+    turns["plait_no_checkpoint"] = lambda: _plait_turn(plain)
     for name, store in stores.items():
+        stack.push_async_callback(store.close)
         durable = _plait_runner(store, "step")
-        total = await _median_us(lambda r=durable: _plait_turn(r), runs)  # type: ignore[misc]
-        out[f"plait_{name}_per_step_us"] = (total - base) / STEPS
-        await store.close()
-    return out
+        turns[f"plait_{name}"] = lambda r=durable: _plait_turn(r)  # type: ignore[misc]
+    return turns
 
 
-async def langgraph_figures(runs: int, tmp: Path) -> dict[str, float]:
-    """Per-step checkpoint cost of LangGraph's async SQLite and Postgres savers."""
+async def langgraph_turns(tmp: Path, stack: contextlib.AsyncExitStack) -> dict[str, Turn]:
+    """LangGraph's turns: without a checkpointer, and with its async SQLite and Postgres
+    savers."""
     try:
         sys.path.insert(0, str(PEERS))
         sys.path.insert(0, str(PEERS / "adapters"))
@@ -126,31 +145,42 @@ async def langgraph_figures(runs: int, tmp: Path) -> dict[str, float]:
         out = await app.ainvoke({"messages": [("user", "Please add some numbers.")]}, config)
         assert out["messages"][-1].content == HARNESS_TEXT
 
-    out: dict[str, float] = {}
+    turns: dict[str, Turn] = {}
     base_app = graph(None)
-    base = await _median_us(lambda: turn(base_app), runs)
-    out["langgraph_no_checkpoint_us"] = base
-    async with AsyncSqliteSaver.from_conn_string(str(tmp / "lg.db")) as saver:
-        app = graph(saver)
-        out["langgraph_sqlite_per_step_us"] = (
-            await _median_us(lambda: turn(app), runs) - base
-        ) / STEPS
+    turns["langgraph_no_checkpoint"] = lambda: turn(base_app)
+    sqlite_saver = await stack.enter_async_context(
+        AsyncSqliteSaver.from_conn_string(str(tmp / "lg.db"))
+    )
+    sqlite_app = graph(sqlite_saver)
+    turns["langgraph_sqlite"] = lambda: turn(sqlite_app)
     try:
-        async with AsyncPostgresSaver.from_conn_string(PG) as saver:
-            await saver.setup()
-            app = graph(saver)
-            total = await _median_us(lambda: turn(app), runs)
-            out["langgraph_postgres_per_step_us"] = (total - base) / STEPS
+        pg_saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(PG))
+        await pg_saver.setup()
     except Exception as exc:
         print(f"langgraph postgres skipped: {exc}", file=sys.stderr)
-    return out
+    else:
+        pg_app = graph(pg_saver)
+        turns["langgraph_postgres"] = lambda: turn(pg_app)
+    return turns
 
 
 async def main(runs: int) -> dict[str, float]:
-    """Measure everything available; return the figures."""
+    """Measure everything available, interleaved; return the figures."""
     with tempfile.TemporaryDirectory() as tmp:
-        figures = await plait_figures(runs, Path(tmp))
-        figures.update(await langgraph_figures(runs, Path(tmp)))
+        async with contextlib.AsyncExitStack() as stack:
+            turns = await plait_turns(Path(tmp), stack)
+            turns.update(await langgraph_turns(Path(tmp), stack))
+            medians = await _medians_us(turns, runs)
+    figures: dict[str, float] = {}
+    for framework in ("plait", "langgraph"):
+        base = medians.get(f"{framework}_no_checkpoint")
+        if base is None:
+            continue
+        figures[f"{framework}_no_checkpoint_us"] = base
+        for store in ("sqlite", "postgres", "postgres_flushed"):
+            total = medians.get(f"{framework}_{store}")
+            if total is not None:
+                figures[f"{framework}_{store}_per_step_us"] = (total - base) / STEPS
     for store in ("sqlite", "postgres"):
         ours, theirs = (
             figures.get(f"plait_{store}_per_step_us"),
