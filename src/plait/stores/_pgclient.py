@@ -203,8 +203,7 @@ class PostgresClient:
         try:
             if sweep:
                 await self._sweep(connection)
-            cursor = await connection.execute(sql, params)
-            rows = await cursor.fetchall() if cursor.description is not None else []
+            rows = await connection.rows(sql, params)
         except BaseException as exc:
             await pool.drop(connection)
             if not isinstance(exc, (self._psycopg.Error, OSError)):
@@ -287,8 +286,7 @@ class PostgresClient:
         try:
             if sweep:
                 await self._sweep(connection)
-            cursor = await connection.execute(sql, params)
-            rows = await cursor.fetchall() if cursor.description is not None else []
+            rows = await connection.rows(sql, params)
         except BaseException:
             await pool.drop(connection)
             raise

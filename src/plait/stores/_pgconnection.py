@@ -14,7 +14,8 @@ import socket
 import time
 from typing import Any
 
-from psycopg import AsyncConnection, OperationalError
+from psycopg import AsyncConnection, AsyncCursor, OperationalError
+from psycopg.pq import ExecStatus
 
 __all__ = ["StoreConnection"]
 
@@ -22,6 +23,8 @@ __all__ = ["StoreConnection"]
 class StoreConnection(AsyncConnection[tuple[Any, ...]]):
     """A connection whose statements each have a time bound, kept by the connection itself.
 
+    `rows(sql, params)` runs a statement on the connection's own cursor, made once (which
+    holds the last statement's result until the next one).
     `start(timeout)` before a statement, `end()` after it. A statement still running when its
     time is up has its connection cut: the socket is shut down both ways (its descriptor
     stays open), so the statement's wait ends at once with an `OperationalError`, and
@@ -41,6 +44,20 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
     #: Whether the connection was cut because a statement's time was up.
     timed_out: bool = False
     _watch: asyncio.TimerHandle | None = None
+    _cursor: AsyncCursor[tuple[Any, ...]] | None = None
+
+    async def rows(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement; return its rows (none for a statement that returns none)."""
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.cursor()
+        await cursor.execute(sql, params)
+        result = cursor.pgresult
+        if result is None or result.status != ExecStatus.TUPLES_OK:
+            return []
+        return await cursor.fetchall()
 
     def start(self, timeout: float) -> None:
         """A statement starts on the connection, with `timeout` seconds to end."""

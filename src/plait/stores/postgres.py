@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.errors import UsageError
+from plait.stores._checks import MAX_BATCH
 from plait.stores._network import DEFAULT_TIMEOUT
 from plait.stores._pgclient import PostgresClient
 from plait.stores._rows import checkpoint_from_rows, session_from_rows
@@ -84,6 +85,10 @@ MIGRATIONS: list[str] = [
     $$;
     """,
 ]
+
+
+#: The parameters of the checkpoint `n` of a batch: its id, its status, its data.
+_PARAMETERS = tuple((f"i{n}", f"s{n}", f"d{n}") for n in range(MAX_BATCH))
 
 
 def _statements(script: str) -> tuple[str, ...]:
@@ -286,16 +291,17 @@ class PostgresStore(PostgresClient, ClosingStore):
         versions. Bytes written under several ids (a step and its snapshot) are sent once."""
         params: dict[str, Any] = {"ttl": ttl}
         sent: dict[int, int] = {}  # id() of data already a parameter -> its number
-        shape = []
-        for n, (checkpoint_id, data, status) in enumerate(writes):
-            params[f"i{n}"], params[f"s{n}"] = checkpoint_id, status
+        shape: list[int] = []
+        for (checkpoint_id, data, status), (i, s, d) in zip(writes, _PARAMETERS, strict=False):
+            params[i], params[s] = checkpoint_id, status
+            n = len(shape)
             first = sent.setdefault(id(data), n)
             if first == n:
-                params[f"d{n}"] = data
+                params[d] = data
             shape.append(first)
         sql = self._sql.put_checkpoints(tuple(shape), flush or self.flush_steps)
         rows = await self._query(Operation.WRITE_CHECKPOINT, sql, params, sweep=True)
-        versions = {checkpoint_id: int(version) for checkpoint_id, version in rows}
+        versions: dict[str, int] = dict(rows)  # id -> version (a BIGINT: an int)
         return [versions[checkpoint_id] for checkpoint_id, _, _ in writes]
 
     async def _claim_checkpoint(self, checkpoint_id: str, version: int) -> bool:
