@@ -36,7 +36,8 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
     A statement whose caller is cancelled has psycopg ask the server to cancel it, and wait
     for the server; that request is given the time left to the statement, and none once it
     is up (psycopg then logs a warning), so a server that does not answer cannot hold a
-    cancelled caller past it either.
+    cancelled caller past it either. (psycopg 3.3 and later: their cancellation ends by
+    raising the caller's `CancelledError` whatever the request's outcome.)
     """
 
     #: When the running statement's time is up (`time.monotonic()`); infinite between them.
