@@ -12,12 +12,46 @@ import math
 import os
 import socket
 import time
-from typing import Any
+from collections.abc import Generator
+from typing import Any, TypeVar
 
 from psycopg import AsyncConnection, AsyncCursor, OperationalError
+from psycopg.abc import PQGen
 from psycopg.pq import ExecStatus
+from psycopg.waiting import Ready, Wait
 
 __all__ = ["StoreConnection"]
+
+_T = TypeVar("_T")
+
+
+class _Handed:
+    """A statement's generator handed to psycopg's own wait part way: its first step gives
+    `state` (the state the generator is waiting for), or raises `interrupt` (so that psycopg
+    cancels the statement as it does for a caller interrupted in its own wait); after that,
+    the generator's own steps."""
+
+    def __init__(
+        self, gen: PQGen[Any], state: Wait | None, interrupt: BaseException | None
+    ) -> None:
+        self.gen, self.state, self.interrupt = gen, state, interrupt
+
+    def __iter__(self) -> _Handed:
+        return self
+
+    def __next__(self) -> Wait:
+        interrupt, self.interrupt = self.interrupt, None
+        if interrupt is not None:
+            raise interrupt
+        state, self.state = self.state, None
+        return state if state is not None else next(self.gen)
+
+    def send(self, ready: Ready | int) -> Wait:
+        return self.gen.send(ready)
+
+    def handed(self) -> Generator[Wait, Ready | int, Any]:
+        """Return self, typed as the generator psycopg's wait takes."""
+        return self  # type: ignore[return-value]
 
 
 class StoreConnection(AsyncConnection[tuple[Any, ...]]):
@@ -33,6 +67,12 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
     One timer watches the connection while statements run on it, and is set again for a
     later statement only when it fires: a statement pays for no timer of its own.
 
+    A statement waits for its answer on a reader the event loop keeps for the connection
+    from one statement to the next (`wait`): psycopg's own wait adds a reader and a timer
+    for each wait and removes them after it. The reader is removed when the connection
+    becomes readable while idle (the server closed it, or has something to say), when a
+    statement fails, and before the connection is closed.
+
     A statement whose caller is cancelled has psycopg ask the server to cancel it, and wait
     for the server; that request is given the time left to the statement, and none once it
     is up (psycopg then logs a warning), so a server that does not answer cannot hold a
@@ -46,6 +86,90 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
     timed_out: bool = False
     _watch: asyncio.TimerHandle | None = None
     _cursor: AsyncCursor[tuple[Any, ...]] | None = None
+    _reader: tuple[asyncio.AbstractEventLoop, int] | None = None  # where the reader is kept
+    _waiter: asyncio.Future[None] | None = None  # what a waiting statement waits on
+    _busy: bool = False  # a statement is waiting for its answer
+    _early: bool = False  # a readiness the loop saw before the waiting statement was sent
+
+    async def wait(
+        self,
+        gen: PQGen[_T],
+        interval: float = 0.1,
+        timeout: float | None = None,  # noqa: ASYNC109 (psycopg's)
+    ) -> _T:
+        """Run a statement's generator to its end, waiting on the connection's reader.
+
+        A wait with a `timeout` (psycopg's own, when it cancels), one for the socket to take
+        more bytes, and a statement interrupted while waiting (a cancelled caller) are
+        handed to psycopg's wait, which cancels an interrupted statement on the server.
+        """
+        if timeout is not None:
+            self._drop_reader()
+            return await super().wait(gen, interval, timeout)
+        try:
+            state = next(gen)
+        except StopIteration as end:
+            result: _T = end.value
+            return result
+        self._busy = True
+        try:
+            while not state & Wait.W:
+                await self._readable()
+                state = gen.send(Ready.R)
+        except StopIteration as end:
+            result = end.value
+            return result
+        except OSError as exc:  # as psycopg's wait reports it
+            self._drop_reader()
+            raise OperationalError("connection socket closed") from exc
+        except BaseException as exc:
+            self._drop_reader()
+            if isinstance(exc, Exception):
+                raise
+            return await super().wait(_Handed(gen, None, exc).handed(), interval)
+        finally:
+            self._busy = False
+        self._drop_reader()  # the socket's send buffer is full: psycopg waits on both
+        return await super().wait(_Handed(gen, state, None).handed(), interval)
+
+    async def _readable(self) -> None:
+        """Wait until the loop sees the connection readable."""
+        loop = asyncio.get_running_loop()
+        if self._reader is None:
+            fd = self.pgconn.socket
+            loop.add_reader(fd, self._on_readable)
+            self._reader = (loop, fd)
+        waiter = self._waiter = loop.create_future()
+        # a readiness the loop saw before this statement was sent (the last answer's, read
+        # since) is already queued: it runs before `_settled` and must not wake this wait
+        self._early = True
+        loop.call_soon(self._settled)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _settled(self) -> None:
+        self._early = False
+
+    def _on_readable(self) -> None:
+        """The loop saw the connection readable: wake the waiting statement, or, with none
+        waiting, stop watching (the next statement's wait starts again)."""
+        if self._early:
+            return
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+        elif not self._busy:
+            self._drop_reader()
+
+    def _drop_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            loop, fd = reader
+            loop.remove_reader(fd)
 
     async def rows(
         self, sql: str, params: tuple[Any, ...] | dict[str, Any]
@@ -87,6 +211,7 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
 
     async def close(self) -> None:
         """Stop watching the connection, and close it."""
+        self._drop_reader()
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
