@@ -88,8 +88,13 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
     _cursor: AsyncCursor[tuple[Any, ...]] | None = None
     _reader: tuple[asyncio.AbstractEventLoop, int] | None = None  # where the reader is kept
     _waiter: asyncio.Future[None] | None = None  # what a waiting statement waits on
-    _busy: bool = False  # a statement is waiting for its answer
     _early: bool = False  # a readiness the loop saw before the waiting statement was sent
+
+    @property
+    def quiet(self) -> bool:
+        """Whether the loop watches the idle connection and has seen nothing to read on it
+        since its last statement (as of its last poll): the server has not closed it."""
+        return self._reader is not None
 
     async def wait(
         self,
@@ -111,12 +116,13 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
         except StopIteration as end:
             result: _T = end.value
             return result
-        self._busy = True
         try:
             while not state & Wait.W:
                 await self._readable()
                 state = gen.send(Ready.R)
         except StopIteration as end:
+            if self._reader is not None:
+                self._hold_off(self._reader[0])
             result = end.value
             return result
         except OSError as exc:  # as psycopg's wait reports it
@@ -127,8 +133,6 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
             if isinstance(exc, Exception):
                 raise
             return await super().wait(_Handed(gen, None, exc).handed(), interval)
-        finally:
-            self._busy = False
         self._drop_reader()  # the socket's send buffer is full: psycopg waits on both
         return await super().wait(_Handed(gen, state, None).handed(), interval)
 
@@ -140,14 +144,19 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
             loop.add_reader(fd, self._on_readable)
             self._reader = (loop, fd)
         waiter = self._waiter = loop.create_future()
-        # a readiness the loop saw before this statement was sent (the last answer's, read
-        # since) is already queued: it runs before `_settled` and must not wake this wait
-        self._early = True
-        loop.call_soon(self._settled)
+        self._hold_off(loop)
         try:
             await waiter
         finally:
             self._waiter = None
+
+    def _hold_off(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the reader ignore what the loop saw before now: the last answer's readiness,
+        read since (an answer's readiness is seen by one more poll before the statement
+        reads it), which would wake the next wait too early, or make an idle connection
+        look closed. It is already queued, so it runs before `_settled`."""
+        self._early = True
+        loop.call_soon(self._settled)
 
     def _settled(self) -> None:
         self._early = False
@@ -162,7 +171,7 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
             self._waiter = None
             if not waiter.done():
                 waiter.set_result(None)
-        elif not self._busy:
+        else:
             self._drop_reader()
 
     def _drop_reader(self) -> None:

@@ -99,12 +99,12 @@ class ConnectionPool:
     async def lend_idle(self) -> _Connection | None:
         """Lend the most recently used idle connection at once, if one of the places is
         free and the connection shows no sign of trouble (`lend` checks one that does);
-        else None."""
+        else None. A connection the loop watches (`quiet`) needs no look of its own."""
         idle = self._idle
         if not idle or self._slots.locked():
             return None
         connection = idle[-1]
-        if connection.closed or _readable(connection.fileno()):
+        if connection.closed or (not connection.quiet and _readable(connection.fileno())):
             return None
         idle.pop()
         await self._slots.acquire()  # a free place: taken at once
