@@ -12,8 +12,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from psycopg import AsyncConnection, AsyncCursor, OperationalError
 from psycopg.abc import PQGen
@@ -49,9 +48,11 @@ class _Handed:
     def send(self, ready: Ready | int) -> Wait:
         return self.gen.send(ready)
 
-    def handed(self) -> Generator[Wait, Ready | int, Any]:
-        """Return self, typed as the generator psycopg's wait takes."""
-        return self  # type: ignore[return-value]
+
+def _handed(gen: PQGen[_T], state: Wait | None, interrupt: BaseException | None) -> PQGen[_T]:
+    """`gen` as `_Handed` gives it, typed as the generator psycopg's wait takes (it uses
+    only `next` and `send`)."""
+    return cast("PQGen[_T]", _Handed(gen, state, interrupt))
 
 
 class StoreConnection(AsyncConnection[tuple[Any, ...]]):
@@ -132,9 +133,9 @@ class StoreConnection(AsyncConnection[tuple[Any, ...]]):
             self._drop_reader()
             if isinstance(exc, Exception):
                 raise
-            return await super().wait(_Handed(gen, None, exc).handed(), interval)
+            return await super().wait(_handed(gen, None, exc), interval)
         self._drop_reader()  # the socket's send buffer is full: psycopg waits on both
-        return await super().wait(_Handed(gen, state, None).handed(), interval)
+        return await super().wait(_handed(gen, state, None), interval)
 
     async def _readable(self) -> None:
         """Wait until the loop sees the connection readable."""
