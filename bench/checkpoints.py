@@ -22,6 +22,18 @@ each has run `--runs` timed turns: a busy stretch of the machine falls on all of
 and each block runs with the caches as its own turns leave them. Each figure is a median of
 its turns.
 
+The floor under plait's PostgreSQL and SQLite steps: the writes a durable run makes (its ten
+step saves and the mark that retires its checkpoint when it completes, each one statement),
+captured from one run and replayed back to back with nothing else running:
+
+- through the store itself (`plait_<store>_writes_alone_per_step_us`: the store's
+  `put_checkpoints`, new ids each turn);
+- for PostgreSQL also with psycopg alone, one connection and the same rows in one upsert
+  statement of a table of the same shape (`postgres_bare_statement_per_step_us`).
+
+Each is a turn's writes / 10, so `<store>_floor_ratio` (the writes alone against LangGraph's
+whole step) is the least `<store>_ratio` can be while every step's write is awaited.
+
 Run: `python bench/checkpoints.py [--runs N | --quick]`; the last line is JSON with every
 figure.
 """
@@ -46,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core import TEXT_50, BenchModel, add
 from plait import ChatModelAgent, Runner
-from plait.stores import PostgresStore, SqliteStore, Store
+from plait.stores import MemoryStore, PostgresStore, SqliteStore, Store
 
 STEPS = 10
 PG = os.environ.get("PLAIT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -94,7 +106,7 @@ async def _plait_turn(runner: Runner) -> None:
 
 async def plait_turns(tmp: Path, stack: contextlib.AsyncExitStack) -> dict[str, Turn]:
     """plait's turns: without checkpoints, and with one after every step on each store."""
-    stores: dict[str, Store] = {"sqlite": SqliteStore(tmp / "plait.db")}
+    stores: dict[str, SqliteStore | PostgresStore] = {"sqlite": SqliteStore(tmp / "plait.db")}
     try:
         for name, flush in (("postgres", False), ("postgres_flushed", True)):
             prefix = f"bench{uuid.uuid4().hex[:8]}_"
@@ -106,11 +118,114 @@ async def plait_turns(tmp: Path, stack: contextlib.AsyncExitStack) -> dict[str, 
     turns: dict[str, Turn] = {}
     plain = _plait_runner(None, "exit")
     turns["plait_no_checkpoint"] = lambda: _plait_turn(plain)
+    run_id, batches = await recorded_writes()
     for name, store in stores.items():
         stack.push_async_callback(store.close)
         durable = _plait_runner(store, "step")
         turns[f"plait_{name}"] = lambda r=durable: _plait_turn(r)  # type: ignore[misc]
+        if name in ("sqlite", "postgres"):
+            turns[f"plait_{name}_writes_alone"] = _replayed(store, run_id, batches)
+    if "postgres" in stores:
+        turns["postgres_bare"] = await _bare_turn(stack, run_id, batches)
     return turns
+
+
+#: One checkpoint of a `put_checkpoints` call: its id, its data, its status.
+Write = tuple[str, bytes, Any]
+#: One `put_checkpoints` call of a run: its writes, its `ttl` and its `flush`.
+Batch = tuple[list[Write], float | None, bool]
+
+
+class _Recorder(MemoryStore):
+    """A memory store that keeps every batch of checkpoints written to it, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[Batch] = []
+
+    async def put_checkpoints(
+        self, writes: Any, *, ttl: float | None = None, flush: bool = True
+    ) -> list[int]:
+        self.batches.append(([(i, bytes(d), s) for i, d, s in writes], ttl, flush))
+        return await super().put_checkpoints(writes, ttl=ttl, flush=flush)
+
+
+async def recorded_writes() -> tuple[str, list[Batch]]:
+    """Return the id of a durable run and the batches of checkpoints it wrote (its second
+    turn's, as every later turn writes them)."""
+    recorder = _Recorder()
+    runner = _plait_runner(recorder, "step")
+    await _plait_turn(runner)
+    recorder.batches.clear()
+    await _plait_turn(runner)
+    batches = recorder.batches
+    assert len(batches) == STEPS + 1, len(batches)  # a write a step, and the retiring mark
+    return batches[0][0][0][0], batches
+
+
+def _replayed(store: SqliteStore | PostgresStore, run_id: str, batches: list[Batch]) -> Turn:
+    """A turn that makes a run's writes through `store` alone, under a new run id."""
+
+    async def turn() -> None:
+        new = uuid.uuid4().hex
+        for writes, ttl, flush in batches:
+            renamed = [(i.replace(run_id, new, 1), data, s) for i, data, s in writes]
+            await store.put_checkpoints(renamed, ttl=ttl, flush=flush)
+
+    return turn
+
+
+async def _bare_turn(stack: contextlib.AsyncExitStack, run_id: str, batches: list[Batch]) -> Turn:
+    """A turn that makes a run's writes with psycopg alone: one upsert statement a batch
+    (the same bytes under two ids sent once), into a table of the store's shape."""
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(PG, autocommit=True)
+    stack.push_async_callback(conn.close)
+    table = f"bench{uuid.uuid4().hex[:8]}_bare"
+    await conn.execute(
+        f"CREATE TABLE {table} (id TEXT PRIMARY KEY, data BYTEA NOT NULL,"
+        " version BIGINT NOT NULL, status TEXT NOT NULL, expires_at TIMESTAMPTZ)"
+    )
+    stack.push_async_callback(conn.execute, f"DROP TABLE {table}")
+    with contextlib.suppress(psycopg.Error):  # before PostgreSQL 14: its default
+        await conn.execute(f"ALTER TABLE {table} ALTER COLUMN data SET COMPRESSION lz4")
+    statements = [_bare_statement(table, writes, flush) for writes, _, flush in batches]
+
+    async def turn() -> None:
+        new = uuid.uuid4().hex
+        for sql, params in statements:
+            named = {k: v.replace(run_id, new, 1) if k[0] == "i" else v for k, v in params.items()}
+            cursor = await conn.execute(sql, named)
+            await cursor.fetchall()
+
+    return turn
+
+
+def _bare_statement(table: str, writes: list[Write], flush: bool) -> tuple[str, dict[str, Any]]:
+    """Return one upsert of `writes` and its parameters (equal data sent once); without
+    `flush`, its commit does not wait for the disk."""
+    params: dict[str, Any] = {}
+    datas: list[bytes] = []
+    rows = []
+    for n, (checkpoint_id, data, status) in enumerate(writes):
+        if data not in datas:
+            datas.append(bytes(data))
+            params[f"d{len(datas) - 1}"] = bytes(data)
+        params[f"i{n}"], params[f"s{n}"] = checkpoint_id, status
+        rows.append(f"(%(i{n})s, %(d{datas.index(bytes(data))})b, %(s{n})s)")
+    start, join = "", ""
+    if not flush:
+        start = "WITH a AS (SELECT set_config('synchronous_commit', 'off', true))"
+        join = "CROSS JOIN a"
+    sql = f"""{start}
+        INSERT INTO {table} AS c (id, data, version, status)
+        SELECT w.id, w.data, 1, w.status FROM (VALUES {", ".join(rows)}) AS w (id, data, status)
+        {join}
+        ON CONFLICT (id) DO UPDATE SET
+            data = EXCLUDED.data, version = c.version + 1, status = EXCLUDED.status
+        RETURNING id, version"""
+    return sql, params
 
 
 async def langgraph_turns(tmp: Path, stack: contextlib.AsyncExitStack) -> dict[str, Turn]:
@@ -181,13 +296,19 @@ async def main(runs: int) -> dict[str, float]:
             total = medians.get(f"{framework}_{store}")
             if total is not None:
                 figures[f"{framework}_{store}_per_step_us"] = (total - base) / STEPS
+    for name in ("plait_sqlite_writes_alone", "plait_postgres_writes_alone", "postgres_bare"):
+        if name in medians:  # a turn's writes, with no run around them
+            key = "postgres_bare_statement" if name == "postgres_bare" else name
+            figures[f"{key}_per_step_us"] = medians[name] / STEPS
     for store in ("sqlite", "postgres"):
-        ours, theirs = (
-            figures.get(f"plait_{store}_per_step_us"),
-            figures.get(f"langgraph_{store}_per_step_us"),
-        )
-        if ours is not None and theirs:
-            figures[f"{store}_ratio"] = ours / theirs
+        theirs = figures.get(f"langgraph_{store}_per_step_us")
+        for ours, ratio in (
+            (f"plait_{store}_per_step_us", f"{store}_ratio"),
+            (f"plait_{store}_writes_alone_per_step_us", f"{store}_floor_ratio"),
+            (f"{store}_bare_statement_per_step_us", f"{store}_bare_floor_ratio"),
+        ):
+            if figures.get(ours) is not None and theirs:
+                figures[ratio] = figures[ours] / theirs
     return figures
 
 

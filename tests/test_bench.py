@@ -144,6 +144,13 @@ def test_checkpoints_benchmark_runs_and_reports_plait_figures() -> None:
     figures = _quick("checkpoints.py")
     for store in ("sqlite", "postgres", "postgres_flushed"):
         assert _a_figure(figures[f"plait_{store}_per_step_us"]), store
+    # the floor: a run's writes replayed alone, through the store and with psycopg alone
+    for key in (
+        "plait_sqlite_writes_alone_per_step_us",
+        "plait_postgres_writes_alone_per_step_us",
+        "postgres_bare_statement_per_step_us",
+    ):
+        assert figures[key] > 0, key
 
 
 def test_quota_load_benchmark_runs_and_stays_within_one_call() -> None:
