@@ -22,6 +22,9 @@ each has run `--runs` timed turns: a busy stretch of the machine falls on all of
 and each block runs with the caches as its own turns leave them. Each figure is a median of
 its turns.
 
+`plait_memory_per_step_us` is the same on `MemoryStore`: what a step's save costs plait's
+own code (the checkpoint and its history entry encoded, the write a dictionary's).
+
 The floor under plait's PostgreSQL and SQLite steps: the writes a durable run makes (its ten
 step saves and the mark that retires its checkpoint when it completes, each one statement),
 captured from one run and replayed back to back with nothing else running:
@@ -118,6 +121,9 @@ async def plait_turns(tmp: Path, stack: contextlib.AsyncExitStack) -> dict[str, 
     turns: dict[str, Turn] = {}
     plain = _plait_runner(None, "exit")
     turns["plait_no_checkpoint"] = lambda: _plait_turn(plain)
+    # in memory: what a step's save costs plait itself, with a write that is a dict's
+    memory = _plait_runner(MemoryStore(), "step")
+    turns["plait_memory"] = lambda: _plait_turn(memory)
     run_id, batches = await recorded_writes()
     for name, store in stores.items():
         stack.push_async_callback(store.close)
@@ -292,7 +298,7 @@ async def main(runs: int) -> dict[str, float]:
         if base is None:
             continue
         figures[f"{framework}_no_checkpoint_us"] = base
-        for store in ("sqlite", "postgres", "postgres_flushed"):
+        for store in ("memory", "sqlite", "postgres", "postgres_flushed"):
             total = medians.get(f"{framework}_{store}")
             if total is not None:
                 figures[f"{framework}_{store}_per_step_us"] = (total - base) / STEPS

@@ -142,7 +142,7 @@ def test_once_cost_benchmark_runs_and_reports_every_figure() -> None:
 def test_checkpoints_benchmark_runs_and_reports_plait_figures() -> None:
     _require_servers()
     figures = _quick("checkpoints.py")
-    for store in ("sqlite", "postgres", "postgres_flushed"):
+    for store in ("memory", "sqlite", "postgres", "postgres_flushed"):
         assert _a_figure(figures[f"plait_{store}_per_step_us"]), store
     # the floor: a run's writes replayed alone, through the store and with psycopg alone
     for key in (
