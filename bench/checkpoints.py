@@ -212,14 +212,12 @@ def _bare_statement(table: str, writes: list[Write], flush: bool) -> tuple[str, 
     """Return one upsert of `writes` and its parameters (equal data sent once); without
     `flush`, its commit does not wait for the disk."""
     params: dict[str, Any] = {}
-    datas: list[bytes] = []
+    slots: dict[bytes, str] = {}  # each distinct data, the name of its parameter
     rows = []
     for n, (checkpoint_id, data, status) in enumerate(writes):
-        if data not in datas:
-            datas.append(bytes(data))
-            params[f"d{len(datas) - 1}"] = bytes(data)
-        params[f"i{n}"], params[f"s{n}"] = checkpoint_id, status
-        rows.append(f"(%(i{n})s, %(d{datas.index(bytes(data))})b, %(s{n})s)")
+        slot = slots.setdefault(data, f"d{len(slots)}")
+        params[f"i{n}"], params[f"s{n}"], params[slot] = checkpoint_id, status, data
+        rows.append(f"(%(i{n})s, %({slot})b, %(s{n})s)")
     start, join = "", ""
     if not flush:
         start = "WITH a AS (SELECT set_config('synchronous_commit', 'off', true))"
